@@ -1,0 +1,398 @@
+"""The message model and its converters to and from the OpenAI and Anthropic chat formats."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, cast
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+
+# Kinds of message precis itself writes into a conversation.
+KIND_MESSAGE = "message"
+KIND_SUMMARY = "summary"
+KIND_MARKER = "marker"
+
+# OpenAI roles that map onto ours; the original spelling is kept for the round trip.
+_ROLE_ALIASES = {"developer": "system"}
+_IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
+_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+
+
+class InvalidMessage(ValueError):
+    """A message that precis refuses to take, with where it is and why."""
+
+    def __init__(self, index: int | None, reason: str) -> None:
+        self.index = index
+        self.reason = reason
+        where = f"message {index}" if index is not None else "message"
+        super().__init__(f"{where}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call issued by an assistant message; `arguments` is the JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """One immutable message of a conversation, as precis stores and plans over it."""
+
+    role: Role
+    content: str = ""
+    id: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    kind: str = KIND_MESSAGE
+    pinned: bool = False
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    created_at: str | None = None
+    reasoning: str = ""
+    images: int = 0
+    # Keys of the original OpenAI dict that precis does not model, kept for an exact round trip.
+    openai_extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidMessage(None, f"unknown role {self.role!r}")
+        if self.tool_calls and self.role != "assistant":
+            raise InvalidMessage(None, f"a {self.role} message cannot carry tool_calls")
+        if self.role == "tool" and not self.tool_call_id:
+            raise InvalidMessage(None, "a tool message needs a tool_call_id")
+
+    @property
+    def text_parts(self) -> tuple[str, ...]:
+        """The text pieces as given: the parts of a list content, else the whole content."""
+        raw = self.openai_extra.get("content")
+        if isinstance(raw, list):
+            return tuple(
+                str(p.get("text", ""))
+                for p in raw
+                if isinstance(p, dict) and p.get("type") in _TEXT_PART_TYPES
+            )
+        return (self.content,) if self.content else ()
+
+    def with_id(self, message_id: str) -> Message:
+        return replace(self, id=message_id)
+
+    @classmethod
+    def from_openai(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        index: int | None = None,
+        id: str = "",
+        pinned: bool = False,
+        kind: str = KIND_MESSAGE,
+    ) -> Message:
+        """Build a message from one OpenAI chat-completions message dict."""
+        if not isinstance(data, Mapping):
+            raise InvalidMessage(index, f"expected an object, got {type(data).__name__}")
+        extra: dict[str, Any] = {
+            k: v
+            for k, v in data.items()
+            if k not in {"role", "content", "tool_calls", "tool_call_id", "reasoning_content"}
+        }
+        raw_role = data.get("role")
+        if not isinstance(raw_role, str):
+            raise InvalidMessage(index, "missing role")
+        role = _ROLE_ALIASES.get(raw_role, raw_role)
+        if role not in ROLES:
+            raise InvalidMessage(index, f"unknown role {raw_role!r}")
+        if role != raw_role:
+            extra["role"] = raw_role
+
+        content, images = _content_from_openai(data.get("content"), index)
+        if "content" not in data:
+            extra[_ABSENT] = ["content"]
+        elif not isinstance(data["content"], str):
+            extra["content"] = data["content"]
+
+        tool_calls: tuple[ToolCall, ...] = ()
+        if "tool_calls" in data:
+            raw_calls = data["tool_calls"]
+            if raw_calls is None or raw_calls == []:
+                extra["tool_calls"] = raw_calls
+            else:
+                if role != "assistant":
+                    raise InvalidMessage(index, f"a {raw_role} message cannot carry tool_calls")
+                tool_calls = _tool_calls_from_openai(raw_calls, index)
+
+        tool_call_id: str | None = None
+        if role == "tool":
+            tcid = data.get("tool_call_id")
+            if not isinstance(tcid, str) or not tcid:
+                raise InvalidMessage(index, "a tool message needs a non-empty tool_call_id")
+            tool_call_id = tcid
+        elif "tool_call_id" in data:
+            extra["tool_call_id"] = data["tool_call_id"]
+
+        reasoning = data.get("reasoning_content")
+        if not isinstance(reasoning, str) or not reasoning:
+            if "reasoning_content" in data:
+                extra["reasoning_content"] = reasoning
+            reasoning = ""
+
+        return cls(
+            role=cast(Role, role),
+            content=content,
+            id=id,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            kind=kind,
+            pinned=pinned,
+            reasoning=reasoning,
+            images=images,
+            openai_extra=extra,
+        )
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI chat-completions dict; the inverse of `from_openai`."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [tc.to_openai() for tc in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.reasoning:
+            out["reasoning_content"] = self.reasoning
+        for key, value in self.openai_extra.items():
+            if key == _ABSENT:
+                for absent in value:
+                    out.pop(absent, None)
+            else:
+                out[key] = value
+        return out
+
+
+# Key of `openai_extra` listing keys the original dict did not have at all.
+_ABSENT = "_precis_absent"
+
+
+def _content_from_openai(raw: Any, index: int | None) -> tuple[str, int]:
+    if raw is None:
+        return "", 0
+    if isinstance(raw, str):
+        return raw, 0
+    if isinstance(raw, list):
+        texts: list[str] = []
+        images = 0
+        for j, part in enumerate(raw):
+            if not isinstance(part, Mapping):
+                raise InvalidMessage(index, f"content part {j} is not an object")
+            ptype = part.get("type")
+            if ptype in _TEXT_PART_TYPES:
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise InvalidMessage(index, f"content part {j} has no text string")
+                texts.append(text)
+            elif ptype in _IMAGE_PART_TYPES:
+                images += 1
+        return "\n\n".join(texts), images
+    kind = type(raw).__name__
+    raise InvalidMessage(index, f"content must be a string, a list or null, not {kind}")
+
+
+def compact_json(value: Any) -> str:
+    """JSON text without spaces and with non-ASCII kept raw, as JavaScript's JSON.stringify."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _tool_calls_from_openai(raw: Any, index: int | None) -> tuple[ToolCall, ...]:
+    if not isinstance(raw, list):
+        raise InvalidMessage(index, "tool_calls must be a list")
+    calls: list[ToolCall] = []
+    for j, call in enumerate(raw):
+        if not isinstance(call, Mapping):
+            raise InvalidMessage(index, f"tool_calls[{j}] is not an object")
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessage(index, f"tool_calls[{j}] has no id")
+        fn = call.get("function")
+        if not isinstance(fn, Mapping):
+            raise InvalidMessage(index, f"tool_calls[{j}] has no function object")
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidMessage(index, f"tool_calls[{j}].function has no name")
+        calls.append(ToolCall(call_id, name, _arguments_text(fn.get("arguments"), index, j)))
+    return tuple(calls)
+
+
+def _arguments_text(args: Any, index: int | None, j: int) -> str:
+    if isinstance(args, str):
+        return args
+    if args is None:
+        return "{}"
+    try:
+        return compact_json(args)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(
+            index, f"tool_calls[{j}].function.arguments is not JSON-serialisable: {exc}"
+        ) from None
+
+
+def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Convert a whole OpenAI message list, checking that each tool result has its call."""
+    out: list[Message] = []
+    issued: set[str] = set()
+    for i, item in enumerate(items):
+        msg = Message.from_openai(item, index=i)
+        if msg.role == "tool" and msg.tool_call_id not in issued:
+            raise InvalidMessage(
+                i, f"tool result for unknown tool_call_id {msg.tool_call_id!r} (no earlier call)"
+            )
+        issued.update(tc.id for tc in msg.tool_calls)
+        out.append(msg)
+    return out
+
+
+def messages_to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    return [m.to_openai() for m in messages]
+
+
+# --- Anthropic Messages API -------------------------------------------------------------------
+
+
+def messages_from_anthropic(
+    items: Iterable[Mapping[str, Any]], *, system: str | Sequence[Mapping[str, Any]] | None = None
+) -> list[Message]:
+    """Convert Anthropic messages (`tool_use` / `tool_result` blocks) to precis messages.
+
+    A user message holding tool results becomes one `tool` message per result, in order,
+    followed by a user message for any text it also held.
+    """
+    out: list[Message] = []
+    if system:
+        text = system if isinstance(system, str) else _anthropic_text(system, None)
+        out.append(Message(role="system", content=text))
+    issued: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InvalidMessage(i, f"expected an object, got {type(item).__name__}")
+        role = item.get("role")
+        content = item.get("content")
+        if role not in {"user", "assistant"}:
+            raise InvalidMessage(i, f"unknown Anthropic role {role!r}")
+        if isinstance(content, str):
+            out.append(Message(role=cast(Role, role), content=content))
+            continue
+        if not isinstance(content, list):
+            raise InvalidMessage(i, "content must be a string or a list of blocks")
+        texts: list[str] = []
+        thinking: list[str] = []
+        calls: list[ToolCall] = []
+        images = 0
+        for j, block in enumerate(content):
+            if not isinstance(block, Mapping):
+                raise InvalidMessage(i, f"content block {j} is not an object")
+            btype = block.get("type")
+            if btype == "text":
+                texts.append(str(block.get("text", "")))
+            elif btype == "thinking":
+                thinking.append(str(block.get("thinking", "")))
+            elif btype == "image":
+                images += 1
+            elif btype == "tool_use":
+                if role != "assistant":
+                    raise InvalidMessage(i, f"block {j}: tool_use only in assistant messages")
+                call_id = block.get("id")
+                name = block.get("name")
+                if not isinstance(call_id, str) or not call_id:
+                    raise InvalidMessage(i, f"block {j}: tool_use has no id")
+                if not isinstance(name, str) or not name:
+                    raise InvalidMessage(i, f"block {j}: tool_use has no name")
+                calls.append(ToolCall(call_id, name, _arguments_text(block.get("input"), i, j)))
+            elif btype == "tool_result":
+                if role != "user":
+                    raise InvalidMessage(i, f"block {j}: tool_result only in user messages")
+                use_id = block.get("tool_use_id")
+                if not isinstance(use_id, str) or use_id not in issued:
+                    raise InvalidMessage(
+                        i, f"block {j}: tool_result for unknown tool_use_id {use_id!r}"
+                    )
+                inner = block.get("content", "")
+                text = inner if isinstance(inner, str) else _anthropic_text(inner, i)
+                meta = {"is_error": True} if block.get("is_error") else {}
+                out.append(Message(role="tool", content=text, tool_call_id=use_id, metadata=meta))
+            else:
+                raise InvalidMessage(i, f"block {j}: unsupported block type {btype!r}")
+        issued.update(c.id for c in calls)
+        if texts or calls or images or thinking:
+            out.append(
+                Message(
+                    role=cast(Role, role),
+                    content="\n\n".join(texts),
+                    tool_calls=tuple(calls),
+                    reasoning="\n\n".join(thinking),
+                    images=images,
+                )
+            )
+    return out
+
+
+def _anthropic_text(blocks: Any, index: int | None) -> str:
+    if not isinstance(blocks, list):
+        raise InvalidMessage(index, "expected a list of content blocks")
+    return "\n".join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
+    )
+
+
+def messages_to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Return `(system, messages)` for the Anthropic Messages API.
+
+    Tool results become `tool_result` blocks of a user message; consecutive messages of the same
+    role are merged, as the API requires alternation.
+    """
+    system_parts: list[str] = []
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        if msg.role == "system":
+            system_parts.append(msg.content)
+            continue
+        blocks: list[dict[str, Any]] = []
+        if msg.role == "tool":
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": msg.tool_call_id,
+                "content": msg.content,
+            }
+            if msg.metadata.get("is_error"):
+                block["is_error"] = True
+            blocks.append(block)
+            role = "user"
+        else:
+            role = msg.role
+            if msg.content:
+                blocks.append({"type": "text", "text": msg.content})
+            for tc in msg.tool_calls:
+                blocks.append(
+                    {"type": "tool_use", "id": tc.id, "name": tc.name, "input": _tool_input(tc)}
+                )
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return ("\n\n".join(system_parts) if system_parts else None), out
+
+
+def _tool_input(call: ToolCall) -> Any:
+    try:
+        value = json.loads(call.arguments) if call.arguments else {}
+    except json.JSONDecodeError:
+        return {"_raw_arguments": call.arguments}
+    return value if isinstance(value, dict) else {"value": value}

@@ -1,0 +1,50 @@
+"""Loads letta-code's conformance vectors from the shared folder beside the repository."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+VECTORS = SHARED / "conformance" / "letta-vectors.json"
+TRAJECTORIES = SHARED / "data" / "trajectories"
+
+_PLACEHOLDER = re.compile(r"^<(\d+) chars of '(.)'>$")
+
+
+@cache
+def vectors() -> dict[str, Any]:
+    return dict(json.loads(VECTORS.read_text(encoding="utf-8")))
+
+
+def expand_placeholders(value: Any) -> Any:
+    """The vector file abbreviates long filler text as "<N chars of 'c'>"; spell it out."""
+    if isinstance(value, str):
+        m = _PLACEHOLDER.match(value)
+        return m.group(2) * int(m.group(1)) if m else value
+    if isinstance(value, list):
+        return [expand_placeholders(v) for v in value]
+    if isinstance(value, dict):
+        return {k: expand_placeholders(v) for k, v in value.items()}
+    return value
+
+
+def trajectory_as_openai(path: Path) -> list[dict[str, Any]]:
+    """A shared trajectory file as OpenAI messages (its tool calls spelled the OpenAI way)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if "tool_calls" in row:
+            row["tool_calls"] = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in row["tool_calls"]
+            ]
+        out.append(row)
+    return out

@@ -1,0 +1,165 @@
+"""The planners beyond the vectors: S1's numbers, letta's float quirk, the opt-in improvements,
+and the property that a planned context never breaks the validity rules."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from conversations import tool_conversations
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from precis.messages import KIND_SUMMARY, Message, ToolCall
+from precis.planning import (
+    NO_ASSISTANT_MESSAGE,
+    PlanningError,
+    eviction_steps,
+    plan_all,
+    plan_sliding_window,
+)
+from precis.tokens import LettaEstimator
+from precis.validity import check
+
+
+def alternating(n: int, chars: int = 108) -> list[Message]:
+    return [
+        Message(role="user" if i % 2 == 0 else "assistant", content="x" * chars, id=f"m{i}")
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize(("window", "summarized"), [(1000, 7), (400, 11)])
+def test_s1_twenty_messages_of_27_tokens(window: int, summarized: int) -> None:
+    messages = alternating(20)
+    assert {LettaEstimator().count(m) for m in messages} == {27}
+    plan = plan_sliding_window(messages, tokens=LettaEstimator(), context_window=window)
+    assert len(plan.summarize) == summarized
+    assert plan.keep == tuple(messages[summarized:])
+    assert plan.keep[0].role == "assistant"
+
+
+def test_float_sequence_from_default_percentage() -> None:
+    assert eviction_steps(0.3) == [
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.7999999999999999,
+        0.8999999999999999,
+        0.9999999999999999,
+        1.0999999999999999,
+    ]
+
+
+def test_quirk_raises_after_last_step_even_when_goal_met() -> None:
+    # p = 0.95 takes one step to e = 1.05: that pass finds a cut whose tail meets the goal,
+    # and letta still raises because e >= 1.0 afterwards.
+    messages = alternating(10)
+    tokens = [1] * 10
+    with pytest.raises(PlanningError, match=NO_ASSISTANT_MESSAGE):
+        plan_sliding_window(messages, tokens=tokens, context_window=1000, percentage=0.95)
+    # From 0.3 the search runs to 1.0999999999999999 when no pass meets the goal, then raises.
+    big = [400] * 10
+    with pytest.raises(PlanningError, match=NO_ASSISTANT_MESSAGE):
+        plan_sliding_window(messages, tokens=big, context_window=1000)
+
+
+def test_reserved_tokens_accept_a_final_pass_that_fits() -> None:
+    messages = alternating(10)
+    plan = plan_sliding_window(
+        messages, tokens=[1] * 10, context_window=1000, percentage=0.95, reserved_tokens=10
+    )
+    assert plan.cutoff == 7
+
+
+def test_reserved_tokens_make_the_kept_tail_fit() -> None:
+    messages = alternating(40)
+    tokens = [50] * 40
+    letta = plan_sliding_window(messages, tokens=tokens, context_window=2000)
+    kept_letta = sum(tokens[letta.cutoff or 0 :])
+    reserved = 600
+    ours = plan_sliding_window(
+        messages, tokens=tokens, context_window=2000, reserved_tokens=reserved
+    )
+    kept_ours = sum(tokens[ours.cutoff or 0 :])
+    assert kept_letta + reserved >= 0.7 * 2000  # letta's tail plus the floor would not fit
+    assert kept_ours + reserved < 0.7 * 2000
+    assert (ours.cutoff or 0) > (letta.cutoff or 0)
+
+
+def test_pinned_messages_are_never_summarized() -> None:
+    messages = alternating(20)
+    messages[2] = Message(role="user", content="never use npm", id="m2", pinned=True)
+    plan = plan_sliding_window(messages, tokens=LettaEstimator(), context_window=400)
+    assert "m2" not in {m.id for m in plan.summarize}
+    assert [m.id for m in plan.pinned] == ["m2"]
+    assert [m.id for m in plan_all(messages).pinned] == ["m2"]
+
+
+def test_pinning_a_tool_result_pins_its_call() -> None:
+    messages = [
+        Message(role="user", content="go", id="u0"),
+        Message(role="assistant", tool_calls=(ToolCall("c1", "read", "{}"),), id="a1"),
+        Message(role="tool", content="secret", tool_call_id="c1", id="t1", pinned=True),
+        *alternating(12)[1:],
+    ]
+    plan = plan_all(messages)
+    assert [m.id for m in plan.pinned] == ["a1", "t1"]
+    assert check([*plan.pinned, *plan.keep]) == []
+
+
+def test_user_boundary_fallback_when_no_assistant_cut() -> None:
+    messages = [Message(role="user", content="x" * 400, id=f"u{i}") for i in range(8)]
+    with pytest.raises(PlanningError, match=NO_ASSISTANT_MESSAGE):
+        plan_sliding_window(messages, tokens=LettaEstimator(), context_window=500)
+    plan = plan_sliding_window(
+        messages, tokens=LettaEstimator(), context_window=500, user_boundary_fallback=True
+    )
+    assert plan.cutoff is not None and plan.keep[0].role == "user"
+
+
+def test_token_list_length_mismatch_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="3 entries for 20 messages"):
+        plan_sliding_window(alternating(20), tokens=[1, 2, 3], context_window=100)
+
+
+SUMMARY = Message(role="user", content="summary", id="summary", kind=KIND_SUMMARY)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    conversation=tool_conversations(),
+    window=st.one_of(st.none(), st.integers(0, 20000)),
+    percentage=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+    reserved=st.sampled_from([0, 0, 500]),
+    fallback=st.booleans(),
+)
+def test_planned_context_is_always_valid(
+    conversation: list[Message],
+    window: int | None,
+    percentage: float | None,
+    reserved: int,
+    fallback: bool,
+) -> None:
+    assert check(conversation) == []
+    counter = LettaEstimator()
+    plans = [plan_all(conversation)]
+    with contextlib.suppress(PlanningError):
+        plans.append(
+            plan_sliding_window(
+                conversation,
+                tokens=counter,
+                context_window=window,
+                percentage=percentage,
+                reserved_tokens=reserved,
+                user_boundary_fallback=fallback,
+            )
+        )
+    for plan in plans:
+        context = [*plan.pinned, SUMMARY, *plan.keep]
+        assert check(context) == [], plan
+        assert not any(m.pinned for m in plan.summarize)
+        assert len(plan.summarize) + len(plan.pinned) + len(plan.keep) == len(conversation)
+        if conversation and plan.mode == "sliding_window":
+            assert plan.keep[-1] is conversation[-1]  # the newest message is never summarized
