@@ -1,0 +1,33 @@
+"""What precis needs from a chat model: messages in, one reply and its usage out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One model reply: the assistant message (OpenAI format) and the usage the server reported."""
+
+    message: Mapping[str, Any]
+    usage: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        content = self.message.get("content")
+        return content if isinstance(content, str) else ""
+
+
+class ChatProvider(Protocol):
+    """A chat-completions model; a context overflow is raised as `precis.errors.ContextOverflow`."""
+
+    @property
+    def context_window(self) -> int | None: ...
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Completion: ...

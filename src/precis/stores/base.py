@@ -1,0 +1,324 @@
+"""The `ConversationStore` protocol, its value types and errors, and helpers backends share."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+from precis.messages import Message
+
+__all__ = [
+    "SNIPPET_CHARS",
+    "CompactionEvent",
+    "ContextSnapshot",
+    "ConversationNotFound",
+    "ConversationStore",
+    "MessageIds",
+    "RecallHit",
+    "StoreError",
+    "UnknownMessage",
+    "VersionConflict",
+    "check_context_ids",
+    "check_page",
+    "check_summary",
+    "json_safe",
+    "normalize_message",
+    "query_terms",
+    "search_text",
+    "snippet",
+    "term_score",
+    "utc_now",
+]
+
+# Longest snippet a recall hit carries, so a hit list stays small enough to show a model.
+SNIPPET_CHARS = 200
+
+
+class StoreError(Exception):
+    """A store operation that could not be done; the text names what and where."""
+
+
+class ConversationNotFound(StoreError):
+    """The conversation id is not in the store."""
+
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(f"conversation {conversation_id!r} not found")
+
+
+class VersionConflict(StoreError):
+    """Another compaction committed first; the caller must re-read the context and retry."""
+
+    def __init__(self, conversation_id: str, expected: int, actual: int) -> None:
+        self.conversation_id = conversation_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"conversation {conversation_id!r}: expected context version {expected}, "
+            f"found {actual} (a concurrent compaction won)"
+        )
+
+
+class UnknownMessage(StoreError):
+    """A message id that the conversation does not hold."""
+
+    def __init__(self, conversation_id: str, message_id: str) -> None:
+        self.conversation_id = conversation_id
+        self.message_id = message_id
+        super().__init__(f"conversation {conversation_id!r} has no message {message_id!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEvent:
+    """One committed compaction, kept so an operator can see when and why context shrank."""
+
+    trigger: str
+    mode: str
+    stats: Mapping[str, Any]
+    summary_id: str
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One message found by recall, with enough text to decide whether to fetch it whole."""
+
+    id: str
+    role: str
+    seq: int
+    snippet: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSnapshot:
+    """What is in context at one moment, plus what a compaction needs to commit against it."""
+
+    messages: list[Message]
+    version: int
+    last_seq: int
+    compacted: bool
+
+
+@runtime_checkable
+class ConversationStore(Protocol):
+    """Where conversations live: an append-only log, an in-context id list, prompt and events."""
+
+    def create(self, conversation_id: str, *, system_prompt: str = "") -> None:
+        """Create the conversation if missing; an existing one is left untouched."""
+        ...
+
+    def exists(self, conversation_id: str) -> bool:
+        """Whether the conversation is in the store."""
+        ...
+
+    def conversations(self) -> list[str]:
+        """Every conversation id, sorted."""
+        ...
+
+    def append(self, conversation_id: str, messages: Sequence[Message]) -> list[Message]:
+        """Append in one transaction; return the messages with id and created_at filled in."""
+        ...
+
+    def context(self, conversation_id: str) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted."""
+        ...
+
+    def history(
+        self, conversation_id: str, *, offset: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Every message ever appended (summaries included), in seq order."""
+        ...
+
+    def get(self, conversation_id: str, ids: Sequence[str]) -> list[Message]:
+        """The messages with these ids, in the order asked; UnknownMessage for a missing one."""
+        ...
+
+    def count(self, conversation_id: str) -> int:
+        """How many messages the log holds."""
+        ...
+
+    def commit_compaction(
+        self,
+        conversation_id: str,
+        *,
+        expected_version: int,
+        snapshot_last_seq: int,
+        summary: Message,
+        context_ids: Sequence[str],
+        event: CompactionEvent,
+    ) -> ContextSnapshot:
+        """Atomically append the summary, replace the id list, bump the version, log the event."""
+        ...
+
+    def events(self, conversation_id: str) -> list[CompactionEvent]:
+        """The compaction events, oldest first."""
+        ...
+
+    def system_prompt(self, conversation_id: str) -> tuple[str, bool]:
+        """The compiled system prompt and whether a compaction made it stale."""
+        ...
+
+    def set_system_prompt(self, conversation_id: str, text: str) -> None:
+        """Store a recompiled system prompt and clear the stale flag."""
+        ...
+
+    def recall(self, conversation_id: str, query: str, limit: int = 10) -> list[RecallHit]:
+        """Search every message, evicted ones and summaries included; best first."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+class MessageIds:
+    """Makes 'msg_' + 13 hex ms + 16 hex random ids that sort by time, strictly within one store."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._last_rand = 0
+
+    def new(self) -> str:
+        """A fresh id greater than every id this generator returned before."""
+        with self._lock:
+            ms = time.time_ns() // 1_000_000
+            if ms <= self._last_ms:
+                ms = self._last_ms
+                rand = self._last_rand + 1
+                if rand >= 1 << 64:
+                    ms += 1
+                    rand = int.from_bytes(os.urandom(8), "big") >> 1
+            else:
+                # Keep the top bit clear so increments within one ms rarely overflow.
+                rand = int.from_bytes(os.urandom(8), "big") >> 1
+            self._last_ms, self._last_rand = ms, rand
+            return f"msg_{ms:013x}{rand:016x}"
+
+
+def utc_now() -> str:
+    """The current UTC time as ISO 8601 with milliseconds and a Z, the created_at format."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def json_safe(value: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """A JSON round-tripped copy, so every backend returns the same plain data or fails alike."""
+    if not value:
+        return {}
+    try:
+        loaded: dict[str, Any] = json.loads(json.dumps(dict(value), ensure_ascii=False))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what} is not JSON-serialisable: {exc}") from None
+    return loaded
+
+
+def normalize_message(
+    message: Message, *, conversation_id: str, ids: MessageIds, now: str
+) -> Message:
+    """The message as the store will keep it: id and created_at set, JSON fields plain data."""
+    message_id = message.id or ids.new()
+    where = f"message {message_id!r} of conversation {conversation_id!r}"
+    return replace(
+        message,
+        id=message_id,
+        created_at=message.created_at if message.created_at is not None else now,
+        metadata=json_safe(message.metadata, f"metadata of {where}"),
+        openai_extra=json_safe(message.openai_extra, f"openai_extra of {where}"),
+    )
+
+
+def search_text(message: Message) -> str:
+    """The text recall indexes: the content plus each tool call's name and arguments."""
+    if not message.tool_calls:
+        return message.content
+    calls = " ".join(f"{tc.name} {tc.arguments}" for tc in message.tool_calls)
+    return f"{message.content}\n{calls}" if message.content else calls
+
+
+def query_terms(query: str) -> list[str]:
+    """The whitespace-separated terms of a recall query, duplicates dropped, order kept."""
+    seen: dict[str, None] = {}
+    for term in query.split():
+        seen.setdefault(term, None)
+    return list(seen)
+
+
+def term_score(text: str, terms: Sequence[str]) -> float:
+    """A simple relevance: distinct terms present, plus a damped count of their occurrences."""
+    folded = text.casefold()
+    distinct = 0
+    occurrences = 0
+    for term in terms:
+        n = folded.count(term.casefold())
+        if n:
+            distinct += 1
+            occurrences += n
+    if not distinct:
+        return 0.0
+    return distinct + math.log1p(occurrences) / 10
+
+
+def snippet(text: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
+    """A window of at most `width` chars around the first match, so a hit shows why it matched."""
+    if len(text) <= width:
+        return text
+    pattern = "|".join(re.escape(t) for t in terms if t)
+    match = re.search(pattern, text, re.IGNORECASE) if pattern else None
+    if match is None:
+        return text[: width - 1] + "…"
+    start = max(0, match.start() - width // 3)
+    end = min(len(text), start + width)
+    start = max(0, end - width)
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if end < len(text) else ""
+    body = text[start + len(prefix) : end - len(suffix)]
+    return prefix + body + suffix
+
+
+def check_page(offset: int, limit: int | None) -> None:
+    """Refuse a negative history page before any backend turns it into a query."""
+    if offset < 0:
+        raise StoreError(f"history offset must be >= 0, got {offset}")
+    if limit is not None and limit < 0:
+        raise StoreError(f"history limit must be >= 0 or None, got {limit}")
+
+
+def check_summary(conversation_id: str, summary: Message, event: CompactionEvent) -> None:
+    """Refuse a summary without a preassigned id, or an event that names another summary."""
+    if not summary.id:
+        raise StoreError(
+            f"conversation {conversation_id!r}: the summary needs a preassigned id "
+            "so context_ids can place it"
+        )
+    if event.summary_id and event.summary_id != summary.id:
+        raise StoreError(
+            f"conversation {conversation_id!r}: event.summary_id {event.summary_id!r} "
+            f"is not the summary's id {summary.id!r}"
+        )
+
+
+def check_context_ids(
+    conversation_id: str,
+    context_ids: Sequence[str],
+    summary_id: str,
+    exists: Callable[[str], bool],
+) -> None:
+    """Refuse duplicate ids and ids the conversation does not hold (the summary excepted)."""
+    seen: set[str] = set()
+    for message_id in context_ids:
+        if message_id in seen:
+            raise StoreError(
+                f"conversation {conversation_id!r}: id {message_id!r} appears twice in context_ids"
+            )
+        seen.add(message_id)
+        if message_id != summary_id and not exists(message_id):
+            raise UnknownMessage(conversation_id, message_id)

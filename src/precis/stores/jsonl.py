@@ -1,0 +1,83 @@
+"""JSONL import and export in the OpenAI message format, so conversations move between tools."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import TextIO
+
+from precis.messages import InvalidMessage, Message
+from precis.stores.base import ConversationStore, StoreError
+
+__all__ = ["JsonlLineError", "export_jsonl", "import_jsonl"]
+
+# Messages read per history page while exporting, so a long log never sits in memory at once.
+EXPORT_PAGE = 1000
+
+
+class JsonlLineError(StoreError):
+    """A JSONL line that cannot be imported; names its 1-based line number."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        self.line = line
+        self.reason = reason
+        super().__init__(f"line {line}: {reason}")
+
+
+def _messages_to_export(
+    store: ConversationStore, conversation_id: str, context_only: bool
+) -> Iterator[Message]:
+    if context_only:
+        yield from store.context(conversation_id).messages
+        return
+    offset = 0
+    while True:
+        page = store.history(conversation_id, offset=offset, limit=EXPORT_PAGE)
+        yield from page
+        if len(page) < EXPORT_PAGE:
+            return
+        offset += len(page)
+
+
+def export_jsonl(
+    store: ConversationStore, conversation_id: str, out: TextIO, *, context_only: bool = False
+) -> int:
+    """Write one OpenAI-format message per line (the whole log, or only what is in context)."""
+    written = 0
+    for message in _messages_to_export(store, conversation_id, context_only):
+        out.write(json.dumps(message.to_openai(), ensure_ascii=False) + "\n")
+        written += 1
+    return written
+
+
+def parse_jsonl(lines: Iterable[str]) -> list[Message]:
+    """Parse and validate every line first (blank lines skipped), so a bad file imports nothing."""
+    messages: list[Message] = []
+    issued: set[str] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise JsonlLineError(number, f"not JSON: {exc}") from None
+        try:
+            message = Message.from_openai(data, index=number)
+        except InvalidMessage as exc:
+            raise JsonlLineError(number, exc.reason) from None
+        if message.role == "tool" and message.tool_call_id not in issued:
+            raise JsonlLineError(
+                number,
+                f"tool result for unknown tool_call_id {message.tool_call_id!r} (no earlier call)",
+            )
+        issued.update(tc.id for tc in message.tool_calls)
+        messages.append(message)
+    return messages
+
+
+def import_jsonl(store: ConversationStore, conversation_id: str, lines: Iterable[str]) -> int:
+    """Append the messages of a JSONL file in one transaction; return how many were imported."""
+    messages = parse_jsonl(lines)
+    if messages:
+        store.append(conversation_id, messages)
+    return len(messages)

@@ -1,0 +1,222 @@
+"""An in-process store for tests and short-lived agents: dicts and lists behind one lock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from precis.messages import Message
+from precis.stores.base import (
+    CompactionEvent,
+    ContextSnapshot,
+    ConversationNotFound,
+    MessageIds,
+    RecallHit,
+    StoreError,
+    UnknownMessage,
+    VersionConflict,
+    check_context_ids,
+    check_page,
+    check_summary,
+    json_safe,
+    normalize_message,
+    query_terms,
+    search_text,
+    snippet,
+    term_score,
+    utc_now,
+)
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass(slots=True)
+class _Conversation:
+    """One conversation's state; `id_list` is None until the first compaction."""
+
+    system_prompt: str
+    prompt_stale: bool = False
+    log: list[Message] = field(default_factory=list)
+    seq_of: dict[str, int] = field(default_factory=dict)
+    id_list: list[str] | None = None
+    version: int = 0
+    events: list[CompactionEvent] = field(default_factory=list)
+
+
+class MemoryStore:
+    """A `ConversationStore` in memory; every method holds one lock, so it is thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._conversations: dict[str, _Conversation] = {}
+        self._ids = MessageIds()
+
+    def _conversation(self, conversation_id: str) -> _Conversation:
+        conv = self._conversations.get(conversation_id)
+        if conv is None:
+            raise ConversationNotFound(conversation_id)
+        return conv
+
+    def create(self, conversation_id: str, *, system_prompt: str = "") -> None:
+        """Create the conversation if missing; an existing one is left untouched."""
+        with self._lock:
+            self._conversations.setdefault(conversation_id, _Conversation(system_prompt))
+
+    def exists(self, conversation_id: str) -> bool:
+        """Whether the conversation is in the store."""
+        with self._lock:
+            return conversation_id in self._conversations
+
+    def conversations(self) -> list[str]:
+        """Every conversation id, sorted."""
+        with self._lock:
+            return sorted(self._conversations)
+
+    def _prepare(
+        self, conversation_id: str, conv: _Conversation | None, messages: Sequence[Message]
+    ) -> list[Message]:
+        """Normalize a batch and reject ids the conversation or the batch already holds."""
+        now = utc_now()
+        out: list[Message] = []
+        batch: set[str] = set()
+        for message in messages:
+            stored = normalize_message(
+                message, conversation_id=conversation_id, ids=self._ids, now=now
+            )
+            if stored.id in batch or (conv is not None and stored.id in conv.seq_of):
+                raise StoreError(
+                    f"message id {stored.id!r} already exists in conversation {conversation_id!r}"
+                )
+            batch.add(stored.id)
+            out.append(stored)
+        return out
+
+    def _store(self, conv: _Conversation, messages: Sequence[Message]) -> None:
+        for message in messages:
+            conv.log.append(message)
+            conv.seq_of[message.id] = len(conv.log)
+
+    def append(self, conversation_id: str, messages: Sequence[Message]) -> list[Message]:
+        """Append in one step; return the messages with id and created_at filled in."""
+        with self._lock:
+            conv = self._conversations.get(conversation_id)
+            stored = self._prepare(conversation_id, conv, messages)
+            if conv is None:
+                conv = self._conversations.setdefault(conversation_id, _Conversation(""))
+            self._store(conv, stored)
+            if conv.id_list is not None:
+                conv.id_list.extend(m.id for m in stored)
+            return stored
+
+    def _snapshot(self, conv: _Conversation) -> ContextSnapshot:
+        if conv.id_list is None:
+            messages = list(conv.log)
+        else:
+            messages = [conv.log[conv.seq_of[i] - 1] for i in conv.id_list]
+        return ContextSnapshot(
+            messages=messages,
+            version=conv.version,
+            last_seq=len(conv.log),
+            compacted=conv.id_list is not None,
+        )
+
+    def context(self, conversation_id: str) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted."""
+        with self._lock:
+            return self._snapshot(self._conversation(conversation_id))
+
+    def history(
+        self, conversation_id: str, *, offset: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Every message ever appended (summaries included), in seq order."""
+        check_page(offset, limit)
+        with self._lock:
+            log = self._conversation(conversation_id).log
+            end = len(log) if limit is None else offset + limit
+            return log[offset:end]
+
+    def get(self, conversation_id: str, ids: Sequence[str]) -> list[Message]:
+        """The messages with these ids, in the order asked; UnknownMessage for a missing one."""
+        with self._lock:
+            conv = self._conversation(conversation_id)
+            out: list[Message] = []
+            for message_id in ids:
+                seq = conv.seq_of.get(message_id)
+                if seq is None:
+                    raise UnknownMessage(conversation_id, message_id)
+                out.append(conv.log[seq - 1])
+            return out
+
+    def count(self, conversation_id: str) -> int:
+        """How many messages the log holds."""
+        with self._lock:
+            return len(self._conversation(conversation_id).log)
+
+    def commit_compaction(
+        self,
+        conversation_id: str,
+        *,
+        expected_version: int,
+        snapshot_last_seq: int,
+        summary: Message,
+        context_ids: Sequence[str],
+        event: CompactionEvent,
+    ) -> ContextSnapshot:
+        """Atomically append the summary, replace the id list, bump the version, log the event."""
+        with self._lock:
+            conv = self._conversation(conversation_id)
+            if conv.version != expected_version:
+                raise VersionConflict(conversation_id, expected_version, conv.version)
+            check_summary(conversation_id, summary, event)
+            (stored,) = self._prepare(conversation_id, conv, [summary])
+            check_context_ids(conversation_id, context_ids, stored.id, conv.seq_of.__contains__)
+            kept = set(context_ids)
+            later = [m.id for m in conv.log[max(snapshot_last_seq, 0) :] if m.id not in kept]
+            stats = json_safe(event.stats, f"stats of the compaction event of {conversation_id!r}")
+            self._store(conv, [stored])
+            conv.id_list = [*context_ids, *later]
+            conv.version += 1
+            conv.prompt_stale = True
+            conv.events.append(replace(event, stats=stats, summary_id=stored.id))
+            return self._snapshot(conv)
+
+    def events(self, conversation_id: str) -> list[CompactionEvent]:
+        """The compaction events, oldest first."""
+        with self._lock:
+            return list(self._conversation(conversation_id).events)
+
+    def system_prompt(self, conversation_id: str) -> tuple[str, bool]:
+        """The compiled system prompt and whether a compaction made it stale."""
+        with self._lock:
+            conv = self._conversation(conversation_id)
+            return conv.system_prompt, conv.prompt_stale
+
+    def set_system_prompt(self, conversation_id: str, text: str) -> None:
+        """Store a recompiled system prompt and clear the stale flag."""
+        with self._lock:
+            conv = self._conversation(conversation_id)
+            conv.system_prompt = text
+            conv.prompt_stale = False
+
+    def recall(self, conversation_id: str, query: str, limit: int = 10) -> list[RecallHit]:
+        """Search every message by case-insensitive terms; more terms and occurrences rank first."""
+        terms = query_terms(query)
+        with self._lock:
+            log = self._conversation(conversation_id).log
+            if not terms or limit <= 0:
+                return []
+            scored: list[tuple[float, int, Message, str]] = []
+            for seq, message in enumerate(log, start=1):
+                text = search_text(message)
+                score = term_score(text, terms)
+                if score > 0:
+                    scored.append((score, seq, message, text))
+        scored.sort(key=lambda hit: (-hit[0], -hit[1]))
+        return [
+            RecallHit(id=m.id, role=m.role, seq=seq, snippet=snippet(text, terms), score=score)
+            for score, seq, m, text in scored[:limit]
+        ]
+
+    def close(self) -> None:
+        """Nothing to release; kept so callers can treat every store alike."""

@@ -1,0 +1,54 @@
+"""Turning the oldest messages into a summary: transcript, prompts, overflow ladder, packaging."""
+
+from __future__ import annotations
+
+from precis.summarize.overflow import (
+    LADDER_STEPS,
+    LETTA_OVERFLOW_MARKERS,
+    SummaryCall,
+    is_context_overflow,
+    is_letta_context_overflow,
+    summarize_with_ladder,
+)
+from precis.summarize.packaging import (
+    LETTA_CLIP_CHARS,
+    NO_MESSAGES_SUMMARY,
+    SUMMARY_TRUNCATION_SUFFIX,
+    clip_summary,
+    default_clip_chars,
+    js_trim,
+    package_summary,
+)
+from precis.summarize.prompts import ALL_PROMPT, SLIDING_WINDOW_PROMPT
+from precis.summarize.transcript import (
+    DEFAULT_TOOL_RESULT_CHARS,
+    middle_truncate,
+    raw_summary_text,
+    render_transcript,
+    transcript_line,
+    truncate_tool_result,
+)
+
+__all__ = [
+    "ALL_PROMPT",
+    "DEFAULT_TOOL_RESULT_CHARS",
+    "LADDER_STEPS",
+    "LETTA_CLIP_CHARS",
+    "LETTA_OVERFLOW_MARKERS",
+    "NO_MESSAGES_SUMMARY",
+    "SLIDING_WINDOW_PROMPT",
+    "SUMMARY_TRUNCATION_SUFFIX",
+    "SummaryCall",
+    "clip_summary",
+    "default_clip_chars",
+    "is_context_overflow",
+    "is_letta_context_overflow",
+    "js_trim",
+    "middle_truncate",
+    "package_summary",
+    "raw_summary_text",
+    "render_transcript",
+    "summarize_with_ladder",
+    "transcript_line",
+    "truncate_tool_result",
+]

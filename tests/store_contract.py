@@ -1,0 +1,527 @@
+"""The ConversationStore contract: plain test functions over a `store` fixture, run per backend."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from precis.messages import KIND_SUMMARY, Message, ToolCall
+from precis.stores import (
+    CompactionEvent,
+    ContextSnapshot,
+    ConversationNotFound,
+    ConversationStore,
+    JsonlLineError,
+    StoreError,
+    UnknownMessage,
+    VersionConflict,
+    export_jsonl,
+    import_jsonl,
+)
+
+CID = "conv-1"
+
+
+def user(text: str, **kw: Any) -> Message:
+    return Message(role="user", content=text, **kw)
+
+
+def assistant(text: str, **kw: Any) -> Message:
+    return Message(role="assistant", content=text, **kw)
+
+
+def fill(store: ConversationStore, n: int, cid: str = CID, prefix: str = "m") -> list[Message]:
+    """Append n alternating user/assistant messages, one per call as an agent would."""
+    out: list[Message] = []
+    for i in range(n):
+        make = user if i % 2 == 0 else assistant
+        out += store.append(cid, [make(f"{prefix}{i}")])
+    return out
+
+
+def event(trigger: str = "manual", summary_id: str = "") -> CompactionEvent:
+    return CompactionEvent(
+        trigger=trigger,
+        mode="sliding_window",
+        stats={"messages_count_before": 10, "context_tokens_after": 42},
+        summary_id=summary_id,
+        at="2025-01-01T00:00:00.000Z",
+    )
+
+
+def compact(
+    store: ConversationStore,
+    cid: str,
+    keep: int,
+    *,
+    snapshot: ContextSnapshot | None = None,
+    summary_id: str = "",
+) -> ContextSnapshot:
+    """Replace all but the last `keep` in-context messages with a summary, as the engine does."""
+    snap = snapshot or store.context(cid)
+    sid = summary_id or f"sum_v{snap.version + 1}"
+    summary = Message(role="user", kind=KIND_SUMMARY, id=sid, content=f"summary {sid}")
+    kept = [m.id for m in snap.messages[len(snap.messages) - keep :]] if keep else []
+    return store.commit_compaction(
+        cid,
+        expected_version=snap.version,
+        snapshot_last_seq=snap.last_seq,
+        summary=summary,
+        context_ids=[sid, *kept],
+        event=event(summary_id=sid),
+    )
+
+
+def ids(messages: list[Message]) -> list[str]:
+    return [m.id for m in messages]
+
+
+# --- conversations ----------------------------------------------------------------------------
+
+
+def test_create_is_idempotent_and_exists(store: ConversationStore) -> None:
+    assert not store.exists(CID)
+    store.create(CID, system_prompt="first")
+    store.create(CID, system_prompt="second")
+    assert store.exists(CID)
+    assert store.system_prompt(CID) == ("first", False)
+    assert store.count(CID) == 0
+    store.create("conv-0")
+    assert store.conversations() == ["conv-0", CID]
+
+
+def test_unknown_conversation_raises_naming_it(store: ConversationStore) -> None:
+    calls = [
+        lambda: store.context("nope"),
+        lambda: store.history("nope"),
+        lambda: store.get("nope", []),
+        lambda: store.count("nope"),
+        lambda: store.events("nope"),
+        lambda: store.system_prompt("nope"),
+        lambda: store.set_system_prompt("nope", "x"),
+        lambda: store.recall("nope", "x"),
+        lambda: compact(
+            store, "nope", 0, snapshot=ContextSnapshot([], 0, 0, compacted=False), summary_id="s"
+        ),
+    ]
+    for call in calls:
+        with pytest.raises(ConversationNotFound, match="nope"):
+            call()
+    assert not store.exists("nope")
+
+
+def test_system_prompt_set_clears_stale(store: ConversationStore) -> None:
+    store.create(CID, system_prompt="v1")
+    fill(store, 4)
+    compact(store, CID, keep=1)
+    assert store.system_prompt(CID) == ("v1", True)
+    store.set_system_prompt(CID, "v2")
+    assert store.system_prompt(CID) == ("v2", False)
+
+
+# --- append -----------------------------------------------------------------------------------
+
+
+def test_append_creates_conversation_and_assigns_id_seq_created_at(
+    store: ConversationStore,
+) -> None:
+    first = store.append(CID, [user("a"), assistant("b")])
+    second = store.append(CID, [user("c")])
+    stored = first + second
+    assert store.exists(CID)
+    assert all(m.id.startswith("msg_") for m in stored)
+    assert len(set(ids(stored))) == 3
+    assert ids(stored) == sorted(ids(stored)), "generated ids sort in append order"
+    assert all(m.created_at and m.created_at.endswith("Z") for m in stored)
+    assert [m.content for m in stored] == ["a", "b", "c"]
+    assert store.history(CID) == stored
+    assert store.count(CID) == 3
+    assert store.context(CID).last_seq == 3
+
+
+def test_append_keeps_given_id_and_created_at(store: ConversationStore) -> None:
+    (m,) = store.append(CID, [user("x", id="given-1", created_at="2020-01-02T03:04:05Z")])
+    assert m.id == "given-1"
+    assert m.created_at == "2020-01-02T03:04:05Z"
+    assert store.get(CID, ["given-1"]) == [m]
+
+
+def test_append_rejects_duplicate_id_and_writes_nothing(store: ConversationStore) -> None:
+    store.append(CID, [user("x", id="dup")])
+    with pytest.raises(StoreError, match="dup"):
+        store.append(CID, [user("y"), user("z", id="dup")])
+    with pytest.raises(StoreError, match="twice"):
+        store.append(CID, [user("y", id="twice"), user("z", id="twice")])
+    assert store.count(CID) == 1
+    # The same id is fine in another conversation.
+    store.append("other", [user("x", id="dup")])
+
+
+def test_append_round_trips_every_field(store: ConversationStore) -> None:
+    call = ToolCall("call_1", "read_file", '{"path": "/etc/hosts"}')
+    messages = [
+        Message(role="system", content="sys", openai_extra={"role": "developer"}),
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=(call,),
+            reasoning="thinking…",
+            metadata={"usage": {"tokens": 12}, "tags": ["a", "b"]},
+        ),
+        Message(role="tool", content="127.0.0.1 localhost", tool_call_id="call_1"),
+        Message(role="user", content="pin me", pinned=True, kind="marker", images=2),
+    ]
+    stored = store.append(CID, messages)
+    assert store.history(CID) == stored
+    assert stored[1].tool_calls == (call,)
+    assert stored[1].metadata == {"usage": {"tokens": 12}, "tags": ["a", "b"]}
+    assert stored[3].pinned and stored[3].kind == "marker" and stored[3].images == 2
+    assert [m.to_openai() for m in store.history(CID)] == [m.to_openai() for m in messages]
+
+
+def test_append_rejects_metadata_that_is_not_json(store: ConversationStore) -> None:
+    with pytest.raises(StoreError, match="metadata"):
+        store.append(CID, [user("x", metadata={"bad": object()})])
+    assert not store.exists(CID) or store.count(CID) == 0
+
+
+def test_concurrent_appends_from_threads(store: ConversationStore) -> None:
+    def worker(n: int) -> None:
+        for i in range(25):
+            store.append(CID, [user(f"t{n}-{i}")])
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    history = store.history(CID)
+    assert len(history) == store.count(CID) == 100
+    assert len(set(ids(history))) == 100
+    for n in range(4):
+        mine = [m.content for m in history if m.content.startswith(f"t{n}-")]
+        assert mine == [f"t{n}-{i}" for i in range(25)]
+
+
+# --- context, history, get --------------------------------------------------------------------
+
+
+def test_never_compacted_context_is_history(store: ConversationStore) -> None:
+    stored = fill(store, 6)
+    snap = store.context(CID)
+    assert snap.messages == stored == store.history(CID)
+    assert (snap.version, snap.last_seq, snap.compacted) == (0, 6, False)
+
+
+def test_history_pages(store: ConversationStore) -> None:
+    stored = fill(store, 10)
+    assert store.history(CID, offset=3, limit=4) == stored[3:7]
+    assert store.history(CID, offset=8) == stored[8:]
+    assert store.history(CID, offset=20) == []
+    assert store.history(CID, limit=0) == []
+    with pytest.raises(StoreError):
+        store.history(CID, offset=-1)
+
+
+def test_get_keeps_asked_order_and_rejects_unknown(store: ConversationStore) -> None:
+    stored = fill(store, 5)
+    assert store.get(CID, [stored[3].id, stored[0].id]) == [stored[3], stored[0]]
+    with pytest.raises(UnknownMessage, match="missing-id"):
+        store.get(CID, [stored[0].id, "missing-id"])
+
+
+# --- compaction -------------------------------------------------------------------------------
+
+
+def test_commit_compaction_replaces_list_and_records_everything(store: ConversationStore) -> None:
+    store.create(CID, system_prompt="prompt")
+    stored = fill(store, 10)
+    snap = compact(store, CID, keep=3)
+    assert snap.version == 1 and snap.compacted
+    assert ids(snap.messages) == ["sum_v1", *ids(stored[-3:])]
+    assert snap.messages[0].kind == KIND_SUMMARY
+    assert snap.messages[0].created_at is not None
+    assert snap.last_seq == 11
+    assert store.context(CID) == snap
+    assert store.system_prompt(CID) == ("prompt", True)
+    (ev,) = store.events(CID)
+    assert ev == event(summary_id="sum_v1")
+    history = store.history(CID)
+    assert ids(history) == [*ids(stored), "sum_v1"], "history keeps every original"
+
+
+def test_compaction_keeps_messages_appended_after_the_snapshot(store: ConversationStore) -> None:
+    stored = fill(store, 6)
+    snap = store.context(CID)
+    late = fill(store, 2, prefix="late")  # arrives while the summarizer runs
+    new = compact(store, CID, keep=2, snapshot=snap)
+    assert ids(new.messages) == ["sum_v1", *ids(stored[-2:]), *ids(late)]
+    assert new.last_seq == 9
+
+
+def test_compaction_does_not_duplicate_late_ids_already_kept(store: ConversationStore) -> None:
+    fill(store, 4)
+    snap = store.context(CID)
+    (late,) = store.append(CID, [user("late")])
+    summary = Message(role="user", kind=KIND_SUMMARY, id="s1", content="sum")
+    new = store.commit_compaction(
+        CID,
+        expected_version=0,
+        snapshot_last_seq=snap.last_seq,
+        summary=summary,
+        context_ids=["s1", late.id],
+        event=event(summary_id="s1"),
+    )
+    assert ids(new.messages) == ["s1", late.id]
+
+
+def test_appends_after_compaction_go_into_context(store: ConversationStore) -> None:
+    fill(store, 6)
+    compact(store, CID, keep=2)
+    more = fill(store, 3, prefix="after")
+    snap = store.context(CID)
+    assert ids(snap.messages)[-3:] == ids(more)
+    assert len(snap.messages) == 1 + 2 + 3
+    assert snap.last_seq == 10
+    assert store.count(CID) == 10
+
+
+def test_second_compaction_folds_the_first(store: ConversationStore) -> None:
+    fill(store, 6)
+    compact(store, CID, keep=2)
+    fill(store, 4, prefix="b")
+    snap = compact(store, CID, keep=1)
+    assert snap.version == 2
+    assert ids(snap.messages)[0] == "sum_v2"
+    assert len(snap.messages) == 2
+    assert [e.summary_id for e in store.events(CID)] == ["sum_v1", "sum_v2"]
+    assert store.count(CID) == 12
+
+
+def test_version_conflict_changes_nothing(store: ConversationStore) -> None:
+    fill(store, 8)
+    stale = store.context(CID)
+    compact(store, CID, keep=2)  # the concurrent compaction that wins
+    before = (store.history(CID), store.context(CID), store.events(CID))
+    with pytest.raises(VersionConflict, match="expected context version 0, found 1"):
+        compact(store, CID, keep=4, snapshot=stale, summary_id="loser")
+    assert (store.history(CID), store.context(CID), store.events(CID)) == before
+    with pytest.raises(UnknownMessage):
+        store.get(CID, ["loser"])
+
+
+def test_unknown_context_id_writes_nothing(store: ConversationStore) -> None:
+    store.create(CID, system_prompt="p")
+    fill(store, 4)
+    before = (store.history(CID), store.context(CID), store.events(CID))
+    summary = Message(role="user", kind=KIND_SUMMARY, id="s1", content="sum")
+    with pytest.raises(UnknownMessage, match="ghost"):
+        store.commit_compaction(
+            CID,
+            expected_version=0,
+            snapshot_last_seq=4,
+            summary=summary,
+            context_ids=["s1", "ghost"],
+            event=event(summary_id="s1"),
+        )
+    assert (store.history(CID), store.context(CID), store.events(CID)) == before
+    assert store.system_prompt(CID) == ("p", False)
+
+
+def test_compaction_rejects_bad_summary_ids(store: ConversationStore) -> None:
+    stored = fill(store, 4)
+    snap = store.context(CID)
+
+    def commit(summary_id: str, context_ids: list[str], event_id: str = "") -> None:
+        store.commit_compaction(
+            CID,
+            expected_version=0,
+            snapshot_last_seq=snap.last_seq,
+            summary=Message(role="user", kind=KIND_SUMMARY, id=summary_id, content="s"),
+            context_ids=context_ids,
+            event=event(summary_id=event_id),
+        )
+
+    with pytest.raises(StoreError, match="preassigned id"):
+        commit("", [])
+    with pytest.raises(StoreError, match="already exists"):
+        commit(stored[0].id, [stored[0].id])
+    with pytest.raises(StoreError, match="twice"):
+        commit("s1", ["s1", stored[1].id, stored[1].id])
+    with pytest.raises(StoreError, match="other"):
+        commit("s1", ["s1"], event_id="other")
+    assert store.count(CID) == 4 and store.context(CID).version == 0
+
+
+# --- recall -----------------------------------------------------------------------------------
+
+
+def test_recall_finds_an_evicted_message(store: ConversationStore) -> None:
+    (port,) = store.append(CID, [user("our database port is 5433")])
+    fill(store, 8)
+    snap = compact(store, CID, keep=2)
+    assert port.id not in ids(snap.messages)
+    hits = store.recall(CID, "5433")
+    assert [h.id for h in hits] == [port.id]
+    (hit,) = hits
+    assert (hit.role, hit.seq) == ("user", 1)
+    assert "5433" in hit.snippet
+    assert hit.score > 0
+
+
+def test_recall_searches_summaries_and_tool_calls(store: ConversationStore) -> None:
+    call = ToolCall("c1", "grep_repository", '{"pattern": "TODO"}')
+    (asked,) = store.append(CID, [assistant("", tool_calls=(call,))])
+    store.append(CID, [Message(role="tool", content="none", tool_call_id="c1")])
+    fill(store, 4)
+    compact(store, CID, keep=1)
+    assert [h.id for h in store.recall(CID, "grep_repository")] == [asked.id]
+    assert [h.id for h in store.recall(CID, "sum_v1")] == ["sum_v1"]
+
+
+def test_recall_chinese(store: ConversationStore) -> None:
+    (fact,) = store.append(CID, [user("数据库端口是 5433")])
+    store.append(CID, [assistant("好的，我记住了。")])
+    for query in ("端口", "数据库", "5433", "端口是"):
+        hits = store.recall(CID, query)
+        assert fact.id in [h.id for h in hits], query
+        assert hits[0].id == fact.id, query
+
+
+def test_recall_ranks_best_first_and_is_case_insensitive(store: ConversationStore) -> None:
+    store.append(CID, [user("the port is open")])
+    (both,) = store.append(CID, [user("Database PORT: the database port is 5433")])
+    store.append(CID, [user("nothing relevant here")])
+    hits = store.recall(CID, "database port")
+    assert hits[0].id == both.id
+    assert len(hits) == 2
+    assert hits[0].score >= hits[1].score
+    assert store.recall(CID, "DATABASE")[0].id == both.id
+
+
+def test_recall_limit_and_snippet_window(store: ConversationStore) -> None:
+    long_text = "x" * 600 + " needle here " + "y" * 600
+    (long,) = store.append(CID, [user(long_text)])
+    for i in range(15):
+        store.append(CID, [user(f"needle {i}")])
+    assert len(store.recall(CID, "needle", limit=5)) == 5
+    assert store.recall(CID, "needle", limit=0) == []
+    (hit,) = [h for h in store.recall(CID, "needle", limit=20) if h.id == long.id]
+    assert len(hit.snippet) <= 200
+    assert "needle" in hit.snippet
+
+
+def test_recall_never_raises_on_query_syntax(store: ConversationStore) -> None:
+    store.append(CID, [user('say "hello" (loudly) -- a*b: x AND y NEAR z 5433')])
+    queries = [
+        '"',
+        '"hello',
+        "*",
+        "a*b",
+        "(",
+        "(loudly)",
+        ")",
+        ":",
+        "a*b:",
+        "-",
+        "--",
+        "AND",
+        "x AND y",
+        "NEAR",
+        "NEAR(x y)",
+        "OR",
+        "NOT",
+        "^",
+        "col:5433",
+        "'",
+        "",
+        "   ",
+    ]
+    for query in queries:
+        hits = store.recall(CID, query)
+        assert isinstance(hits, list), query
+    assert store.recall(CID, "(loudly)")
+    assert store.recall(CID, '"hello"')
+    assert store.recall(CID, "AND")
+    assert store.recall(CID, "") == []
+
+
+def test_recall_stays_in_its_conversation(store: ConversationStore) -> None:
+    store.append("a", [user("secret 5433 alpha")])
+    store.append("b", [user("secret 5433 beta")])
+    assert [h.snippet for h in store.recall("a", "5433")] == ["secret 5433 alpha"]
+    assert [h.snippet for h in store.recall("b", "端口 5433")] == ["secret 5433 beta"]
+
+
+# --- JSONL ------------------------------------------------------------------------------------
+
+OPENAI_CONVERSATION: list[dict[str, Any]] = [
+    {"role": "developer", "content": "You are terse."},
+    {"role": "user", "content": [{"type": "text", "text": "read it"}], "name": "ann"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path":"a.py"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "print('端口')"},
+    {"role": "assistant", "content": "done", "reasoning_content": "easy"},
+]
+
+
+def test_jsonl_round_trip(store: ConversationStore) -> None:
+    imported = import_jsonl(store, CID, [json.dumps(d) + "\n" for d in OPENAI_CONVERSATION])
+    assert imported == len(OPENAI_CONVERSATION)
+    assert [m.to_openai() for m in store.history(CID)] == OPENAI_CONVERSATION
+    out = io.StringIO()
+    assert export_jsonl(store, CID, out) == len(OPENAI_CONVERSATION)
+    lines = out.getvalue().splitlines()
+    assert [json.loads(line) for line in lines] == OPENAI_CONVERSATION
+    import_jsonl(store, "copy", [*lines, ""])
+    again = io.StringIO()
+    export_jsonl(store, "copy", again)
+    assert again.getvalue() == out.getvalue()
+
+
+def test_jsonl_export_context_only(store: ConversationStore) -> None:
+    fill(store, 6)
+    snap = compact(store, CID, keep=2)
+    out = io.StringIO()
+    export_jsonl(store, CID, out, context_only=True)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines == [m.to_openai() for m in snap.messages]
+    full = io.StringIO()
+    assert export_jsonl(store, CID, full) == 7
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ("{not json", "not JSON"),
+        ('{"role": "wizard", "content": "x"}', "unknown role"),
+        ('{"role": "tool", "tool_call_id": "nope", "content": "x"}', "unknown tool_call_id"),
+        ("[1, 2]", "expected an object"),
+    ],
+)
+def test_jsonl_import_of_a_bad_line_names_it_and_imports_nothing(
+    store: ConversationStore, bad: str, reason: str
+) -> None:
+    store.append(CID, [user("already here")])
+    lines = [json.dumps({"role": "user", "content": "ok"}), "", bad, json.dumps({"role": "user"})]
+    with pytest.raises(JsonlLineError, match=f"line 3: .*{reason}") as info:
+        import_jsonl(store, CID, lines)
+    assert info.value.line == 3
+    assert isinstance(info.value, StoreError)
+    assert store.count(CID) == 1
+    with pytest.raises(JsonlLineError):
+        import_jsonl(store, "fresh", lines)
+    assert not store.exists("fresh")

@@ -1,0 +1,88 @@
+"""How the model-backed summarizer treats what a model sends back: overflow, blank, success."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from precis.errors import ContextOverflow, SummarizerError
+from precis.messages import Message
+from precis.providers.base import Completion
+from precis.summarize.base import SummaryRequest
+from precis.summarize.llm import LLMSummarizer
+from precis.summarize.prompts import ALL_PROMPT, SLIDING_WINDOW_PROMPT
+
+
+class ScriptedProvider:
+    """Plays back a script of answers or errors; records what it was sent."""
+
+    def __init__(self, *script: str | Exception) -> None:
+        self.script = list(script)
+        self.sent: list[list[Mapping[str, Any]]] = []
+
+    @property
+    def context_window(self) -> int | None:
+        return 4096
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Completion:
+        self.sent.append(list(messages))
+        step = self.script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        return Completion({"role": "assistant", "content": step}, {"total_tokens": 10})
+
+
+SPAN = tuple(
+    Message(role="user" if i % 2 == 0 else "assistant", content=f"message {i} " + "w" * 60_000)
+    for i in range(4)
+)
+
+
+def run(summarizer: LLMSummarizer, **kw: Any) -> str:
+    return asyncio.run(summarizer.summarize(SummaryRequest(SPAN, **kw)))
+
+
+def test_overflow_climbs_the_ladder_then_succeeds() -> None:
+    provider = ScriptedProvider(ContextOverflow("too big"), ContextOverflow("still"), "short")
+    assert run(LLMSummarizer(provider)) == "short"
+    sizes = [len(sent[1]["content"]) for sent in provider.sent]
+    assert sizes[0] > 240_000 and sizes[1] <= 120_100 and sizes[2] <= 90_100
+
+
+def test_llama_cpp_overflow_wording_is_recognised() -> None:
+    err = RuntimeError("request (9000 tokens) exceeds the available context size (4096 tokens)")
+    provider = ScriptedProvider(err, "ok")
+    assert run(LLMSummarizer(provider)) == "ok"
+
+
+def test_blank_answers_are_retried_then_raise() -> None:
+    assert run(LLMSummarizer(ScriptedProvider("", "  ", "fine"))) == "fine"
+    with pytest.raises(SummarizerError):
+        run(LLMSummarizer(ScriptedProvider("", "", "")))
+
+
+def test_other_errors_propagate_at_once() -> None:
+    provider = ScriptedProvider(RuntimeError("401 unauthorized"), "never")
+    with pytest.raises(RuntimeError, match="401"):
+        run(LLMSummarizer(provider))
+    assert len(provider.sent) == 1
+
+
+def test_prompt_choice_and_custom_instructions() -> None:
+    provider = ScriptedProvider("a", "b", "c")
+    summarizer = LLMSummarizer(provider)
+    run(summarizer)
+    run(summarizer, mode="all")
+    run(summarizer, mode="all", instructions="Only list ports.")
+    assert [sent[0]["content"] for sent in provider.sent] == [
+        SLIDING_WINDOW_PROMPT,
+        ALL_PROMPT,
+        "Only list ports.",
+    ]

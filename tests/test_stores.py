@@ -1,0 +1,276 @@
+"""Runs the store contract against every backend, plus what only the SQLite file can show."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from precis.messages import Message
+from precis.stores import (
+    ConversationStore,
+    MemoryStore,
+    SQLiteStore,
+    StoreError,
+    VersionConflict,
+    open_store,
+)
+from precis.stores.sqlite import CONTEXT_SQL, MIGRATIONS
+
+try:  # tests/ as a package, or as a plain directory on sys.path (pytest's default)
+    from .store_contract import *  # noqa: F403
+    from .store_contract import CID, compact, fill, user
+except ImportError:
+    from store_contract import *  # type: ignore[no-redef]  # noqa: F403
+    from store_contract import CID, compact, fill, user  # type: ignore[no-redef]
+
+# One entry per backend; a PostgreSQL backend joins the contract by adding a parameter here.
+BACKENDS = ["memory", "sqlite"]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
+    backend: ConversationStore
+    if request.param == "memory":
+        backend = MemoryStore()
+    else:
+        backend = SQLiteStore(tmp_path / "home" / "precis.db")
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "home" / "precis.db"
+
+
+def test_backends_satisfy_the_protocol(tmp_path: Path) -> None:
+    assert isinstance(MemoryStore(), ConversationStore)
+    with SQLiteStore(tmp_path / "x.db") as sqlite_store:
+        assert isinstance(sqlite_store, ConversationStore)
+
+
+# --- open_store -------------------------------------------------------------------------------
+
+
+def test_open_store_forms(tmp_path: Path) -> None:
+    assert isinstance(open_store("memory", home=tmp_path), MemoryStore)
+    assert isinstance(open_store("memory:", home=tmp_path), MemoryStore)
+    default = open_store(None, home=tmp_path / "h")
+    assert isinstance(default, SQLiteStore) and default.path == tmp_path / "h" / "precis.db"
+    default.close()
+    named = open_store("sqlite", home=tmp_path)
+    assert isinstance(named, SQLiteStore) and named.path == tmp_path / "precis.db"
+    named.close()
+    target = tmp_path / "elsewhere" / "x.db"
+    explicit = open_store(f"sqlite://{target}", home=tmp_path)
+    assert isinstance(explicit, SQLiteStore) and explicit.path == target
+    explicit.close()
+    assert target.exists()
+
+
+@pytest.mark.parametrize("url", ["postgres://x", "sqlite:", "sqlite:///", "mem", ""])
+def test_open_store_rejects_unknown_urls(tmp_path: Path, url: str) -> None:
+    with pytest.raises(StoreError, match="accepted") as info:
+        open_store(url, home=tmp_path)
+    assert repr(url) in str(info.value)
+
+
+# --- SQLite only ------------------------------------------------------------------------------
+
+
+def test_sqlite_reopen_keeps_everything(db_path: Path) -> None:
+    first = SQLiteStore(db_path)
+    first.create(CID, system_prompt="prompt")
+    (port,) = first.append(CID, [user("our database port is 5433")])
+    fill(first, 6)
+    snap = compact(first, CID, keep=2)
+    history, events = first.history(CID), first.events(CID)
+    first.close()
+    with pytest.raises(StoreError, match="closed"):
+        first.count(CID)
+
+    again = SQLiteStore(db_path)
+    assert again.context(CID) == snap
+    assert again.history(CID) == history
+    assert again.events(CID) == events
+    assert again.system_prompt(CID) == ("prompt", True)
+    assert [h.id for h in again.recall(CID, "5433")] == [port.id]
+    more = fill(again, 1, prefix="after")
+    assert again.context(CID).messages[-1] == more[0]
+    again.close()
+
+
+def _schema_versions(path: Path) -> list[int]:
+    with sqlite3.connect(path) as raw:
+        return [row[0] for row in raw.execute("SELECT version FROM schema_version ORDER BY 1")]
+
+
+def test_sqlite_schema_version_and_idempotent_migrations(db_path: Path) -> None:
+    SQLiteStore(db_path).close()
+    expected = list(range(1, len(MIGRATIONS) + 1))
+    assert _schema_versions(db_path) == expected
+    with SQLiteStore(db_path) as s:
+        s.append(CID, [user("x")])
+    with SQLiteStore(db_path) as s:
+        assert s.count(CID) == 1
+    assert _schema_versions(db_path) == expected
+    with sqlite3.connect(db_path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_sqlite_applies_only_missing_migrations(db_path: Path) -> None:
+    """A database at step 1 (no recall index yet) gets step 2 and its index backfilled."""
+    db_path.parent.mkdir(parents=True)
+    raw = sqlite3.connect(db_path, isolation_level=None)
+    raw.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    MIGRATIONS[0](raw)
+    raw.execute("INSERT INTO schema_version VALUES (1, 'then')")
+    raw.execute("INSERT INTO conversations (id, next_seq, created_at) VALUES ('old', 2, 'then')")
+    raw.execute(
+        "INSERT INTO messages (row_id, conversation_id, seq, id, role, content, kind, created_at)"
+        " VALUES (1, 'old', 1, 'm1', 'user', 'legacy port 5433', 'message', 'then')"
+    )
+    raw.close()
+    with SQLiteStore(db_path) as s:
+        assert [h.id for h in s.recall("old", "5433")] == ["m1"]
+        assert [h.id for h in s.recall("old", "legacy")] == ["m1"]
+        assert s.history("old")[0].content == "legacy port 5433"
+    with sqlite3.connect(db_path) as raw2:
+        rows = raw2.execute("SELECT version, applied_at FROM schema_version ORDER BY 1").fetchall()
+    assert rows[0] == (1, "then") and [r[0] for r in rows] == [1, 2]
+
+
+def test_sqlite_refuses_a_newer_schema(db_path: Path) -> None:
+    SQLiteStore(db_path).close()
+    with sqlite3.connect(db_path) as raw:
+        raw.execute("INSERT INTO schema_version VALUES (99, 'future')")
+    with pytest.raises(StoreError, match="newer"):
+        SQLiteStore(db_path)
+
+
+def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all, just some bytes" * 200)
+    with pytest.raises(StoreError, match=r"junk\.db"):
+        SQLiteStore(junk)
+
+
+def test_sqlite_messages_are_immutable_rows(db_path: Path) -> None:
+    with SQLiteStore(db_path) as s:
+        s.append(CID, [user("x")])
+    with sqlite3.connect(db_path) as raw, pytest.raises(sqlite3.DatabaseError, match="immutable"):
+        raw.execute("UPDATE messages SET content = 'y'")
+
+
+def test_sqlite_two_objects_see_each_other(db_path: Path) -> None:
+    a, b = SQLiteStore(db_path), SQLiteStore(db_path)
+    (written,) = a.append(CID, [user("from a")])
+    assert b.history(CID) == [written]
+    b.append(CID, [user("from b")])
+    assert a.count(CID) == 2
+    stale = a.context(CID)
+    compact(b, CID, keep=1)
+    assert a.context(CID).version == 1
+    with pytest.raises(VersionConflict):
+        compact(a, CID, keep=1, snapshot=stale, summary_id="late")
+    assert [e.summary_id for e in a.events(CID)] == ["sum_v1"]
+    a.close()
+    b.close()
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from precis.messages import Message
+    from precis.stores import SQLiteStore
+
+    store = SQLiteStore(sys.argv[1])
+    for i in range(200):
+        store.append("shared", [Message(role="user", content=f"child {i}")])
+    print(store.count("shared"))
+    store.close()
+    """
+)
+
+
+def test_sqlite_shared_with_another_process(db_path: Path) -> None:
+    parent = SQLiteStore(db_path)
+    parent.create("shared")
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(db_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for i in range(200):
+        parent.append("shared", [Message(role="assistant", content=f"parent {i}")])
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert 200 <= int(out) <= 400
+    history = parent.history("shared")
+    assert len(history) == parent.count("shared") == 400
+    assert len({m.id for m in history}) == 400
+    assert [m.content for m in history if m.role == "user"] == [f"child {i}" for i in range(200)]
+    assert [m.content for m in history if m.role == "assistant"] == [
+        f"parent {i}" for i in range(200)
+    ]
+    with SQLiteStore(db_path) as other:
+        assert other.history("shared") == history
+    parent.close()
+
+
+def _plan(raw: sqlite3.Connection, sql: str, *params: object) -> list[str]:
+    return [str(row[3]) for row in raw.execute(f"EXPLAIN QUERY PLAN {sql}", params)]
+
+
+def _steps(raw: sqlite3.Connection, sql: str, *params: object) -> int:
+    """How many VDBE instructions a query runs: a cost measure that no machine load can skew."""
+    counter = [0]
+
+    def tick() -> int:
+        counter[0] += 1
+        return 0
+
+    raw.set_progress_handler(tick, 1)
+    raw.execute(sql, params).fetchall()
+    raw.set_progress_handler(None, 1)
+    return counter[0]
+
+
+def test_sqlite_context_read_is_independent_of_history(tmp_path: Path) -> None:
+    steps: dict[int, int] = {}
+    for size in (1_000, 20_000):
+        path = tmp_path / f"h{size}.db"
+        with SQLiteStore(path) as s:
+            s.append("noise", [user(f"noise {i}") for i in range(500)])
+            s.append(CID, [user(f"message {i}") for i in range(size)])
+            snap = compact(s, CID, keep=49)
+            assert len(snap.messages) == 50
+        with sqlite3.connect(path) as raw:
+            plan = _plan(raw, CONTEXT_SQL, CID)
+            steps[size] = _steps(raw, CONTEXT_SQL, CID)
+        assert any(p.startswith("SEARCH c USING PRIMARY KEY") for p in plan), plan
+        assert any("SEARCH m USING INDEX" in p for p in plan), plan
+        assert not any(p.startswith("SCAN") for p in plan), plan
+        assert not any("TEMP B-TREE" in p for p in plan), plan
+    assert steps[20_000] <= steps[1_000] * 1.1, steps
+
+
+def test_sqlite_append_is_indexed(db_path: Path) -> None:
+    """The statements append runs look rows up by index; none scans the message log."""
+    SQLiteStore(db_path).close()
+    with sqlite3.connect(db_path) as raw:
+        for sql, params in [
+            ("SELECT version, next_seq, next_position FROM conversations WHERE id = ?", (CID,)),
+            ("SELECT coalesce(max(row_id), 0) FROM messages", ()),
+            ("SELECT id FROM messages WHERE conversation_id = ? AND id IN (?)", (CID, "x")),
+            ("SELECT id FROM messages WHERE conversation_id = ? AND seq > ?", (CID, 3)),
+        ]:
+            plan = _plan(raw, sql, *params)
+            assert not any(p.startswith("SCAN") for p in plan), (sql, plan)
