@@ -1,6 +1,19 @@
 """precis: keep a long-running LLM agent inside its context window without losing what mattered."""
 
+from precis.compactor import CompactionStats, Compactor
 from precis.messages import InvalidMessage, Message, ToolCall
+from precis.policy import CompactionSettings
+from precis.session import Session, compact_messages, compact_messages_sync
 
-__all__ = ["InvalidMessage", "Message", "ToolCall"]
+__all__ = [
+    "CompactionSettings",
+    "CompactionStats",
+    "Compactor",
+    "InvalidMessage",
+    "Message",
+    "Session",
+    "ToolCall",
+    "compact_messages",
+    "compact_messages_sync",
+]
 __version__ = "0.1.0"

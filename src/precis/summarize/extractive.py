@@ -1,0 +1,1402 @@
+"""The embedded default summarizer: a brief built by rule from the span, with no model (S2/S3).
+
+It keeps what a model most often drops (requests and red lines verbatim, paths, identifiers,
+errors with their fixes) and plans its own size, so the engine's blunt clip never has to cut it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
+
+from precis.jscompat import utf16_len
+from precis.messages import KIND_SUMMARY, Message
+from precis.summarize.base import SummaryRequest
+from precis.summarize.packaging import NO_MESSAGES_SUMMARY
+from precis.summarize.transcript import raw_summary_text
+
+DEFAULT_BRIEF_CHARS: Final = 4000
+# Past this a rule-built brief only repeats low-value detail, however large the clip allows.
+MAX_BRIEF_CHARS: Final = 16000
+
+TASK: Final = "task"
+CONSTRAINTS: Final = "constraints"
+REQUESTS: Final = "requests"
+MODIFIED: Final = "modified"
+READ: Final = "read"
+IDENTIFIERS: Final = "identifiers"
+ERRORS: Final = "errors"
+TOOLS: Final = "tools"
+STATE: Final = "state"
+OPEN: Final = "open"
+HINTS: Final = "hints"
+
+DISPLAY_ORDER: Final = (
+    TASK,
+    CONSTRAINTS,
+    REQUESTS,
+    MODIFIED,
+    READ,
+    IDENTIFIERS,
+    ERRORS,
+    TOOLS,
+    STATE,
+    OPEN,
+    HINTS,
+)
+FILL_ORDER: Final = (
+    TASK,
+    CONSTRAINTS,
+    MODIFIED,
+    IDENTIFIERS,
+    ERRORS,
+    REQUESTS,
+    STATE,
+    READ,
+    TOOLS,
+    OPEN,
+    HINTS,
+)
+
+_LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+    {
+        "en": MappingProxyType(
+            {
+                TASK: "Task",
+                CONSTRAINTS: "Constraints",
+                REQUESTS: "Requests",
+                MODIFIED: "Files modified",
+                READ: "Files read",
+                IDENTIFIERS: "Identifiers",
+                ERRORS: "Errors and fixes",
+                TOOLS: "Tool activity",
+                STATE: "Current state",
+                OPEN: "Open items",
+                HINTS: "Lookup hints",
+                "in": "in",
+                "awaiting": "awaiting result",
+                "unanswered": "unanswered",
+                "earlier": "earlier summary",
+            }
+        ),
+        "zh": MappingProxyType(
+            {
+                TASK: "任务",
+                CONSTRAINTS: "约束",
+                REQUESTS: "请求",
+                MODIFIED: "已修改文件",
+                READ: "已读文件",
+                IDENTIFIERS: "标识符",
+                ERRORS: "错误与修复",
+                TOOLS: "工具调用",
+                STATE: "当前状态",
+                OPEN: "待办",
+                HINTS: "检索提示",
+                "in": "目录",
+                "awaiting": "等待结果",
+                "unanswered": "未回答",
+                "earlier": "先前摘要",
+            }
+        ),
+    }
+)
+_SECTION_KEYS: Final = frozenset(DISPLAY_ORDER)
+_HEADING_TO_SECTION: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        label.lower(): key
+        for labels in _LABELS.values()
+        for key, label in labels.items()
+        if key in _SECTION_KEYS
+    }
+)
+
+# First-pass share of the budget per section; a floor keeps task and red lines in tight clips.
+_SHARES: Final[Mapping[str, float]] = MappingProxyType(
+    {
+        TASK: 0.3,
+        CONSTRAINTS: 0.25,
+        MODIFIED: 0.12,
+        IDENTIFIERS: 0.08,
+        ERRORS: 0.15,
+        REQUESTS: 0.15,
+        STATE: 0.12,
+        READ: 0.08,
+        TOOLS: 0.06,
+        OPEN: 0.06,
+        HINTS: 0.04,
+    }
+)
+_FLOORS: Final[Mapping[str, int]] = MappingProxyType({TASK: 60, CONSTRAINTS: 60})
+_LAYOUTS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        TASK: "plain",
+        STATE: "plain",
+        MODIFIED: "inline",
+        READ: "inline",
+        IDENTIFIERS: "inline",
+        HINTS: "inline",
+    }
+)
+_ELLIPSIS: Final = " … "
+_MIN_ITEM_UNITS: Final = 20
+_MAX_SYSTEM_CONSTRAINTS: Final = 8
+_MAX_IDENTIFIER_UNITS: Final = 160
+_RECENT_CALLS: Final = 5
+_RECENT_TODOS: Final = 6
+
+# Instruction words that name a section the caller cares about most.
+_INSTRUCTION_SECTIONS: Final = (
+    (re.compile(r"(?i)\b(?:task|goal)s?\b|任务|目标"), (TASK,)),
+    (re.compile(r"(?i)\bconstraints?\b|\bred[- ]lines?\b|\brules?\b|约束|红线"), (CONSTRAINTS,)),
+    (re.compile(r"(?i)\brequests?\b|请求"), (REQUESTS,)),
+    (re.compile(r"(?i)\bfiles?\b|\bpaths?\b|文件|路径"), (MODIFIED, READ)),
+    (re.compile(r"(?i)\bidentifiers?\b|\bids\b|标识"), (IDENTIFIERS,)),
+    (re.compile(r"(?i)\berrors?\b|\bfix(?:es)?\b|错误"), (ERRORS,)),
+    (re.compile(r"(?i)\btools?\b|工具"), (TOOLS,)),
+    (re.compile(r"(?i)\bcurrent state\b|\bstate\b|当前状态"), (STATE,)),
+    (re.compile(r"(?i)\bopen items?\b|\btodos?\b|\bnext steps?\b|待办"), (OPEN,)),
+    (re.compile(r"(?i)\b(?:lookup )?hints?\b|检索"), (HINTS,)),
+)
+
+# --- what the rules look for ------------------------------------------------------------------
+
+_CONSTRAINT_EN_RE: Final = re.compile(
+    r"(?i)\b(?:don['’]?t|do not|never|must(?:n['’]t| not)?|only|always|instead of|avoid|"
+    r"without|required?|requires)\b"
+)
+_STRONG_CONSTRAINT_RE: Final = re.compile(
+    r"(?i)\b(?:don['’]?t|do not|never|must not|mustn['’]t|avoid|instead of)\b"
+    r"|不要|禁止|不能|别|务必"
+)
+_CONSTRAINT_ZH_RE: Final = re.compile(
+    r"不要|禁止|必须|只能|不能|务必|(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])"
+)
+_SENTENCE_SPLIT_RE: Final = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
+_CJK_RE: Final = re.compile(r"[\u3400-\u9fff]")
+_LATIN_RE: Final = re.compile(r"[A-Za-z]")
+_REMINDER_RE: Final = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+_COMMAND_RE: Final = re.compile(
+    r"<command-name>(.*?)</command-name>.*?(?:<command-args>(.*?)</command-args>)?", re.DOTALL
+)
+# User-role turns an agent harness writes itself; they are not requests.
+_NOTICE_PREFIXES: Final = (
+    "<task-notification>",
+    "<local-command-",
+    "<system-reminder>",
+    "<user-prompt-submit-hook>",
+    "[Request interrupted",
+    "Base directory for this skill",
+    "Caveat: The messages below",
+)
+
+_URL_RE: Final = re.compile(r"https?://[^\s<>\"'`)\]{}|$]+")
+_PATH_RE: Final = re.compile(
+    r"(?<![A-Za-z0-9_@+.\-/~:\\*])"
+    r"(?:(?P<slash>(?:~/|\.\.?/|/)?(?:[A-Za-z0-9_@+.\-]+/)+[A-Za-z0-9_@+.\-]*)"
+    r"|(?P<bare>[A-Za-z0-9_\-][A-Za-z0-9_@+.\-]*\.(?:py|pyi|ipynb|js|jsx|mjs|cjs|ts|tsx|json|"
+    r"jsonl|ya?ml|toml|ini|cfg|conf|env|md|rst|txt|csv|tsv|html?|css|scss|sh|bash|zsh|ex|exs|"
+    r"heex|eex|erl|go|rs|rb|java|kt|kts|c|h|cc|cpp|hpp|cs|swift|php|sql|lock|xml|pony|lua|vue|"
+    r"svelte|gradle|mod|sum|proto|dockerfile|mk|cmake|log|patch|diff)))"
+    r"(?![A-Za-z0-9_\-])"
+)
+_PATH_EXT_RE: Final = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
+_SYSTEM_DIRS: Final = frozenset({"home", "tmp", "usr", "etc", "var", "dev", "proc", "opt", "Users"})
+_SOURCE_DIRS: Final = frozenset(
+    [
+        "lib",
+        "src",
+        "test",
+        "tests",
+        "app",
+        "apps",
+        "assets",
+        "config",
+        "priv",
+        "docs",
+        "doc",
+        "spec",
+        "pkg",
+        "cmd",
+        "internal",
+        "include",
+        "scripts",
+        "bin",
+        "packages",
+        "node_modules",
+        "deps",
+        "_build",
+        "build",
+        "dist",
+        "target",
+    ]
+)
+_OPEN_FILE_RE: Final = re.compile(r"\(Open file: ([^)\s]+)\)")
+_PATCH_FILE_RE: Final = re.compile(
+    r"(?m)^(?:\*\*\* (?:Add|Update|Delete) File: (\S+)|\+\+\+ b/(\S+))"
+)
+_WROTE_MARK_RE: Final = re.compile(
+    r"(?i)\b(?:created file|file created|has been (?:updated|edited|modified|created|written|"
+    r"overwritten)|successfully (?:created|wrote|written|updated|modified)|"
+    r"wrote \d+ (?:lines|bytes)|file updated)\b"
+)
+_HEREDOC_RE: Final = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n.*?\n\s*\1\b", re.DOTALL)
+_QUOTED_RE: Final = re.compile(r"'[^']*'|\"[^\"]*\"")
+_SED_INPLACE_RE: Final = re.compile(
+    r"\bsed\s+(?:[^|;&\n]*?\s)?(?:-[A-Za-z]*i[A-Za-z]*|--in-place)\b[^|;&\n]*"
+)
+_REDIRECT_RE: Final = re.compile(r"(?<![<>&0-9])>>?\s*([^\s;&|<>()'\"]+)")
+_TEE_TOUCH_RE: Final = re.compile(r"\b(?:tee(?:\s+-a)?|touch)\s+([^;&|<>\n]+)")
+_MOVE_RE: Final = re.compile(r"\b(?:mv|cp)\s+(?:-\w+\s+)*\S+\s+([^\s;&|<>]+)")
+_FINAL_TOOL_RE: Final = re.compile(r"(?i)finish|submit|complete|final_answer")
+_READ_SHELL_RE: Final = re.compile(r"^\s*(?:cat|head|tail|nl|less|more|bat)\b")
+
+_WRITE_TOOL_RE: Final = re.compile(
+    r"(?i)write|edit|create|str_replace|apply_patch|patch|insert|append|replace|save|undo"
+)
+_READ_TOOLS: Final = frozenset(
+    [
+        "read",
+        "read_file",
+        "view",
+        "view_file",
+        "open",
+        "open_file",
+        "goto",
+        "scroll_up",
+        "scroll_down",
+        "glob",
+        "grep",
+        "search",
+        "find",
+        "find_file",
+        "search_file",
+        "search_dir",
+        "ls",
+        "list",
+        "list_dir",
+        "webfetch",
+        "websearch",
+    ]
+)
+_SHELL_TOOLS: Final = frozenset(
+    {"bash", "shell", "execute_bash", "terminal", "run", "exec", "sh", "run_command", "cmd"}
+)
+_EDITOR_COMMANDS: Final = frozenset(
+    {"view", "create", "str_replace", "insert", "undo_edit", "write", "edit", "append", "delete"}
+)
+_PATH_KEYS: Final = frozenset(
+    [
+        "path",
+        "file_path",
+        "filepath",
+        "file",
+        "filename",
+        "file_name",
+        "notebook_path",
+        "target_file",
+        "paths",
+        "files",
+    ]
+)
+# Argument keys holding file bodies rather than names: scanned, but not as "read".
+_BODY_KEYS: Final = frozenset(
+    [
+        "content",
+        "contents",
+        "new_str",
+        "old_str",
+        "new_string",
+        "old_string",
+        "file_text",
+        "text",
+        "patch",
+        "input",
+        "code",
+        "edits",
+    ]
+)
+_SUMMARY_ARG_KEYS: Final = (
+    "command",
+    "cmd",
+    "file_path",
+    "path",
+    "pattern",
+    "query",
+    "url",
+    "description",
+    "thought",
+)
+_ID_KEY_RE: Final = re.compile(r"(?i)(?:^|_)(?:id|ids|number|num|code|no)$")
+_ID_VALUE_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{2,63}$")
+
+# Identifiers are classified token by token: one anchored match per token that holds a digit,
+# which is many times faster than one big alternation tried at every character.
+_TOKEN_ID_RE: Final = re.compile(
+    r"(?P<uuid>[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+    r"|(?P<hash>(?=[0-9a-f]{0,39}[a-f])(?=[0-9a-f]{0,39}\d)[0-9a-f]{7,40})"
+    r"|(?P<version>v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?|v\d+\.\d+)"
+    r"|(?P<code>(?=[A-Z]{0,5}\d)(?=\d{0,5}[A-Z])[A-Z0-9]{6})"
+    r"|(?P<jira>(?P<jira_p>[A-Z][A-Z0-9]{1,9})-\d{1,6})"
+    r"|(?P<ticket>#\d{1,6})"
+    r"|(?P<pr>(?:PR|pr)-?#?(?P<pr_n>\d{1,6}))"
+    r"|(?P<port>(?:--?)?(?:port|Port|PORT)[:=](?P<port_n>\d{2,5}))"
+    r"|(?P<hostport>(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):(?P<hostport_n>\d{2,5})(?:/\S*)?)"
+)
+_PORT_AFTER_RE: Final = re.compile(r"(\d{2,5})(?::\d{2,5})?")
+_NUMBER_AFTER_RE: Final = re.compile(r"#?(\d{1,6})")
+_PORT_WORDS: Final = frozenset({"port", "--port", "-p", "ports", "pgport"})
+_TICKET_WORDS: Final[Mapping[str, str]] = MappingProxyType(
+    {"pr": "PR", "request": "PR", "issue": "issue", "ticket": "ticket", "bug": "bug"}
+)
+_TOKEN_STRIP: Final = "()[]{}<>,;:'\"`.!?*"
+_NON_ASCII_RE: Final = re.compile(r"[^\x21-\x7e]+")
+_DIGIT_RE: Final = re.compile(r"\d")
+_EMAIL_RE: Final = re.compile(
+    r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"
+)
+_ZH_PORT_RE: Final = re.compile(r"端口\D{0,6}?(\d{2,5})")
+# Kinds worth listing even when seen only once, and only in tool output.
+_TELLING_KINDS: Final = frozenset({"url", "port", "email", "pr", "commit"})
+_JIRA_STOP: Final = frozenset(
+    {"UTF", "SHA", "ISO", "AES", "GPT", "MD", "TLS", "SSL", "HTTP", "RSA", "CP", "ASCII", "X"}
+)
+_URL_PORT_RE: Final = re.compile(r"^https?://[^/:]+:(\d{2,5})\b")
+
+_NUMBERED_LINE_RE: Final = re.compile(r"^\s*\d+(?:→|\t|:\s|\s\|)")
+_CODE_LINE_RE: Final = re.compile(
+    r"^\s*(?:raise|except|catch|throw|import|from|class|def|rescue|assert_raise|@|#|//)\b"
+    r"|\b(?:raise|except|catch|throw|rescue|assert_raise)\s+[\w.]*(?:Error|Exception)"
+)
+_ERROR_STRONG_RE: Final = re.compile(
+    r"\bFAILED\b|\b(?:[Ee]rror|ERROR|fatal|FATAL|panic)(?:\[[\w\-]+\])?:|\bpanicked at\b|"
+    r"<tool_use_error>|\bSegmentation fault\b|\bcommand not found\b|\bNo such file or directory\b"
+)
+_ERROR_MARK_RE: Final = re.compile(
+    r"rror|ERROR|xception|FAILED|fatal|FATAL|panic|tool_use_error|Segmentation fault|"
+    r"command not found|No such file"
+)
+_ERROR_CLASS_RE: Final = re.compile(r"\b[A-Z][\w.]*(?:Error|Exception)\b")
+_ERROR_TAG_RE: Final = re.compile(r"</?tool_use_error>")
+_TODO_RE: Final = re.compile(
+    r"(?i)\b(?:TODO|FIXME)\b|^\s*[-*]\s*\[ \]|\bnext steps?\b|\bstill (?:need|needs|needed|to do)\b"
+)
+_DIGITS_RE: Final = re.compile(r"\d+")
+_HEADING_RE: Final = re.compile(r"^#{1,4}\s*(.+?)\s*$")
+_HEADING_ROOT_RE: Final = re.compile(r"\s*\((?:in|目录) ([^)]*)\)\s*$")
+_COUNT_RE: Final = re.compile(r"([^\s,×]+)×(\d+)")
+_PACKED_SUMMARY_MARK: Final = "The following is a summary of the previous messages:"
+
+
+# --- small text helpers -----------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    """Collapse whitespace, so each fact is one dense line."""
+    return " ".join(text.split())
+
+
+def _head(text: str, units: int) -> str:
+    """The longest prefix within `units` UTF-16 units, never splitting a surrogate pair."""
+    if units <= 0:
+        return ""
+    if text.isascii():
+        return text[:units]
+    used = 0
+    for i, ch in enumerate(text):
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > units:
+            return text[:i]
+    return text
+
+
+def _tail(text: str, units: int) -> str:
+    """The longest suffix within `units` UTF-16 units, never splitting a surrogate pair."""
+    if units <= 0:
+        return ""
+    if text.isascii():
+        return text[-units:]
+    used = 0
+    for i in range(len(text) - 1, -1, -1):
+        used += 2 if ord(text[i]) > 0xFFFF else 1
+        if used > units:
+            return text[i + 1 :]
+    return text
+
+
+def _shorten(text: str, units: int, keep: Sequence[str] = ()) -> str:
+    """Head and tail around an ellipsis, keeping `keep` sentences from the middle when they fit.
+
+    `keep` is in order of importance; together the kept sentences take at most half the room.
+    """
+    if utf16_len(text) <= units:
+        return text
+    if units < 12:
+        return _head(text, units)
+    kept = [k for k in keep if k and k in text]
+    while kept and sum(utf16_len(k) + 3 for k in kept) > units // 2:
+        kept.pop()
+    kept.sort(key=text.find)
+    spare = units - sum(utf16_len(k) for k in kept) - utf16_len(_ELLIPSIS) * (len(kept) + 1)
+    head_units = (spare * 2) // 3
+    head = _head(text, head_units).rstrip()
+    tail = _tail(text, spare - head_units).lstrip()
+    middle = [k for k in kept if k not in head and k not in tail]
+    return _ELLIPSIS.join([head, *middle, tail])
+
+
+def _by_strength(sentences: Iterable[str]) -> list[str]:
+    """Outright prohibitions first (never, don't, 不要), then the softer rules, each in order."""
+    return sorted(sentences, key=lambda s: _STRONG_CONSTRAINT_RE.search(s) is None)
+
+
+def _is_chinese(texts: Iterable[str]) -> bool:
+    """Whether Chinese dominates the user's words (a CJK character is worth about a word)."""
+    cjk = latin = 0
+    for text in texts:
+        cjk += len(_CJK_RE.findall(text))
+        latin += len(_LATIN_RE.findall(text))
+    return cjk > 0 and cjk * 3 >= latin
+
+
+def _constraint_sentences(text: str) -> list[str]:
+    """The sentences of `text` that state a rule (don't / never / must / 不要 …), verbatim."""
+    found: list[str] = []
+    for piece in _SENTENCE_SPLIT_RE.split(text):
+        sentence = _one_line(piece.strip().lstrip("-*•>#").strip())
+        if len(sentence) < 6:
+            continue
+        if _CONSTRAINT_EN_RE.search(sentence) or _CONSTRAINT_ZH_RE.search(sentence):
+            found.append(sentence)
+    return found
+
+
+def _clean_user_text(text: str) -> str | None:
+    """A user turn as the user wrote it, or None for a notice the agent harness injected."""
+    text = _REMINDER_RE.sub("", text).strip()
+    if not text or text.startswith(_NOTICE_PREFIXES):
+        return None
+    command = _COMMAND_RE.search(text)
+    if command is not None and text.startswith("<command-"):
+        spoken = f"{command.group(1).strip()} {(command.group(2) or '').strip()}".strip()
+        return spoken or None
+    return text
+
+
+def _clean_path(raw: str, *, prose: bool = False) -> str | None:
+    """A path candidate kept only when it looks like a file or directory, not prose like and/or.
+
+    In prose a relative path needs a file extension; in tool arguments three segments will do.
+    """
+    path = raw.rstrip(".,;:)]}'\"`").rstrip("/")
+    if path.startswith(("a/", "b/")) and path.count("/") >= 2:
+        path = path[2:]  # a diff's a/ and b/ sides name the same file
+    if not path or "//" in path or path.startswith(("/dev/", "/proc/")):
+        return None
+    if not any(ch.isalpha() for ch in path):
+        return None
+    segments = [s for s in path.split("/") if s]
+    if not segments:
+        return None
+    has_ext = _PATH_EXT_RE.search(segments[-1]) is not None
+    if "/" not in path:
+        return path if has_ext else None
+    anchored = path.startswith(("/", "~/", "./", "../"))
+    if anchored:
+        return path if len(segments) >= 2 or has_ext else None
+    return path if has_ext or (len(segments) >= 3 and not prose) else None
+
+
+def _paths_in(text: str, *, prose: bool = False) -> Iterator[str]:
+    """Every file path mentioned in `text`, URLs aside."""
+    for kind, key, _ in _terms_in(text, prose=prose):
+        if kind == "path":
+            yield key
+
+
+def _port(number: str) -> Iterator[tuple[str, str, str]]:
+    if 0 < int(number) <= 65535:
+        yield "port", f"port {number}", f"port {number}"
+
+
+def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, str]]:
+    """`(kind, key, label)` for an identifier a whitespace token holds, given the word before."""
+    if token.startswith(":"):
+        bare = token[1:].rstrip(_TOKEN_STRIP)
+        if bare.isdigit() and 4 <= len(bare) <= 5:
+            yield from _port(bare)
+        return
+    core = token.strip(_TOKEN_STRIP)
+    word = previous.lower().strip(_TOKEN_STRIP + "=#")
+    if word in _PORT_WORDS and (after := _PORT_AFTER_RE.fullmatch(core)) is not None:
+        yield from _port(after.group(1))
+        return
+    if word in _TICKET_WORDS and (number := _NUMBER_AFTER_RE.fullmatch(core)) is not None:
+        yield "pr", f"#{number.group(1)}", f"{_TICKET_WORDS[word]} {number.group(1)}"
+        return
+    match = _TOKEN_ID_RE.fullmatch(core)
+    if match is None:
+        return
+    kind = match.lastgroup or ""
+    if kind == "port" or kind == "hostport":
+        yield from _port(match.group("port_n") or match.group("hostport_n"))
+    elif kind == "pr":
+        yield "pr", f"#{match.group('pr_n')}", f"PR {match.group('pr_n')}"
+    elif kind == "jira" and match.group("jira_p") in _JIRA_STOP:
+        return
+    elif kind == "hash" and previous.startswith("[") and token.endswith("]"):
+        yield "commit", core, core  # git's "[branch abc1234] message" after a commit
+    else:
+        yield kind, core, core
+
+
+def _terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]:
+    """`(kind, key, label)` for each path ("path") and identifier (URL, port, ticket, hash …)."""
+    if "://" in text:
+        for match in _URL_RE.finditer(text):
+            url = match.group(0).rstrip(".,;:!?")
+            if utf16_len(url) <= _MAX_IDENTIFIER_UNITS:
+                yield "url", url, url
+            port = _URL_PORT_RE.match(url)
+            if port is not None:
+                yield from _port(port.group(1))
+        text = _URL_RE.sub(" ", text)
+    if "端口" in text:
+        for match in _ZH_PORT_RE.finditer(text):
+            yield from _port(match.group(1))
+    previous = ""
+    for raw in text.split():
+        for token in (raw,) if raw.isascii() else _NON_ASCII_RE.split(raw):
+            if not token:
+                continue
+            if token.isalpha():
+                previous = token
+                continue
+            if "/" in token or "." in token:
+                for match in _PATH_RE.finditer(token):
+                    cleaned = _clean_path(match.group(0), prose=prose)
+                    if cleaned is not None:
+                        yield "path", cleaned, cleaned
+            if "@" in token:
+                email = _EMAIL_RE.search(token)
+                if email is not None:
+                    yield "email", email.group(0), email.group(0)
+            if _DIGIT_RE.search(token) is not None:
+                yield from _token_identifiers(token, previous)
+            previous = token
+
+
+def _parse_arguments(arguments: str) -> Any:
+    """The tool call's arguments as JSON data, or the raw text when they are not JSON."""
+    try:
+        return json.loads(arguments) if arguments else {}
+    except ValueError:
+        return arguments
+
+
+def _scalars(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """`(nearest key, text)` for every string or number inside JSON data."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int | float):
+        yield key, str(value)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _scalars(v, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _scalars(v, key)
+
+
+def _short_arguments(data: Any) -> str:
+    """The one argument that says what a call did (its command, path or query), kept short."""
+    if isinstance(data, Mapping):
+        for key in _SUMMARY_ARG_KEYS:
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                return _shorten(_one_line(value), 60)
+        for _, value in _scalars(data):
+            if value.strip():
+                return _shorten(_one_line(value), 60)
+        return ""
+    return _shorten(_one_line(str(data)), 60)
+
+
+def _shell_modified(command: str) -> list[str]:
+    """Paths a shell command writes: `sed -i`, redirections, tee, touch, mv/cp targets."""
+    command = _HEREDOC_RE.sub(" ", command)
+    bare = _QUOTED_RE.sub(" ", command)
+    found: list[str] = []
+    for match in _SED_INPLACE_RE.finditer(bare):
+        found.extend(_paths_in(match.group(0)))
+    for pattern in (_REDIRECT_RE, _TEE_TOUCH_RE, _MOVE_RE):
+        for match in pattern.finditer(bare):
+            found.extend(_paths_in(match.group(1)))
+    return [p for p in found if p != "/dev/null"]
+
+
+def _error_key(line: str) -> str:
+    """Equal for errors that differ only in numbers, so repeats are counted, not listed."""
+    return _one_line(_DIGITS_RE.sub("#", line.lower()))[:120]
+
+
+def _marked_lines(text: str, mark: re.Pattern[str]) -> Iterator[str]:
+    """Each line of `text` holding `mark`, once, without splitting the whole text into lines.
+
+    A line that is only a label ("ERROR:") comes with the line after it, which says what failed.
+    """
+    after = -1
+    for match in mark.finditer(text):
+        if match.start() < after:
+            continue
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        after = len(text) if end < 0 else end
+        if after - start <= 12 and after < len(text):
+            following = text.find("\n", after + 1)
+            after = len(text) if following < 0 else following
+        yield text[start:after]
+
+
+def _error_lines(text: str) -> list[str]:
+    """Error signatures in a tool output: the first two distinct and the last one."""
+    seen: dict[str, str] = {}
+    for line in _marked_lines(text, _ERROR_MARK_RE):
+        stripped = line.strip()
+        if len(stripped) < 4 or _NUMBERED_LINE_RE.match(line) or _CODE_LINE_RE.search(stripped):
+            continue
+        hit = _ERROR_STRONG_RE.search(stripped) is not None
+        if not hit:
+            cls = _ERROR_CLASS_RE.search(stripped)
+            hit = cls is not None and (
+                cls.start() <= 4 or stripped[cls.end() : cls.end() + 1] in {":", ")"}
+            )
+        if hit:
+            signature = _one_line(_ERROR_TAG_RE.sub("", stripped))
+            seen.setdefault(_error_key(signature), signature)
+    lines = list(seen.values())
+    return lines if len(lines) <= 3 else [*lines[:2], lines[-1]]
+
+
+def _fix_text(text: str) -> str:
+    """What the agent said right after an error, cut to its first sentences."""
+    line = _one_line(text)
+    if utf16_len(line) <= 200:
+        return line
+    first = " ".join(_SENTENCE_SPLIT_RE.split(line)[:2])
+    return _shorten(first, 160)
+
+
+def _earlier_summary_text(message: Message) -> str | None:
+    """The raw text of an earlier summary, unwrapping letta's JSON when no raw copy was kept."""
+    raw = raw_summary_text(message)
+    if raw is not None:
+        return raw
+    if message.kind != KIND_SUMMARY:
+        return None
+    text = message.content
+    try:
+        packed = json.loads(text)
+    except ValueError:
+        packed = None
+    if isinstance(packed, Mapping) and isinstance(packed.get("message"), str):
+        text = packed["message"]
+    _, mark, after = text.partition(_PACKED_SUMMARY_MARK)
+    return after.strip() if mark else text.strip()
+
+
+def _parse_brief(text: str) -> dict[str, list[str]]:
+    """The sections of a brief this summarizer wrote earlier; empty for any other text."""
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        heading = _HEADING_RE.match(line)
+        if heading is not None:
+            title = heading.group(1)
+            root = _HEADING_ROOT_RE.search(title)
+            if root is not None:
+                title = title[: root.start()]
+                sections.setdefault("root", []).append(root.group(1))
+            current = _HEADING_TO_SECTION.get(title.strip().lower())
+            continue
+        stripped = line.strip()
+        if current is None or not stripped:
+            continue
+        if stripped.startswith("- "):
+            stripped = stripped[2:]
+        if _LAYOUTS.get(current) == "inline":
+            sections.setdefault(current, []).extend(s for s in stripped.split(", ") if s)
+        else:
+            sections.setdefault(current, []).append(stripped)
+    return sections
+
+
+# --- collecting the facts ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Term:
+    label: str
+    weight: int
+    count: int
+    first: int
+    kind: str
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Distinct terms with where they were seen: user words outrank tool output, then counts."""
+
+    terms: dict[str, _Term] = field(default_factory=dict)
+
+    def add(self, key: str, label: str, weight: int, kind: str = "path") -> None:
+        term = self.terms.get(key)
+        if term is None:
+            self.terms[key] = _Term(label, weight, 1, len(self.terms), kind)
+            return
+        term.count += 1
+        term.weight = max(term.weight, weight)
+        if "=" in label and "=" not in term.label:
+            term.label = label
+        if kind in _TELLING_KINDS:
+            term.kind = kind
+
+    def ranked(self) -> list[_Term]:
+        """Best first; a term seen once and only in tool output is left out unless it is telling."""
+        kept = (
+            t
+            for t in self.terms.values()
+            if t.weight > _W_OUTPUT or t.count > 1 or t.kind in _TELLING_KINDS
+        )
+        return sorted(
+            kept,
+            key=lambda t: (-t.weight, t.kind not in _TELLING_KINDS, -min(t.count, 5), t.first),
+        )
+
+
+@dataclass(slots=True)
+class _Error:
+    signature: str
+    count: int
+    first: int
+    last: int
+    fix: str = ""
+    carried: bool = False
+
+
+# Where a term was seen, as a weight.
+_W_CARRIED, _W_USER, _W_ARGS, _W_SPOKEN, _W_OUTPUT = 5, 4, 3, 2, 1
+
+
+@dataclass(slots=True)
+class _Facts:
+    """Everything the rules found in one pass over the span."""
+
+    task: str = ""
+    task_keep: tuple[str, ...] = ()
+    requests: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
+    carried_requests: list[str] = field(default_factory=list)
+    constraints: dict[str, str] = field(default_factory=dict)
+    system_constraints: dict[str, str] = field(default_factory=dict)
+    modified: _Tally = field(default_factory=_Tally)
+    read: _Tally = field(default_factory=_Tally)
+    identifiers: _Tally = field(default_factory=_Tally)
+    errors: dict[str, _Error] = field(default_factory=dict)
+    tool_counts: dict[str, int] = field(default_factory=dict)
+    recent_calls: deque[str] = field(default_factory=lambda: deque(maxlen=_RECENT_CALLS))
+    pending_calls: dict[str, str] = field(default_factory=dict)
+    todo_lines: deque[str] = field(default_factory=lambda: deque(maxlen=_RECENT_TODOS))
+    todo_tool_items: list[str] = field(default_factory=list)
+    carried_open: list[str] = field(default_factory=list)
+    carried_hints: list[str] = field(default_factory=list)
+    last_request: str = ""
+    last_request_answered: bool = True
+    last_assistant_text: str = ""
+    user_texts: list[str] = field(default_factory=list)
+
+
+class _Collector:
+    """One linear pass over the span, filling `_Facts`."""
+
+    def __init__(self) -> None:
+        self.facts = _Facts()
+        self._calls: dict[str, tuple[str, bool]] = {}
+        self._awaiting_fix: list[_Error] = []
+        self._open_file: str | None = None
+        self._index = 0
+
+    def feed(self, messages: Sequence[Message]) -> _Facts:
+        for index, message in enumerate(messages):
+            self._index = index
+            earlier = _earlier_summary_text(message)
+            if earlier is not None:
+                self._fold_summary(earlier)
+            elif message.role == "system":
+                self._on_system(message.content)
+            elif message.role == "user":
+                self._on_user(message.content)
+            elif message.role == "assistant":
+                self._on_assistant(message)
+            else:
+                self._on_tool(message)
+        return self.facts
+
+    # -- per role --
+
+    def _on_system(self, text: str) -> None:
+        for sentence in _constraint_sentences(text):
+            if len(self.facts.system_constraints) >= _MAX_SYSTEM_CONSTRAINTS:
+                break
+            self.facts.system_constraints.setdefault(sentence.lower(), sentence)
+
+    def _on_user(self, content: str) -> None:
+        text = _clean_user_text(content)
+        if text is None:
+            return
+        facts = self.facts
+        facts.user_texts.append(text)
+        found = _constraint_sentences(text)
+        for sentence in found:
+            facts.constraints.setdefault(sentence.lower(), sentence)
+        keep = _by_strength(found)
+        if not facts.task:
+            facts.task, facts.task_keep = text, tuple(keep)
+        else:
+            facts.requests.append((self._index, text, tuple(keep)))
+        facts.last_request, facts.last_request_answered = text, False
+        self._todo_lines(text)
+        self._scan_text(text, _W_USER, _W_USER)
+        self._track_open_file(text)
+
+    def _on_assistant(self, message: Message) -> None:
+        facts = self.facts
+        text = message.content.strip()
+        if text:
+            facts.last_assistant_text = text
+            fix = _fix_text(text)
+            for error in self._awaiting_fix:
+                if not error.fix:
+                    error.fix = fix
+            self._awaiting_fix.clear()
+            if not message.tool_calls:
+                facts.last_request_answered = True
+            self._todo_lines(text)
+            self._scan_text(text, _W_SPOKEN, _W_SPOKEN)
+        for call in message.tool_calls:
+            self._on_call(call.id, call.name, call.arguments)
+
+    def _on_call(self, call_id: str, name: str, arguments: str) -> None:
+        facts = self.facts
+        facts.tool_counts[name] = facts.tool_counts.get(name, 0) + 1
+        data = _parse_arguments(arguments)
+        short = f"{name}({_short_arguments(data)})"
+        facts.recent_calls.append(short)
+        if not _FINAL_TOOL_RE.search(name):
+            facts.pending_calls[call_id] = short
+        lname = name.lower()
+        fields = dict(data) if isinstance(data, Mapping) else {}
+        command = fields.get("command")
+        editor_command = (
+            command if isinstance(command, str) and command in _EDITOR_COMMANDS else None
+        )
+        shell_text = ""
+        for key in ("command", "cmd", "script"):
+            value = fields.get(key)
+            if isinstance(value, str) and editor_command is None:
+                shell_text = value
+                break
+        if isinstance(data, str) and lname in _SHELL_TOOLS:
+            shell_text = data
+
+        named_paths = [
+            cleaned
+            for key, value in _scalars(data)
+            if key.lower() in _PATH_KEYS and (cleaned := _clean_path(value.strip())) is not None
+        ]
+        writes: list[str] = []
+        if editor_command is not None:
+            writes = named_paths if editor_command != "view" else []
+        elif _WRITE_TOOL_RE.search(lname):
+            writes = named_paths or [
+                p for m in _PATCH_FILE_RE.finditer(arguments) for p in m.groups() if p
+            ]
+            if not writes and self._open_file and lname in {"edit", "insert", "append"}:
+                writes = [self._open_file]
+        if shell_text:
+            writes.extend(_shell_modified(shell_text))
+        for path in writes:
+            facts.modified.add(path, path, _W_ARGS)
+        for path in named_paths:
+            if path not in writes:
+                facts.read.add(path, path, _W_ARGS)
+                if lname in _READ_TOOLS or editor_command == "view":
+                    self._open_file = path
+
+        for key, value in _scalars(data):
+            lkey = key.lower()
+            if _ID_KEY_RE.search(lkey) and _ID_VALUE_RE.match(value) and "/" not in value:
+                facts.identifiers.add(value, f"{key}={value}", _W_ARGS, "arg")
+            body = lkey in _BODY_KEYS
+            for kind, term, label in _terms_in(value, prose=body):
+                if kind != "path":
+                    facts.identifiers.add(term, label, _W_OUTPUT if body else _W_ARGS, kind)
+                elif term not in writes:
+                    facts.read.add(term, label, _W_OUTPUT if body else _W_SPOKEN)
+
+        todos = fields.get("todos")
+        if "todo" in lname and isinstance(todos, list):
+            facts.todo_tool_items = [
+                f"[{t.get('status', '?')}] {_one_line(str(t.get('content', '')))}"
+                for t in todos
+                if isinstance(t, Mapping) and t.get("status") not in {"completed", "done"}
+            ]
+
+        reads_only = (
+            lname in _READ_TOOLS
+            or editor_command == "view"
+            or (bool(shell_text) and _READ_SHELL_RE.match(shell_text) is not None)
+        )
+        self._calls[call_id] = (name, reads_only)
+
+    def _on_tool(self, message: Message) -> None:
+        facts = self.facts
+        call_id = message.tool_call_id or ""
+        facts.pending_calls.pop(call_id, None)
+        _, reads_only = self._calls.get(call_id, ("", False))
+        text = "\n".join(message.text_parts) if message.text_parts else message.content
+        if not text:
+            return
+        self._track_open_file(text)
+        for line in _marked_lines(text, _WROTE_MARK_RE):
+            for path in _paths_in(line, prose=True):
+                facts.modified.add(path, path, _W_ARGS)
+        self._scan_text(text, _W_OUTPUT, _W_OUTPUT)
+        if reads_only and not message.metadata.get("is_error"):
+            return
+        for signature in _error_lines(text):
+            key = _error_key(signature)
+            error = facts.errors.get(key)
+            if error is None:
+                error = _Error(signature, 0, self._index, self._index)
+                facts.errors[key] = error
+            error.count += 1
+            error.last = self._index
+            self._awaiting_fix.append(error)
+
+    # -- shared scanning --
+
+    def _scan_text(self, text: str, path_weight: int, id_weight: int) -> None:
+        for kind, key, label in _terms_in(text):
+            if kind == "path":
+                self.facts.read.add(key, label, path_weight)
+            else:
+                self.facts.identifiers.add(key, label, id_weight, kind)
+
+    def _todo_lines(self, text: str) -> None:
+        for line in text.splitlines():
+            if _TODO_RE.search(line):
+                item = _shorten(_one_line(line.strip().lstrip("-*• ")), 200)
+                if item and item not in self.facts.todo_lines:
+                    self.facts.todo_lines.append(item)
+
+    def _track_open_file(self, text: str) -> None:
+        match = _OPEN_FILE_RE.search(text)
+        if match is not None:
+            self._open_file = _clean_path(match.group(1))
+
+    def _fold_summary(self, text: str) -> None:
+        """Carry an earlier summary forward: its sections first, or its facts when unstructured."""
+        facts = self.facts
+        sections = _parse_brief(text)
+        structured = any(key in sections for key in _SECTION_KEYS)
+        if not structured:
+            if not facts.task:
+                facts.task = f"({_LABELS['en']['earlier']}) {_one_line(text)}"
+                facts.task_keep = tuple(_by_strength(_constraint_sentences(text)))
+            else:
+                facts.carried_requests.append(_one_line(text))
+            for sentence in _constraint_sentences(text):
+                facts.constraints.setdefault(sentence.lower(), sentence)
+            self._scan_text(text, _W_CARRIED, _W_CARRIED)
+            return
+        roots = sections.get("root", [])
+        root = roots[0] if roots else ""
+        if sections.get(TASK) and not facts.task:
+            facts.task = " ".join(sections[TASK])
+            facts.task_keep = tuple(_by_strength(_constraint_sentences(facts.task)))
+        for sentence in sections.get(CONSTRAINTS, []):
+            facts.constraints.setdefault(sentence.lower(), sentence)
+        facts.carried_requests.extend(sections.get(REQUESTS, []))
+        for key, tally in ((MODIFIED, facts.modified), (READ, facts.read)):
+            for path in sections.get(key, []):
+                full = path if not root or path.startswith(("/", "~", ".")) else root + path
+                tally.add(full, full, _W_CARRIED)
+        for label in sections.get(IDENTIFIERS, []):
+            facts.identifiers.add(label.split("=", 1)[-1], label, _W_CARRIED, "carried")
+        for line in sections.get(ERRORS, []):
+            facts.errors.setdefault(_error_key(line), _Error(line, 1, -1, -1, carried=True))
+        for line in sections.get(TOOLS, []):
+            for name, count in _COUNT_RE.findall(line):
+                facts.tool_counts[name] = facts.tool_counts.get(name, 0) + int(count)
+        facts.carried_open.extend(sections.get(OPEN, []))
+        facts.carried_hints.extend(sections.get(HINTS, []))
+        facts.user_texts.extend(sections.get(TASK, []))
+
+
+# --- fitting the brief to the budget ----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Item:
+    text: str
+    order: int
+    keep: tuple[str, ...] = ()
+    shrink: bool = True
+    shown: str | None = None
+
+
+@dataclass(slots=True)
+class _Section:
+    key: str
+    layout: str
+    items: list[_Item]
+    header: str = ""
+    shown_count: int = 0
+    used: int = 0
+
+
+def _project_root(paths: Iterable[str]) -> str:
+    """The directory most absolute paths live under (a project checkout), or "" when none."""
+    absolute = [p for p in paths if p.startswith("/")]
+    if len(absolute) < 2:
+        return ""
+    counts: dict[str, int] = {}
+    for path in absolute:
+        prefix = ""
+        for part in path.split("/")[1:-1]:
+            if part in _SOURCE_DIRS:
+                break
+            prefix += "/" + part
+            counts[prefix] = counts.get(prefix, 0) + 1
+    best = ""
+    for prefix, count in counts.items():
+        if count * 2 < len(absolute) or (prefix.count("/") == 1 and prefix[1:] in _SYSTEM_DIRS):
+            continue
+        if prefix.count("/") > best.count("/"):
+            best = prefix
+    return best + "/" if best else ""
+
+
+class _Brief:
+    """Fills sections by priority within the budget, then renders them in reading order."""
+
+    def __init__(self, budget: int, labels: Mapping[str, str], root: str) -> None:
+        self.budget = budget
+        self.labels = labels
+        self.root = root
+        self.root_shown = False
+        self.sections: dict[str, _Section] = {}
+        self.used = 0
+
+    def add_section(self, key: str, items: list[_Item]) -> None:
+        if items:
+            self.sections[key] = _Section(key, _LAYOUTS.get(key, "bullets"), items)
+
+    def _header(self, section: _Section) -> str:
+        header = f"## {self.labels[section.key]}"
+        if self.root and not self.root_shown and section.key in {MODIFIED, READ}:
+            header += f" ({self.labels['in']} {self.root})"
+        return header
+
+    def _item_cost(self, section: _Section, text: str) -> int:
+        opening = 0 if section.header else utf16_len(self._header(section)) + 1
+        if section.layout == "plain":
+            return opening + utf16_len(text) + 1
+        if section.layout == "bullets":
+            return opening + utf16_len(text) + 3
+        return opening + utf16_len(text) + (1 if section.shown_count == 0 else 2)
+
+    def _show(self, section: _Section, item: _Item, text: str, cost: int) -> None:
+        if not section.header:
+            section.header = self._header(section)
+            if section.key in {MODIFIED, READ} and self.root:
+                self.root_shown = True
+        item.shown = text
+        section.shown_count += 1
+        section.used += cost
+        self.used += cost
+
+    def _try_item(self, section: _Section, item: _Item, room: int) -> None:
+        cost = self._item_cost(section, item.text)
+        if cost <= room:
+            self._show(section, item, item.text, cost)
+            return
+        if not item.shrink or section.layout == "inline":
+            return
+        overhead = cost - utf16_len(item.text)
+        available = room - overhead
+        if available >= _MIN_ITEM_UNITS:
+            text = _shorten(item.text, available, item.keep)
+            self._show(section, item, text, overhead + utf16_len(text))
+
+    def _widen(self, section: _Section, item: _Item, limit: int) -> None:
+        """Give a shortened item back some of its text once every section had its turn."""
+        assert item.shown is not None
+        if item.shown == item.text:
+            return
+        now = utf16_len(item.shown)
+        wider = _shorten(item.text, now + limit - self.used, item.keep)
+        extra = utf16_len(wider) - now
+        if extra > 0 and self.used + extra <= limit:
+            item.shown = wider
+            section.used += extra
+            self.used += extra
+
+    def fill(self, priority: Sequence[str], limit: int) -> None:
+        """Two passes: each section up to its share, then the rest of the budget by priority."""
+        for first_pass in (True, False):
+            for key in priority:
+                section = self.sections.get(key)
+                if section is None:
+                    continue
+                share = max(_SHARES[key] * self.budget, _FLOORS.get(key, 0))
+                cap = int(share) if first_pass else limit
+                for item in section.items:
+                    if item.shown is not None:
+                        if not first_pass:
+                            self._widen(section, item, limit)
+                        continue
+                    room = min(limit - self.used, cap - section.used)
+                    if room <= 0:
+                        break
+                    self._try_item(section, item, room)
+
+    def shown_text(self) -> str:
+        return "\n".join(
+            item.shown for s in self.sections.values() for item in s.items if item.shown
+        )
+
+    def render(self) -> str:
+        lines: list[str] = []
+        for key in DISPLAY_ORDER:
+            section = self.sections.get(key)
+            if section is None or not section.header:
+                continue
+            lines.append(section.header)
+            shown = sorted((i for i in section.items if i.shown is not None), key=lambda i: i.order)
+            texts = [i.shown for i in shown if i.shown is not None]
+            if section.layout == "plain":
+                lines.extend(texts)
+            elif section.layout == "bullets":
+                lines.extend(f"- {t}" for t in texts)
+            else:
+                lines.append(", ".join(texts))
+        return "\n".join(lines)
+
+
+def _display_path(path: str, root: str) -> str:
+    return path[len(root) :] if root and path.startswith(root) and len(path) > len(root) else path
+
+
+def _path_items(
+    terms: list[_Term], root: str, names: set[str], listed: Iterable[str] = ()
+) -> list[_Item]:
+    """Ranked path items shown relative to the project root, each path once.
+
+    A bare file name is left out when one of `names` (basenames of full paths) already covers it.
+    """
+    items: list[_Item] = []
+    seen = set(listed)
+    for term in terms:
+        shown = _display_path(term.label, root)
+        if shown in seen or ("/" not in term.label and term.label in names):
+            continue
+        seen.add(shown)
+        items.append(_Item(shown, term.first, shrink=False))
+    return items
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _priority(instructions: str | None) -> tuple[str, ...]:
+    """The fill order, with any section the caller's instructions name moved to the front."""
+    if not instructions:
+        return FILL_ORDER
+    wanted: list[str] = []
+    for pattern, keys in _INSTRUCTION_SECTIONS:
+        if pattern.search(instructions):
+            wanted.extend(k for k in keys if k not in wanted)
+    if not wanted:
+        return FILL_ORDER
+    ordered = [k for k in FILL_ORDER if k in wanted]
+    return (*ordered, *(k for k in FILL_ORDER if k not in wanted))
+
+
+def build_brief(
+    messages: Sequence[Message],
+    *,
+    mode: str = "sliding_window",
+    budget: int = DEFAULT_BRIEF_CHARS,
+    instructions: str | None = None,
+) -> str:
+    """The brief for `messages` within `budget` UTF-16 units; same input, same text."""
+    if not messages:
+        return _head(NO_MESSAGES_SUMMARY, budget)
+    budget = max(1, budget)
+    facts = _Collector().feed(messages)
+    lang = "zh" if _is_chinese(facts.user_texts) else "en"
+    labels = _LABELS[lang]
+
+    modified_terms = facts.modified.ranked()
+    read_terms = facts.read.ranked()
+    root = _project_root([t.label for t in modified_terms]) or _project_root(
+        [t.label for t in modified_terms] + [t.label for t in read_terms[:200]]
+    )
+    brief = _Brief(budget, labels, root)
+    caps = {
+        TASK: max(60, int(budget * 0.3)),
+        CONSTRAINTS: 300,
+        REQUESTS: max(80, min(500, budget // 10)),
+        ERRORS: 300,
+        STATE: max(100, min(1200, int(budget * 0.12))),
+        TOOLS: 400,
+        OPEN: 240,
+    }
+
+    def text_item(text: str, order: int, key: str, keep: tuple[str, ...] = ()) -> _Item:
+        return _Item(_shorten(_one_line(text), caps[key], keep), order, keep)
+
+    if facts.task:
+        brief.add_section(TASK, [text_item(facts.task, 0, TASK, facts.task_keep)])
+
+    user_rules = list(facts.constraints.values())
+    system_rules = [v for k, v in facts.system_constraints.items() if k not in facts.constraints]
+    constraint_items = [
+        text_item(rule, order, CONSTRAINTS) for order, rule in enumerate(user_rules + system_rules)
+    ]
+    strong = [_STRONG_CONSTRAINT_RE.search(i.text) is not None for i in constraint_items]
+    # Fill: the user's prohibitions, the user's other rules, then the system prompt's.
+    constraint_items.sort(key=lambda i: (i.order >= len(user_rules), not strong[i.order]))
+    brief.add_section(CONSTRAINTS, constraint_items)
+
+    # Requests: the newest are filled first, all are shown in the order they were made.
+    fresh: dict[str, _Item] = {}
+    for index, text, keep in reversed(facts.requests):
+        item = text_item(text, len(facts.carried_requests) + index, REQUESTS, keep)
+        fresh.setdefault(item.text, item)
+    carried = [text_item(t, i, REQUESTS) for i, t in enumerate(facts.carried_requests)]
+    brief.add_section(REQUESTS, [*fresh.values(), *reversed(carried)])
+
+    modified_names = {_basename(t.label) for t in modified_terms if "/" in t.label}
+    read_names = {_basename(t.label) for t in read_terms if "/" in t.label}
+    modified_items = _path_items(modified_terms, root, modified_names)
+    listed = {i.text for i in modified_items}
+    brief.add_section(MODIFIED, modified_items)
+    brief.add_section(READ, _path_items(read_terms, root, modified_names | read_names, listed))
+
+    brief.add_section(
+        IDENTIFIERS,
+        [_Item(t.label, t.first, shrink=False) for t in facts.identifiers.ranked()],
+    )
+
+    errors = sorted(facts.errors.values(), key=lambda e: (e.carried, -e.last, e.first))
+    error_items = []
+    for error in errors:
+        text = error.signature if error.carried else _shorten(error.signature, 200)
+        if error.count > 1 and not error.carried:
+            text += f" (×{error.count})"
+        if error.fix:
+            text += f" → {_shorten(error.fix, 160)}"
+        error_items.append(text_item(text, error.first, ERRORS))
+    brief.add_section(ERRORS, error_items)
+
+    if mode == "all" and facts.last_assistant_text:
+        brief.add_section(STATE, [text_item(facts.last_assistant_text, 0, STATE)])
+
+    if facts.tool_counts:
+        counts = sorted(facts.tool_counts.items(), key=lambda kv: -kv[1])
+        tool_items = [text_item(", ".join(f"{n}×{c}" for n, c in counts), 0, TOOLS)]
+        # The newest calls are filled first and dropped whole, never cut mid-argument.
+        calls = list(facts.recent_calls)
+        tool_items += [
+            _Item(f"→ {call}", 1 + i, shrink=False) for i, call in reversed(list(enumerate(calls)))
+        ]
+        brief.add_section(TOOLS, tool_items)
+
+    open_texts: list[str] = []
+    if facts.last_request and not facts.last_request_answered and facts.requests:
+        open_texts.append(f"{labels['unanswered']}: {_shorten(_one_line(facts.last_request), 160)}")
+    open_texts += [f"{labels['awaiting']}: {call}" for call in facts.pending_calls.values()]
+    open_texts += facts.todo_tool_items
+    open_texts += reversed(facts.todo_lines)
+    open_texts += facts.carried_open
+    brief.add_section(
+        OPEN, [text_item(t, i, OPEN) for i, t in enumerate(dict.fromkeys(open_texts))]
+    )
+
+    priority = _priority(instructions)
+    hints_first = priority[0] == HINTS
+    reserve = int(budget * (0.25 if hints_first else _SHARES[HINTS]))
+    limit = budget + 1  # every line is charged a newline; the last one is never written
+    brief.fill([k for k in priority if k != HINTS], limit - reserve)
+
+    # Lookup hints last: the terms that did not make it in, to search the history with.
+    shown = brief.shown_text()
+    candidates: list[str] = []
+    for error in errors:
+        candidates.extend(_ERROR_CLASS_RE.findall(error.signature))
+    candidates += [_basename(t.label) for t in modified_terms]
+    candidates += [t.label for t in facts.identifiers.ranked()]
+    candidates += [_basename(t.label) for t in read_terms if t.weight > _W_OUTPUT]
+    candidates += facts.carried_hints
+    hint_items = [
+        _Item(term, i, shrink=False)
+        for i, term in enumerate(dict.fromkeys(candidates))
+        if term and term not in shown and utf16_len(term) <= 60
+    ]
+    brief.add_section(HINTS, hint_items)
+    brief.fill([HINTS], limit)
+
+    text = brief.render()
+    if not text:
+        text = _shorten(
+            _one_line(facts.task or facts.last_assistant_text or "(empty span)"), budget
+        )
+    return text if utf16_len(text) <= budget else _head(text, budget)
+
+
+class ExtractiveSummarizer:
+    """Summarizes by rule, with no model: the embedded default, deterministic and fast."""
+
+    def __init__(
+        self, *, default_chars: int = DEFAULT_BRIEF_CHARS, max_chars: int = MAX_BRIEF_CHARS
+    ) -> None:
+        self.default_chars = default_chars
+        self.max_chars = max_chars
+
+    @property
+    def name(self) -> str:
+        return "extractive"
+
+    def budget_for(self, request: SummaryRequest) -> int:
+        """The size to plan for: the clip when given (never above the cap), else the default."""
+        if request.clip_chars is None:
+            return self.default_chars
+        return max(1, min(request.clip_chars, self.max_chars))
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        """A brief of the span that fits the clip by itself; instructions only set priorities."""
+        return build_brief(
+            request.messages,
+            mode=request.mode,
+            budget=self.budget_for(request),
+            instructions=request.instructions,
+        )

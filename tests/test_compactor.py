@@ -1,0 +1,372 @@
+"""The engine end to end over real stores: commit, fallback, rollback, recall, concurrency, crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conformance import TRAJECTORIES, trajectory_as_openai
+
+from precis.compactor import Compactor
+from precis.errors import CompactionError, SummarizerError
+from precis.messages import KIND_SUMMARY, Message, messages_from_openai
+from precis.policy import CompactionSettings
+from precis.session import Session, compact_messages, compact_messages_sync
+from precis.stores.base import ConversationStore, VersionConflict
+from precis.stores.memory import MemoryStore
+from precis.stores.sqlite import SQLiteStore
+from precis.summarize.base import SummaryRequest
+from precis.summarize.mock import MockSummarizer
+from precis.tokens import LettaEstimator
+from precis.validity import check
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+class ScriptedSummarizer:
+    """Answers with fixed text and records requests: for tests of how the engine treats output."""
+
+    def __init__(self, answer: str = "the summary", fail: Exception | None = None) -> None:
+        self.answer = answer
+        self.fail = fail
+        self.requests: list[SummaryRequest] = []
+
+    @property
+    def name(self) -> str:
+        return "scripted"
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        self.requests.append(request)
+        if self.fail is not None:
+            raise self.fail
+        return self.answer
+
+
+def chat(n: int, chars: int = 200) -> list[Message]:
+    return [
+        Message(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " + "x" * chars)
+        for i in range(n)
+    ]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> ConversationStore:
+    if request.param == "memory":
+        return MemoryStore()
+    return SQLiteStore(tmp_path / "precis.db")
+
+
+def state(store: ConversationStore, cid: str) -> tuple[object, ...]:
+    snap = store.context(cid)
+    return (
+        [m.id for m in snap.messages],
+        snap.version,
+        [m.id for m in store.history(cid)],
+        store.events(cid),
+        store.system_prompt(cid),
+    )
+
+
+def test_s1_recall_finds_what_only_evicted_messages_held(store: ConversationStore) -> None:
+    session = Session(
+        store,
+        "s1",
+        LettaEstimator(),
+        MockSummarizer(),
+        CompactionSettings(context_window=1200),
+    )
+    session.append(Message(role="user", content="数据库端口是 5433，不要用默认的 5432"))
+    session.append(Message(role="assistant", content="好的，记住了。"))
+    for i in range(16):
+        session.append(Message(role="user", content=f"unrelated question {i} " + "y" * 150))
+        session.append(Message(role="assistant", content=f"unrelated answer {i} " + "z" * 150))
+    stats = asyncio.run(session.compact())
+    assert stats.summarized >= 2
+    in_context = " ".join(m.content for m in session.context() if m.kind != KIND_SUMMARY)
+    assert "5433" not in in_context
+    hits = session.recall("5433")
+    assert hits and "数据库端口是 5433" in session.store.get("s1", [hits[0].id])[0].content
+    assert len(session.history()) == 34 + 1
+
+
+def test_commit_records_event_marks_prompt_and_keeps_pairs(store: ConversationStore) -> None:
+    session = Session(
+        store, "c", LettaEstimator(), ScriptedSummarizer(), CompactionSettings(context_window=2000)
+    )
+    session.set_system_prompt("You are precise.")
+    session.append(*chat(30))
+    result = asyncio.run(session.compact_result())
+    context = session.context()
+    assert context[0].id == result.summary.id and context[0].kind == KIND_SUMMARY
+    packed = json.loads(context[0].content)
+    assert packed["type"] == "system_alert" and packed["message"].endswith("the summary")
+    assert result.summary.metadata["summary"] == "the summary"
+    assert check(context) == []
+    (event,) = session.events()
+    assert (event.trigger, event.mode, event.summary_id) == ("manual", "sliding_window", context[0].id)
+    assert event.stats["summarized"] == result.stats.summarized
+    assert store.system_prompt("c") == ("You are precise.", True)
+    assert session.prompt()[0] == {"role": "system", "content": "You are precise."}
+    assert store.system_prompt("c") == ("You are precise.", False)
+    assert result.stats.context_tokens_after < result.stats.context_tokens_before
+
+
+def test_second_compaction_folds_the_first_summary(store: ConversationStore) -> None:
+    summarizer = ScriptedSummarizer()
+    session = Session(
+        store, "c", LettaEstimator(), summarizer, CompactionSettings(context_window=2000)
+    )
+    session.append(*chat(30))
+    asyncio.run(session.compact())
+    session.append(*chat(30))
+    asyncio.run(session.compact())
+    assert any(m.kind == KIND_SUMMARY for m in summarizer.requests[1].messages)
+    assert sum(m.kind == KIND_SUMMARY for m in session.context()) == 1
+    assert len(session.events()) == 2
+
+
+@pytest.mark.parametrize(
+    "failure", [SummarizerError("blank"), RuntimeError("model down"), asyncio.TimeoutError()]
+)
+def test_failing_summarizer_changes_nothing(store: ConversationStore, failure: Exception) -> None:
+    session = Session(
+        store,
+        "c",
+        LettaEstimator(),
+        ScriptedSummarizer(fail=failure),
+        CompactionSettings(context_window=2000),
+    )
+    session.append(*chat(30))
+    before = state(store, "c")
+    with pytest.raises(type(failure)):
+        asyncio.run(session.compact())
+    assert state(store, "c") == before
+
+
+def test_slow_summarizer_times_out_and_changes_nothing(store: ConversationStore) -> None:
+    class Hanging(ScriptedSummarizer):
+        async def summarize(self, request: SummaryRequest) -> str:
+            await asyncio.Event().wait()  # never set: only the timeout ends this
+            return ""
+
+    session = Session(
+        store,
+        "c",
+        LettaEstimator(),
+        Hanging(),
+        CompactionSettings(context_window=2000, summary_timeout=0.05),
+    )
+    session.append(*chat(30))
+    before = state(store, "c")
+    with pytest.raises(TimeoutError):
+        asyncio.run(session.compact())
+    assert state(store, "c") == before
+
+
+def test_runaway_summary_is_clipped_to_the_window(store: ConversationStore) -> None:
+    session = Session(
+        store,
+        "c",
+        LettaEstimator(),
+        ScriptedSummarizer("blah " * 10_000),
+        CompactionSettings(context_window=2000),
+    )
+    session.append(*chat(30))
+    result = asyncio.run(session.compact_result())
+    raw = result.summary.metadata["summary"]
+    assert len(raw) == 800 + len("... [summary truncated to fit]")
+    assert result.stats.context_tokens_after < 2000
+
+
+def test_sliding_falls_back_to_all_and_keeps_custom_instructions(store: ConversationStore) -> None:
+    summarizer = ScriptedSummarizer()
+    session = Session(
+        store, "c", LettaEstimator(), summarizer, CompactionSettings(context_window=2000)
+    )
+    # No assistant message to cut before: the sliding planner raises, all-mode runs.
+    session.append(*[Message(role="user", content=f"note {i} " + "n" * 300) for i in range(10)])
+    stats = asyncio.run(session.compact(instructions="Keep every port number."))
+    assert stats.mode == "all"
+    assert [r.instructions for r in summarizer.requests] == ["Keep every port number."]
+    assert [m.kind for m in session.context()] == [KIND_SUMMARY]
+
+
+def test_result_still_over_threshold_falls_back_to_all(store: ConversationStore) -> None:
+    summarizer = ScriptedSummarizer()
+    # Evicting 5 % at a time meets a goal of 950 tokens, above the 800-token threshold: the
+    # sliding result is valid but still too big, so all-mode must run.
+    settings = CompactionSettings(context_window=1000, sliding_window_percentage=0.05)
+    session = Session(store, "c", LettaEstimator(), summarizer, settings)
+    session.append(*chat(20))
+    stats = asyncio.run(session.compact(instructions="mine"))
+    assert [r.mode for r in summarizer.requests] == ["sliding_window", "all"]
+    assert [r.instructions for r in summarizer.requests] == ["mine", "mine"]
+    assert stats.mode == "all"
+
+
+def test_pinned_message_survives_and_leads_the_context(store: ConversationStore) -> None:
+    session = Session(
+        store, "c", LettaEstimator(), ScriptedSummarizer(), CompactionSettings(context_window=2000)
+    )
+    session.append(Message(role="user", content="never use npm", pinned=True))
+    session.append(*chat(30))
+    asyncio.run(session.compact())
+    context = session.context()
+    assert context[0].content == "never use npm" and context[1].kind == KIND_SUMMARY
+    assert session.prompt()[0]["content"] == "never use npm"
+
+
+def test_nothing_to_compact_is_a_clear_error(store: ConversationStore) -> None:
+    session = Session(store, "c", LettaEstimator(), ScriptedSummarizer())
+    with pytest.raises(CompactionError, match="nothing to summarize"):
+        asyncio.run(session.compact())
+
+
+def test_concurrent_compaction_cannot_both_win(store: ConversationStore) -> None:
+    settings = CompactionSettings(context_window=2000, commit_retries=0)
+    a = Compactor(store, LettaEstimator(), ScriptedSummarizer("A"), settings)
+    store.append("c", chat(30))
+    snapshot = store.context("c")
+
+    class RacingSummarizer(ScriptedSummarizer):
+        async def summarize(self, request: SummaryRequest) -> str:
+            if not self.requests:
+                await a.compact("c")  # another worker commits while this one summarizes
+            return await super().summarize(request)
+
+    b = Compactor(store, LettaEstimator(), RacingSummarizer("B"), settings)
+    with pytest.raises(VersionConflict):
+        asyncio.run(b.compact("c"))
+    assert [e.summary_id for e in store.events("c")] == [
+        m.id for m in store.history("c") if m.kind == KIND_SUMMARY
+    ]
+    assert len(store.events("c")) == 1 and store.context("c").version == snapshot.version + 1
+    # With a retry allowed, the loser re-plans against the winner's context and commits.
+    retrying = Compactor(
+        store, LettaEstimator(), ScriptedSummarizer("C"), CompactionSettings(context_window=500)
+    )
+    asyncio.run(retrying.compact("c"))
+    assert check(store.context("c").messages) == []
+
+
+def test_compact_messages_stateless_entry_point() -> None:
+    rows = [{"role": "system", "content": "Be brief."}]
+    for i in range(20):
+        rows.append({"role": "user", "content": f"question {i} " + "q" * 300})
+        rows.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            }
+        )
+        rows.append({"role": "tool", "tool_call_id": f"c{i}", "content": "r" * 300})
+    out, stats = compact_messages_sync(rows, context_window=4000, summarizer=MockSummarizer())
+    assert out[0] == {"role": "system", "content": "Be brief."}
+    assert out[-1] == rows[-1] and len(out) < len(rows)
+    assert check(messages_from_openai(out[1:])) == []
+    assert stats.messages_count_before == 60
+    again, _ = asyncio.run(compact_messages(rows, context_window=4000, summarizer=MockSummarizer()))
+    assert len(again) == len(out)
+
+
+@pytest.mark.parametrize("path", sorted(TRAJECTORIES.glob("*.jsonl")), ids=lambda p: p.stem[:50])
+def test_real_trajectories_compact_until_they_fit(path: Path, tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "precis.db")
+    rows = trajectory_as_openai(path)
+    session = Session(
+        store, "t", LettaEstimator(), MockSummarizer(), CompactionSettings(context_window=8000)
+    )
+    session.append(*rows)
+    originals = [m.id for m in session.history()]
+    rounds = 0
+    while session.needs_compaction():
+        rounds += 1
+        assert rounds <= 20, f"still {session.tokens()} tokens after 20 compactions"
+        asyncio.run(session.compact())
+        assert check(session.context()) == []
+        history_ids = {m.id for m in session.history()}
+        assert history_ids.issuperset(originals)
+    assert session.tokens() <= CompactionSettings(context_window=8000).threshold  # type: ignore[operator]
+
+
+def _child(code: str, db: Path) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code), str(db), str(SRC)]
+
+
+def test_kill_between_summary_and_commit_leaves_store_unchanged(tmp_path: Path) -> None:
+    db = tmp_path / "precis.db"
+    store = SQLiteStore(db)
+    store.append("c", chat(30))
+    before = state(store, "c")
+    code = """
+        import asyncio, sys, time
+        sys.path.insert(0, sys.argv[2])
+        from precis.compactor import Compactor
+        from precis.policy import CompactionSettings
+        from precis.stores.sqlite import SQLiteStore
+        from precis.summarize.mock import MockSummarizer
+        from precis.tokens import LettaEstimator
+
+        def progress(step):
+            if step == "verified":  # the summary exists; the commit has not begun
+                print("READY", flush=True)
+                while True:
+                    time.sleep(1)
+
+        store = SQLiteStore(sys.argv[1])
+        compactor = Compactor(store, LettaEstimator(), MockSummarizer(),
+                              CompactionSettings(context_window=2000), progress=progress)
+        asyncio.run(compactor.compact("c"))
+    """
+    child = subprocess.Popen(_child(code, db), stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "READY"
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode != 0
+    reopened = SQLiteStore(db)
+    assert state(reopened, "c") == before
+    assert check(reopened.context("c").messages) == []
+
+
+def test_appends_from_another_process_during_summary_stay_in_context(tmp_path: Path) -> None:
+    db = tmp_path / "precis.db"
+    store = SQLiteStore(db)
+    store.append("c", chat(30))
+    writer = """
+        import sys
+        sys.path.insert(0, sys.argv[2])
+        from precis.messages import Message
+        from precis.stores.sqlite import SQLiteStore
+        store = SQLiteStore(sys.argv[1])
+        for i in range(200):
+            role = "user" if i % 2 == 0 else "assistant"
+            store.append("c", [Message(role=role, content=f"late {i}")])
+    """
+
+    class SlowSummarizer(ScriptedSummarizer):
+        async def summarize(self, request: SummaryRequest) -> str:
+            done = await asyncio.to_thread(subprocess.run, _child(writer, db), check=True)
+            assert done.returncode == 0
+            return await super().summarize(request)
+
+    compactor = Compactor(
+        store, LettaEstimator(), SlowSummarizer(), CompactionSettings(context_window=2000)
+    )
+    result = asyncio.run(compactor.compact("c"))
+    late = [m for m in store.history("c") if m.content.startswith("late ")]
+    assert len(late) == 200
+    context_ids = [m.id for m in store.context("c").messages]
+    assert context_ids[-200:] == [m.id for m in late]
+    assert result.summary.id in context_ids
+    assert check(store.context("c").messages) == []
