@@ -1,4 +1,4 @@
-"""The engine end to end over real stores: commit, fallback, rollback, recall, concurrency, crashes."""
+"""The engine end to end over real stores: commit, fallback, rollback, recall, races, crashes."""
 
 from __future__ import annotations
 
@@ -108,7 +108,11 @@ def test_commit_records_event_marks_prompt_and_keeps_pairs(store: ConversationSt
     assert result.summary.metadata["summary"] == "the summary"
     assert check(context) == []
     (event,) = session.events()
-    assert (event.trigger, event.mode, event.summary_id) == ("manual", "sliding_window", context[0].id)
+    assert (event.trigger, event.mode, event.summary_id) == (
+        "manual",
+        "sliding_window",
+        context[0].id,
+    )
     assert event.stats["summarized"] == result.stats.summarized
     assert store.system_prompt("c") == ("You are precise.", True)
     assert session.prompt()[0] == {"role": "system", "content": "You are precise."}
@@ -131,7 +135,7 @@ def test_second_compaction_folds_the_first_summary(store: ConversationStore) -> 
 
 
 @pytest.mark.parametrize(
-    "failure", [SummarizerError("blank"), RuntimeError("model down"), asyncio.TimeoutError()]
+    "failure", [SummarizerError("blank"), RuntimeError("model down"), TimeoutError()]
 )
 def test_failing_summarizer_changes_nothing(store: ConversationStore, failure: Exception) -> None:
     session = Session(
@@ -263,7 +267,11 @@ def test_compact_messages_stateless_entry_point() -> None:
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [
-                    {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    }
                 ],
             }
         )
