@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+# The shared folder sits beside the repository; PRECIS_SHARED points elsewhere if it does not.
+SHARED = Path(os.environ.get("PRECIS_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 VECTORS = SHARED / "conformance" / "letta-vectors.json"
 TRAJECTORIES = SHARED / "data" / "trajectories"
 
