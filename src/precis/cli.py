@@ -1,14 +1,466 @@
-"""The `precis` command line."""
+"""The `precis` command line: a thin typer layer over the library, for people and scripts."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import typer
+
+if TYPE_CHECKING:
+    from precis.compactor import CompactionStats, Mode
+    from precis.messages import Message
+    from precis.session import Session
+    from precis.summarize.base import Summarizer
+
+# Every environment variable the CLI reads, by the option it feeds; the one place they are named.
+ENV_HOME = "PRECIS_HOME"
+ENV_CONTEXT_WINDOW = "PRECIS_CONTEXT_WINDOW"
+ENV_STORE = "PRECIS_STORE"
+ENV_SUMMARIZER = "PRECIS_SUMMARIZER"
+
+DEFAULT_HOME = "~/.precis"
+DEFAULT_CONTEXT_WINDOW = 8000
+SUMMARIZERS = ("extractive", "mock")
+MODES = ("sliding_window", "all")
+# Characters of message text shown per row in the context and history tables.
+PREVIEW_CHARS = 70
+
+# Exit codes: 1 for a failed operation, 2 for a bad invocation (as click uses for usage errors).
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+DEMO_WINDOW = 1200
+DEMO_FACT = "our database port is 5433, don't use the default 5432"
+DEMO_TURNS = (
+    "Can you explain how we should structure the REST endpoints for the orders service so "
+    "that pagination, filtering by status and sorting by date stay consistent across pages?",
+    "What is a sensible way to organise the React components for the checkout flow, given that "
+    "the cart, the address form and the payment step each need their own validation rules?",
+    "Our CI pipeline takes almost twenty minutes now; which steps would you cache or parallelise "
+    "first to bring the feedback loop for pull requests under five minutes again?",
+    "How should we store user sessions if we move from a single server to three instances behind "
+    "a load balancer, and what happens to people who are logged in during the switch?",
+    "Please suggest a naming convention for our feature flags so that product managers can tell "
+    "at a glance which team owns a flag and whether it is safe to remove it.",
+    "The product images load slowly on mobile connections; what combination of formats, sizes and "
+    "lazy loading would you recommend for the catalogue grid and the detail page?",
+    "We keep getting merge conflicts in the translation files; how could we split or generate them "
+    "so that two people adding strings on the same day do not collide?",
+    "What should our error responses look like in the public API so that client developers can "
+    "handle validation failures, rate limits and server errors without parsing text?",
+    "How would you write integration tests for the email notifications without actually sending "
+    "mail, while still checking the rendered subject, recipients and unsubscribe link?",
+    "Is it worth adding a message queue for the invoice generation job, or can we keep running it "
+    "as a nightly cron task for another year while the customer base doubles?",
+    "What logging fields should every request carry so that we can trace one customer's checkout "
+    "across the web app, the orders service and the payment provider callbacks?",
+    "Our staging environment drifts from production every few weeks; how can we keep configuration "
+    "and seed data in sync without copying real customer records into staging?",
+    "How should the frontend handle an expired access token in the middle of a form submission, so "
+    "that the user does not lose what they typed and does not see a confusing error?",
+    "Which accessibility checks should we automate in the pipeline, and which ones still need a "
+    "person with a screen reader before we ship a new page to customers?",
+    "What is a reasonable plan for upgrading the web framework by two major versions without "
+    "freezing feature work for a month or breaking the admin dashboard along the way?",
+    "Before the launch next week, which metrics and alerts would you put on the dashboard so that "
+    "the on-call engineer notices a failing payment flow within a few minutes?",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CliConfig:
+    """The global options, resolved once, so every command opens the same conversation."""
+
+    home: Path
+    conversation: str
+    context_window: int
+    summarizer: str
+    store_url: str | None
+
+
+class CliFailure(Exception):
+    """An error to report as one line on stderr with an exit code, never as a traceback."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+app = typer.Typer(
+    name="precis",
+    help="Keep an LLM conversation inside its context window; originals stay searchable.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def compaction_line(stats: CompactionStats) -> str:
+    """The line each compaction prints, so a person sees when and how much the context shrank."""
+    return (
+        f"⇣ compacted ({stats.trigger}): {stats.messages_count_before} → "
+        f"{stats.messages_count_after} messages, ~{stats.context_tokens_before} → "
+        f"~{stats.context_tokens_after} tokens"
+    )
+
+
+def report_compaction(stats: CompactionStats) -> None:
+    _err(compaction_line(stats))
+
+
+@contextmanager
+def _clean_errors() -> Iterator[None]:
+    """Turn the library's expected failures into one stderr line and an exit code."""
+    from precis.errors import CompactionError, ContextOverflow, SummarizerError
+    from precis.messages import InvalidMessage
+    from precis.planning import PlanningError
+    from precis.stores.base import StoreError
+
+    try:
+        yield
+    except CliFailure as exc:
+        _err(f"precis: error: {exc}")
+        raise typer.Exit(exc.code) from None
+    except (CompactionError, PlanningError) as exc:
+        _err(f"precis: cannot compact: {exc}")
+        raise typer.Exit(EXIT_FAILED) from None
+    except (InvalidMessage, StoreError, SummarizerError, ContextOverflow) as exc:
+        _err(f"precis: error: {exc}")
+        raise typer.Exit(EXIT_FAILED) from None
+    except ValueError as exc:
+        _err(f"precis: invalid option: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    except OSError as exc:
+        _err(f"precis: error: {exc}")
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+def make_summarizer(name: str) -> Summarizer:
+    """The named summarizer; extractive falls back to the mock only if it cannot be imported."""
+    if name == "mock":
+        from precis.summarize.mock import MockSummarizer
+
+        return MockSummarizer()
+    try:
+        from precis.summarize.extractive import ExtractiveSummarizer
+    except ImportError:
+        from precis.summarize.mock import MockSummarizer
+
+        return MockSummarizer()
+    return ExtractiveSummarizer()
+
+
+def open_session(config: CliConfig, *, clip_chars: int | None = None) -> Session:
+    """The configured conversation in the configured store, created on first use."""
+    from precis.policy import CompactionSettings
+    from precis.session import Session
+    from precis.stores import open_store
+
+    if config.summarizer not in SUMMARIZERS:
+        raise CliFailure(
+            f"unknown summarizer {config.summarizer!r}; choose one of {', '.join(SUMMARIZERS)}",
+            EXIT_USAGE,
+        )
+    settings = CompactionSettings(context_window=config.context_window)
+    if clip_chars is not None:
+        settings = replace(settings, clip_chars=clip_chars)
+    if config.store_url is None:
+        config.home.mkdir(parents=True, exist_ok=True)
+    store = open_store(config.store_url, home=config.home)
+    return Session(store, config.conversation, None, make_summarizer(config.summarizer), settings)
+
+
+@contextmanager
+def session_for(ctx: typer.Context, **kw: Any) -> Iterator[Session]:
+    """Open the session for one command, report failures cleanly and close the store after."""
+    config: CliConfig = ctx.obj
+    with _clean_errors():
+        session = open_session(config, **kw)
+        try:
+            yield session
+        finally:
+            session.store.close()
+
+
+def message_json(message: Message, session: Session) -> dict[str, Any]:
+    """A message as scripts want it: OpenAI format plus id, kind, pinned and tokens."""
+    return {
+        **message.to_openai(),
+        "id": message.id,
+        "kind": message.kind,
+        "pinned": message.pinned,
+        "tokens": session.counter.count(message),
+    }
+
+
+def _preview(message: Message) -> str:
+    from precis.messages import KIND_SUMMARY
+
+    raw = message.metadata.get("summary")
+    text = raw if message.kind == KIND_SUMMARY and isinstance(raw, str) else message.content
+    if message.tool_calls:
+        text += " -> " + ", ".join(tc.name for tc in message.tool_calls)
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+
+
+def print_messages(messages: list[Message], session: Session, title: str, as_json: bool) -> None:
+    """A rich table for people, or a JSON array for scripts."""
+    if as_json:
+        print(json.dumps([message_json(m, session) for m in messages], ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    total = sum(session.counter.count(m) for m in messages)
+    table = Table(title=f"{title}: {len(messages)} messages, ~{total} tokens")
+    for column in ("#", "id", "role", "kind", "pin", "tokens"):
+        table.add_column(column, no_wrap=True, justify="right" if column == "tokens" else "left")
+    table.add_column("text", overflow="fold")
+    for i, m in enumerate(messages):
+        table.add_row(
+            str(i),
+            Text(m.id),
+            m.role,
+            m.kind,
+            "*" if m.pinned else "",
+            str(session.counter.count(m)),
+            Text(_preview(m)),
+        )
+    Console(width=140 if not sys.stdout.isatty() else None).print(table)
+
+
+def print_recall(session: Session, query: str, limit: int) -> int:
+    """Print each hit as id, role and snippet; return how many were found."""
+    hits = session.recall(query, limit)
+    if not hits:
+        print(f"no messages match {query!r}")
+    for hit in hits:
+        print(f"{hit.id}  [{hit.role}]  {' '.join(hit.snippet.split())}")
+    return len(hits)
+
+
+@app.callback()
+def configure(
+    ctx: typer.Context,
+    home: Annotated[
+        Path,
+        typer.Option(envvar=ENV_HOME, help="Where precis keeps its data.", show_default=True),
+    ] = Path(DEFAULT_HOME),
+    conversation: Annotated[
+        str, typer.Option("--conversation", "-c", help="Conversation id.")
+    ] = "default",
+    context_window: Annotated[
+        int, typer.Option(envvar=ENV_CONTEXT_WINDOW, help="Model context window in tokens.")
+    ] = DEFAULT_CONTEXT_WINDOW,
+    summarizer: Annotated[
+        str, typer.Option(envvar=ENV_SUMMARIZER, help="extractive | mock")
+    ] = "extractive",
+    store: Annotated[
+        str | None,
+        typer.Option(envvar=ENV_STORE, help="Store URL (default: SQLite at HOME/precis.db)."),
+    ] = None,
+) -> None:
+    """Keep an LLM conversation inside its context window; originals stay searchable."""
+    ctx.obj = CliConfig(
+        home=home.expanduser(),
+        conversation=conversation,
+        context_window=context_window,
+        summarizer=summarizer,
+        store_url=store,
+    )
+
+
+@app.command()
+def chat(
+    ctx: typer.Context,
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The user message.")],
+) -> None:
+    """Run one turn against the mock model and print the reply."""
+    from precis.agent import Agent
+    from precis.providers.mock import MockProvider
+
+    with session_for(ctx) as session:
+        agent = Agent(
+            session,
+            MockProvider(session.settings.context_window),
+            on_compaction=report_compaction,
+        )
+        reply, _ = asyncio.run(agent.turn(prompt))
+        print(reply)
+
+
+@app.command()
+def compact(
+    ctx: typer.Context,
+    mode: Annotated[str | None, typer.Option(help="sliding_window | all")] = None,
+    clip_chars: Annotated[int | None, typer.Option(help="Longest summary, in characters.")] = None,
+) -> None:
+    """Compact now; print one JSON line of stats, then the summary."""
+    if mode is not None and mode not in MODES:
+        _err(f"precis: invalid option: --mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise typer.Exit(EXIT_USAGE)
+    with session_for(ctx, clip_chars=clip_chars) as session:
+        if not session.context():
+            raise CliFailure(
+                f"conversation {session.conversation_id!r} has no messages; nothing to compact"
+            )
+        result = asyncio.run(session.compact_result(cast("Mode | None", mode), trigger="manual"))
+        report_compaction(result.stats)
+        print(json.dumps(result.stats.as_dict()))
+        summary = result.summary.metadata.get("summary")
+        print(summary if isinstance(summary, str) else result.summary.content)
+
+
+@app.command()
+def context(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """Show what is in context now, in the order the model sees it."""
+    with session_for(ctx) as session:
+        print_messages(session.context(), session, "context", as_json)
+
+
+@app.command()
+def history(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """Show every message ever appended, compacted or not."""
+    with session_for(ctx) as session:
+        print_messages(session.history(), session, "history", as_json)
+
+
+@app.command()
+def recall(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="Words to search the whole history for.")],
+    limit: Annotated[int, typer.Option(min=1, help="Most hits to show.")] = 10,
+) -> None:
+    """Search every original message, including those compacted away."""
+    with session_for(ctx) as session:
+        print_recall(session, query, limit)
+
+
+@app.command("import")
+def import_command(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(help="OpenAI-format JSONL, one message per line.")],
+) -> None:
+    """Append the messages of a JSONL file, all or none."""
+    from precis.stores import StoreError, import_jsonl
+
+    with session_for(ctx) as session:
+        try:
+            with file.open(encoding="utf-8") as lines:
+                count = import_jsonl(session.store, session.conversation_id, lines)
+        except UnicodeDecodeError as exc:
+            raise CliFailure(f"{file}: not UTF-8 text ({exc.reason})") from None
+        except OSError as exc:
+            raise CliFailure(f"cannot read {file}: {exc.strerror or exc}") from None
+        except (StoreError, ValueError) as exc:
+            raise CliFailure(f"{file}: {exc}; nothing was imported") from None
+        print(f"imported {count} messages into {session.conversation_id!r}")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    context_only: Annotated[
+        bool, typer.Option("--context", help="Only what is in context, not the whole log.")
+    ] = False,
+) -> None:
+    """Print the conversation as OpenAI-format JSONL."""
+    from precis.stores import export_jsonl
+
+    with session_for(ctx) as session:
+        export_jsonl(session.store, session.conversation_id, sys.stdout, context_only=context_only)
+
+
+@app.command()
+def demo() -> None:
+    """Replay a short session in a throwaway home: watch it compact, then recall a lost fact."""
+    with tempfile.TemporaryDirectory(prefix="precis-demo-") as tmp, _clean_errors():
+        run_demo(Path(tmp))
+
+
+def run_demo(home: Path) -> None:
+    """The demo itself, in `home`: a fact, 16 unrelated turns, the context, then recall."""
+    from precis.agent import Agent
+    from precis.providers.mock import MockProvider
+
+    started = time.perf_counter()
+    config = CliConfig(home, "demo", DEMO_WINDOW, "extractive", None)
+    session = open_session(config)
+    try:
+        print(f"precis demo — window {DEMO_WINDOW} tokens, mock model, extractive summarizer")
+        compactions: list[CompactionStats] = []
+
+        def on_compaction(stats: CompactionStats) -> None:
+            compactions.append(stats)
+            sys.stdout.flush()
+            report_compaction(stats)
+
+        agent = Agent(session, MockProvider(DEMO_WINDOW), on_compaction=on_compaction)
+        for number, text in enumerate((DEMO_FACT, *DEMO_TURNS), start=1):
+            reply, _ = asyncio.run(agent.turn(text))
+            print(f"turn {number:>2}: {reply}", flush=True)
+        print()
+        print_messages(session.context(), session, "context", as_json=False)
+        print()
+        print("$ precis recall 5433")
+        found = _demo_recall(session)
+        elapsed = time.perf_counter() - started
+        print()
+        print(
+            f"{len(compactions)} compactions, {len(session.history())} messages kept in history, "
+            f"original fact {'found' if found else 'NOT found'} ({elapsed:.2f}s)"
+        )
+        if not found:
+            raise CliFailure("the demo's recall did not find the original message")
+    finally:
+        session.store.close()
+
+
+def _demo_recall(session: Session) -> bool:
+    """Print the recall hits and the original message they lead back to."""
+    print_recall(session, "5433", 5)
+    for hit in session.recall("5433", 5):
+        message = session.store.get(session.conversation_id, [hit.id])[0]
+        if message.kind != "summary" and DEMO_FACT in message.content:
+            in_context = any(m.id == hit.id for m in session.context())
+            print(
+                f"original message {message.id} ({'in' if in_context else 'out of'} context): "
+                f"{message.content}"
+            )
+            return True
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["demo"]:
-        print("precis demo: coming in the engine")
-        return 0
-    print("usage: precis demo", file=sys.stderr)
-    return 2
+    """The console-script entry: run the app and return its exit code instead of exiting."""
+    try:
+        app(args=sys.argv[1:] if argv is None else argv, prog_name="precis")
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_FAILED)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

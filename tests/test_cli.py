@@ -1,0 +1,204 @@
+"""The `precis` command as a user runs it: a real subprocess in a throwaway home."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from precis.agent import MAX_OVERFLOW_RETRIES, Agent
+from precis.compactor import CompactionStats
+from precis.errors import CompactionError, ContextOverflow
+from precis.policy import CompactionSettings
+from precis.providers.mock import MockProvider, estimate_prompt_tokens
+from precis.session import Session
+from precis.stores import MemoryStore
+from precis.summarize.mock import MockSummarizer
+from precis.tokens import LettaEstimator
+
+COMPACTION_PREFIX = "⇣ compacted ("
+TURN_TEXT = (
+    "turn {n}: please review the deployment checklist for the payments service, check the "
+    "database port 5433 settings and tell me what is still missing before release 2.{n}"
+)
+
+
+def run_precis(
+    home: Path, *args: str, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m precis.cli` with HOME-independent settings and UTF-8 output."""
+    env = {**os.environ, "PRECIS_HOME": str(home), "PYTHONIOENCODING": "utf-8"}
+    env.pop("PRECIS_CONTEXT_WINDOW", None)
+    env.pop("PRECIS_STORE", None)
+    env.pop("PRECIS_SUMMARIZER", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "precis.cli", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        timeout=timeout,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def test_demo_compacts_at_least_twice_and_recalls_the_port(home: Path) -> None:
+    result = run_precis(home, "demo", timeout=30)
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith(COMPACTION_PREFIX) for line in result.stderr.splitlines()) >= 2
+    assert any(
+        line.startswith("original message msg_") and "5433" in line and "5432" in line
+        for line in lines
+    )
+    assert not home.exists(), "the demo must not touch the configured home"
+
+
+def test_chat_compact_context_recall_export_round_trip(home: Path) -> None:
+    for n in range(1, 7):
+        chat = run_precis(home, "--summarizer", "mock", "chat", "-p", TURN_TEXT.format(n=n))
+        assert chat.stdout.startswith("Noted: turn")
+
+    compact = run_precis(home, "--summarizer", "mock", "compact", "--mode", "sliding_window")
+    stats_line, *summary = compact.stdout.splitlines()
+    stats = json.loads(stats_line)
+    assert stats["trigger"] == "manual"
+    assert stats["messages_count_after"] < stats["messages_count_before"] == 12
+    assert stats["context_tokens_after"] < stats["context_tokens_before"]
+    assert "".join(summary).strip()
+    assert compact.stderr.count(COMPACTION_PREFIX) == 1
+    assert "(manual): 12 → " in compact.stderr
+
+    context = json.loads(run_precis(home, "context", "--json").stdout)
+    assert len(context) == stats["messages_count_after"]
+    assert context[0]["kind"] == "summary" and context[0]["role"] == "user"
+    for item in context:
+        assert {"role", "content", "id", "kind", "pinned", "tokens"} <= item.keys()
+        assert isinstance(item["tokens"], int) and item["tokens"] > 0
+
+    history = json.loads(run_precis(home, "history", "--json").stdout)
+    originals = [m for m in history if m["kind"] == "message"]
+    assert len(originals) == 12
+    first = originals[0]
+    assert first["content"] == TURN_TEXT.format(n=1)
+    assert first["id"] not in {m["id"] for m in context}
+
+    recall = run_precis(home, "recall", "release 2.1", "--limit", "3").stdout
+    assert first["id"] in recall
+
+    exported = [json.loads(line) for line in run_precis(home, "export").stdout.splitlines()]
+    assert [m["content"] for m in exported if m["role"] == "user"][:6] == [
+        TURN_TEXT.format(n=n) for n in range(1, 7)
+    ]
+    in_context = run_precis(home, "export", "--context").stdout.splitlines()
+    assert len(in_context) == len(context)
+
+    # What was exported imports back into another conversation, whole.
+    dump = home / "dump.jsonl"
+    dump.write_text(
+        "\n".join(json.dumps(m) for m in exported if m["role"] != "system"), encoding="utf-8"
+    )
+    imported = run_precis(home, "-c", "copy", "import", str(dump))
+    assert "imported" in imported.stdout
+    copy = json.loads(run_precis(home, "-c", "copy", "history", "--json").stdout)
+    assert [m["content"] for m in copy] == [m["content"] for m in exported]
+
+
+def test_compact_on_an_empty_conversation_is_one_clear_line(home: Path) -> None:
+    result = run_precis(home, "compact", check=False)
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "no messages" in lines[0] and "nothing to compact" in lines[0]
+
+
+def test_recall_with_fts_syntax_characters_does_not_crash(home: Path) -> None:
+    run_precis(home, "chat", "-p", "our database port is 5433")
+    for query in ('"', "*", "(", 'port "5433* (', "NEAR(a b)", "a OR", ")"):
+        result = run_precis(home, "recall", query, check=False)
+        assert result.returncode == 0, (query, result.stderr)
+    assert "5433" in run_precis(home, "recall", '"5433*').stdout
+
+
+def test_import_of_a_malformed_line_names_it_and_imports_nothing(home: Path) -> None:
+    bad = home.parent / "bad.jsonl"
+    bad.write_text(
+        '{"role": "user", "content": "first"}\n'
+        '{"role": "assistant", "content": "second"}\n'
+        '{"role": "user", "content": \n'
+        '{"role": "user", "content": "fourth"}\n',
+        encoding="utf-8",
+    )
+    result = run_precis(home, "import", str(bad), check=False)
+    assert result.returncode == 1
+    assert "line 3" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert json.loads(run_precis(home, "history", "--json").stdout) == []
+
+
+def test_bad_options_exit_2_without_a_traceback(home: Path) -> None:
+    assert run_precis(home, "compact", "--mode", "bogus", check=False).returncode == 2
+    assert run_precis(home, "--context-window", "0", "context", check=False).returncode == 2
+    assert run_precis(home, "--summarizer", "nope", "context", check=False).returncode == 2
+    missing = run_precis(home, "import", str(home / "missing.jsonl"), check=False)
+    assert missing.returncode == 1 and "cannot read" in missing.stderr
+
+
+def _session_with_turns(turns: int, context_window: int | None) -> Session:
+    session = Session(
+        MemoryStore(),
+        "agent",
+        LettaEstimator(),
+        MockSummarizer(),
+        CompactionSettings(context_window=context_window),
+    )
+    for n in range(1, turns + 1):
+        session.append(
+            {"role": "user", "content": TURN_TEXT.format(n=n)},
+            {"role": "assistant", "content": f"Noted: turn {n}"},
+        )
+    return session
+
+
+def test_agent_compacts_and_retries_when_the_model_overflows() -> None:
+    session = _session_with_turns(8, context_window=None)
+    prompt_tokens = estimate_prompt_tokens(session.prompt())
+    seen: list[CompactionStats] = []
+    agent = Agent(session, MockProvider(prompt_tokens), on_compaction=seen.append)
+
+    reply, compactions = asyncio.run(agent.turn("and the port again?"))
+
+    assert reply == "Noted: and the port again?"
+    assert compactions and compactions == seen
+    assert {s.trigger for s in compactions} == {"context_window_overflow"}
+    last = session.context()[-1]
+    assert last.role == "assistant" and last.metadata["usage"]["total_tokens"] > 0
+    assert len(session.history()) == 8 * 2 + 2 + len(compactions)
+
+
+def test_agent_gives_up_after_three_overflow_retries() -> None:
+    session = _session_with_turns(20, context_window=None)
+    agent = Agent(session, MockProvider(1))
+    with pytest.raises((ContextOverflow, CompactionError)):
+        asyncio.run(agent.turn("hello"))
+    assert len(session.events()) <= MAX_OVERFLOW_RETRIES
+
+
+def test_agent_compacts_before_dispatch_when_over_the_threshold() -> None:
+    session = _session_with_turns(12, context_window=400)
+    assert session.needs_compaction()
+    _, compactions = asyncio.run(Agent(session, MockProvider(400)).turn("next step?"))
+    assert compactions[0].trigger == "context_window_limit"
