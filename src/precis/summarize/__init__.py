@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from precis.summarize.base import Summarizer, SummaryRequest
+from precis.summarize.extractive import ExtractiveSummarizer, build_brief
+from precis.summarize.llm import LLMSummarizer
+from precis.summarize.mock import MockSummarizer
 from precis.summarize.overflow import (
     LADDER_STEPS,
     LETTA_OVERFLOW_MARKERS,
@@ -38,7 +42,13 @@ __all__ = [
     "NO_MESSAGES_SUMMARY",
     "SLIDING_WINDOW_PROMPT",
     "SUMMARY_TRUNCATION_SUFFIX",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "MockSummarizer",
+    "Summarizer",
     "SummaryCall",
+    "SummaryRequest",
+    "build_brief",
     "clip_summary",
     "default_clip_chars",
     "is_context_overflow",

@@ -143,11 +143,12 @@ _LAYOUTS: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 _ELLIPSIS: Final = " … "
-_MIN_ITEM_UNITS: Final = 20
+_MIN_ITEM_UNITS: Final = 32
 _MAX_SYSTEM_CONSTRAINTS: Final = 8
 _MAX_IDENTIFIER_UNITS: Final = 160
 _RECENT_CALLS: Final = 5
 _RECENT_TODOS: Final = 6
+_MAX_HINTS: Final = 100
 
 # Instruction words that name a section the caller cares about most.
 _INSTRUCTION_SECTIONS: Final = (
@@ -176,13 +177,20 @@ _STRONG_CONSTRAINT_RE: Final = re.compile(
 _CONSTRAINT_ZH_RE: Final = re.compile(
     r"不要|禁止|必须|只能|不能|务必|(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])"
 )
+# "I don't have / know / remember …" describes the speaker; it sets no rule.
+_SELF_REPORT_RE: Final = re.compile(
+    r"(?i)\b(?:I|we)(?:['’]m| am| are)? (?:do not|don['’]?t|not) (?:have|know|remember|recall|see|"
+    r"think|understand|mind|care|sure)\b"
+)
+_ACK_RE: Final = re.compile(
+    r"(?i)^(?:thanks?|thank you|ok(?:ay)?|great|perfect|yes|no|sure|continue|go on|proceed)\b"
+)
 _SENTENCE_SPLIT_RE: Final = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
 _CJK_RE: Final = re.compile(r"[\u3400-\u9fff]")
 _LATIN_RE: Final = re.compile(r"[A-Za-z]")
 _REMINDER_RE: Final = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
-_COMMAND_RE: Final = re.compile(
-    r"<command-name>(.*?)</command-name>.*?(?:<command-args>(.*?)</command-args>)?", re.DOTALL
-)
+_COMMAND_RE: Final = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
+_COMMAND_ARGS_RE: Final = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
 # User-role turns an agent harness writes itself; they are not requests.
 _NOTICE_PREFIXES: Final = (
     "<task-notification>",
@@ -194,15 +202,20 @@ _NOTICE_PREFIXES: Final = (
     "Caveat: The messages below",
 )
 
-_URL_RE: Final = re.compile(r"https?://[^\s<>\"'`)\]{}|$]+")
+_URL_RE: Final = re.compile(r"https?://[^\s<>\"'`()\[\]{}|$]+")
 _PATH_RE: Final = re.compile(
     r"(?<![A-Za-z0-9_@+.\-/~:\\*])"
     r"(?:(?P<slash>(?:~/|\.\.?/|/)?(?:[A-Za-z0-9_@+.\-]+/)+[A-Za-z0-9_@+.\-]*)"
     r"|(?P<bare>[A-Za-z0-9_\-][A-Za-z0-9_@+.\-]*\.(?:py|pyi|ipynb|js|jsx|mjs|cjs|ts|tsx|json|"
-    r"jsonl|ya?ml|toml|ini|cfg|conf|env|md|rst|txt|csv|tsv|html?|css|scss|sh|bash|zsh|ex|exs|"
+    r"jsonl|ya?ml|toml|ini|cfg|conf|md|rst|txt|csv|tsv|html?|css|scss|sh|bash|zsh|ex|exs|"
     r"heex|eex|erl|go|rs|rb|java|kt|kts|c|h|cc|cpp|hpp|cs|swift|php|sql|lock|xml|pony|lua|vue|"
-    r"svelte|gradle|mod|sum|proto|dockerfile|mk|cmake|log|patch|diff)))"
+    r"svelte|gradle|proto|dockerfile|mk|cmake|patch|diff)))"
     r"(?![A-Za-z0-9_\-])"
+)
+# Build products and caches: never what the work was about.
+_BUILD_OUTPUT_RE: Final = re.compile(
+    r"(?:^|/)(?:_build|node_modules|__pycache__|\.git|\.mypy_cache|\.pytest_cache)(?:/|$)"
+    r"|\.(?:beam|pyc|o|so|class|plt)$"
 )
 _PATH_EXT_RE: Final = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _SYSTEM_DIRS: Final = frozenset({"home", "tmp", "usr", "etc", "var", "dev", "proc", "opt", "Users"})
@@ -342,7 +355,7 @@ _TOKEN_ID_RE: Final = re.compile(
     r"|(?P<version>v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?|v\d+\.\d+)"
     r"|(?P<code>(?=[A-Z]{0,5}\d)(?=\d{0,5}[A-Z])[A-Z0-9]{6})"
     r"|(?P<jira>(?P<jira_p>[A-Z][A-Z0-9]{1,9})-\d{1,6})"
-    r"|(?P<ticket>#\d{1,6})"
+    r"|(?P<ticket>#\d{1,6}|[a-z][a-z0-9]+-[a-z0-9]{2,6}(?:\.\d{1,4})+)"
     r"|(?P<pr>(?:PR|pr)-?#?(?P<pr_n>\d{1,6}))"
     r"|(?P<port>(?:--?)?(?:port|Port|PORT)[:=](?P<port_n>\d{2,5}))"
     r"|(?P<hostport>(?:localhost|127\.0\.0\.1|0\.0\.0\.0|\[::1?\]):(?P<hostport_n>\d{2,5})(?:/\S*)?)"
@@ -351,9 +364,10 @@ _PORT_AFTER_RE: Final = re.compile(r"(\d{2,5})(?::\d{2,5})?")
 _NUMBER_AFTER_RE: Final = re.compile(r"#?(\d{1,6})")
 _PORT_WORDS: Final = frozenset({"port", "--port", "-p", "ports", "pgport"})
 _TICKET_WORDS: Final[Mapping[str, str]] = MappingProxyType(
-    {"pr": "PR", "request": "PR", "issue": "issue", "ticket": "ticket", "bug": "bug"}
+    {"pr": "PR", "request": "PR", "issue": "issue", "ticket": "ticket"}
 )
 _TOKEN_STRIP: Final = "()[]{}<>,;:'\"`.!?*"
+_SUBTOKEN_SPLIT_RE: Final = re.compile(r"[/=,;()\[\]{}'\"`|]+")
 _NON_ASCII_RE: Final = re.compile(r"[^\x21-\x7e]+")
 _DIGIT_RE: Final = re.compile(r"\d")
 _EMAIL_RE: Final = re.compile(
@@ -382,6 +396,7 @@ _ERROR_MARK_RE: Final = re.compile(
 )
 _ERROR_CLASS_RE: Final = re.compile(r"\b[A-Z][\w.]*(?:Error|Exception)\b")
 _ERROR_TAG_RE: Final = re.compile(r"</?tool_use_error>")
+_ERROR_PREFIX_RE: Final = re.compile(r"^E\s+")
 _TODO_RE: Final = re.compile(
     r"(?i)\b(?:TODO|FIXME)\b|^\s*[-*]\s*\[ \]|\bnext steps?\b|\bstill (?:need|needs|needed|to do)\b"
 )
@@ -449,6 +464,14 @@ def _shorten(text: str, units: int, keep: Sequence[str] = ()) -> str:
     return _ELLIPSIS.join([head, *middle, tail])
 
 
+def _is_trivial(request: str) -> bool:
+    """A short acknowledgement ("thanks, that's all", "continue") rather than a request."""
+    words = len(request.split())
+    if words < 6 and not _CJK_RE.search(request):
+        return True
+    return words < 12 and _ACK_RE.search(request) is not None and not _DIGIT_RE.search(request)
+
+
 def _by_strength(sentences: Iterable[str]) -> list[str]:
     """Outright prohibitions first (never, don't, 不要), then the softer rules, each in order."""
     return sorted(sentences, key=lambda s: _STRONG_CONSTRAINT_RE.search(s) is None)
@@ -470,7 +493,8 @@ def _constraint_sentences(text: str) -> list[str]:
         sentence = _one_line(piece.strip().lstrip("-*•>#").strip())
         if len(sentence) < 6:
             continue
-        if _CONSTRAINT_EN_RE.search(sentence) or _CONSTRAINT_ZH_RE.search(sentence):
+        bare = _SELF_REPORT_RE.sub(" ", sentence)
+        if _CONSTRAINT_EN_RE.search(bare) or _CONSTRAINT_ZH_RE.search(bare):
             found.append(sentence)
     return found
 
@@ -482,8 +506,9 @@ def _clean_user_text(text: str) -> str | None:
         return None
     command = _COMMAND_RE.search(text)
     if command is not None and text.startswith("<command-"):
-        spoken = f"{command.group(1).strip()} {(command.group(2) or '').strip()}".strip()
-        return spoken or None
+        args = _COMMAND_ARGS_RE.search(text)
+        spoken = f"{command.group(1).strip()} {args.group(1).strip() if args else ''}"
+        return spoken.strip() or None
     return text
 
 
@@ -496,6 +521,8 @@ def _clean_path(raw: str, *, prose: bool = False) -> str | None:
     if path.startswith(("a/", "b/")) and path.count("/") >= 2:
         path = path[2:]  # a diff's a/ and b/ sides name the same file
     if not path or "//" in path or path.startswith(("/dev/", "/proc/")):
+        return None
+    if _BUILD_OUTPUT_RE.search(path):
         return None
     if not any(ch.isalpha() for ch in path):
         return None
@@ -540,6 +567,12 @@ def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, st
         return
     match = _TOKEN_ID_RE.fullmatch(core)
     if match is None:
+        # "s/1.2.3/1.2.4/", "version=2.0.1", "(#12)": look at the pieces between separators.
+        pieces = _SUBTOKEN_SPLIT_RE.split(core)
+        if len(pieces) > 1:
+            for piece in pieces:
+                if piece and _DIGIT_RE.search(piece) is not None:
+                    yield from _token_identifiers(piece, "")
         return
     kind = match.lastgroup or ""
     if kind == "port" or kind == "hostport":
@@ -678,10 +711,12 @@ def _error_lines(text: str) -> list[str]:
                 cls.start() <= 4 or stripped[cls.end() : cls.end() + 1] in {":", ")"}
             )
         if hit:
-            signature = _one_line(_ERROR_TAG_RE.sub("", stripped))
+            signature = _one_line(_ERROR_PREFIX_RE.sub("", _ERROR_TAG_RE.sub("", stripped)))
             seen.setdefault(_error_key(signature), signature)
     lines = list(seen.values())
-    return lines if len(lines) <= 3 else [*lines[:2], lines[-1]]
+    chosen = lines if len(lines) <= 3 else [*lines[:2], lines[-1]]
+    # pytest prints "E KeyError: x" and then "FAILED test - KeyError: x": keep the fuller one.
+    return [a for a in chosen if not any(a != b and a in b for b in chosen)]
 
 
 def _fix_text(text: str) -> str:
@@ -722,9 +757,12 @@ def _parse_brief(text: str) -> dict[str, list[str]]:
             root = _HEADING_ROOT_RE.search(title)
             if root is not None:
                 title = title[: root.start()]
-                sections.setdefault("root", []).append(root.group(1))
-            current = _HEADING_TO_SECTION.get(title.strip().lower())
-            continue
+            known = _HEADING_TO_SECTION.get(title.strip().lower())
+            if known is not None:  # any other "## …" line is content, e.g. a task's title
+                current = known
+                if root is not None:
+                    sections.setdefault("root", []).append(root.group(1))
+                continue
         stripped = line.strip()
         if current is None or not stripped:
             continue
@@ -800,6 +838,7 @@ class _Facts:
 
     task: str = ""
     task_keep: tuple[str, ...] = ()
+    task_from_summary: bool = False
     requests: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
     carried_requests: list[str] = field(default_factory=list)
     constraints: dict[str, str] = field(default_factory=dict)
@@ -826,7 +865,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self.facts = _Facts()
-        self._calls: dict[str, tuple[str, bool]] = {}
+        self._reads_only: dict[str, bool] = {}
         self._awaiting_fix: list[_Error] = []
         self._open_file: str | None = None
         self._index = 0
@@ -870,6 +909,7 @@ class _Collector:
         else:
             facts.requests.append((self._index, text, tuple(keep)))
         facts.last_request, facts.last_request_answered = text, False
+        facts.todo_lines.clear()  # to-dos are read against the request now being worked on
         self._todo_lines(text)
         self._scan_text(text, _W_USER, _W_USER)
         self._track_open_file(text)
@@ -900,48 +940,65 @@ class _Collector:
         if not _FINAL_TOOL_RE.search(name):
             facts.pending_calls[call_id] = short
         lname = name.lower()
-        fields = dict(data) if isinstance(data, Mapping) else {}
+        fields: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
         command = fields.get("command")
+        # str_replace_editor and its kind name the operation in "command": view, create, …
         editor_command = (
             command if isinstance(command, str) and command in _EDITOR_COMMANDS else None
         )
-        shell_text = ""
-        for key in ("command", "cmd", "script"):
-            value = fields.get(key)
-            if isinstance(value, str) and editor_command is None:
-                shell_text = value
-                break
-        if isinstance(data, str) and lname in _SHELL_TOOLS:
-            shell_text = data
+        shell_text = data if isinstance(data, str) and lname in _SHELL_TOOLS else ""
+        if editor_command is None:
+            for key in ("command", "cmd", "script"):
+                value = fields.get(key)
+                if isinstance(value, str):
+                    shell_text = value
+                    break
+        writes = self._written_paths(lname, data, arguments, editor_command, shell_text)
+        reads_only = lname in _READ_TOOLS or editor_command == "view"
+        self._note_call_terms(data, writes, track_open=reads_only)
+        self._note_todos(lname, fields)
+        if shell_text and _READ_SHELL_RE.match(shell_text) is not None:
+            reads_only = True
+        self._reads_only[call_id] = reads_only
 
-        named_paths = [
+    def _written_paths(
+        self, lname: str, data: Any, arguments: str, editor_command: str | None, shell_text: str
+    ) -> list[str]:
+        """The files a call writes: an editor's target, a patch's files, a shell's outputs."""
+        named = [
             cleaned
             for key, value in _scalars(data)
             if key.lower() in _PATH_KEYS and (cleaned := _clean_path(value.strip())) is not None
         ]
         writes: list[str] = []
         if editor_command is not None:
-            writes = named_paths if editor_command != "view" else []
+            writes = named if editor_command != "view" else []
         elif _WRITE_TOOL_RE.search(lname):
-            writes = named_paths or [
+            writes = named or [
                 p for m in _PATCH_FILE_RE.finditer(arguments) for p in m.groups() if p
             ]
             if not writes and self._open_file and lname in {"edit", "insert", "append"}:
-                writes = [self._open_file]
+                writes = [self._open_file]  # SWE-agent edits the file it has open
         if shell_text:
-            writes.extend(_shell_modified(shell_text))
+            writes += _shell_modified(shell_text)
         for path in writes:
-            facts.modified.add(path, path, _W_ARGS)
-        for path in named_paths:
-            if path not in writes:
-                facts.read.add(path, path, _W_ARGS)
-                if lname in _READ_TOOLS or editor_command == "view":
-                    self._open_file = path
+            self.facts.modified.add(path, path, _W_ARGS)
+        return writes
 
+    def _note_call_terms(self, data: Any, writes: list[str], *, track_open: bool) -> None:
+        """Paths read and identifiers named in a call's arguments; file bodies count as output."""
+        facts = self.facts
         for key, value in _scalars(data):
             lkey = key.lower()
             if _ID_KEY_RE.search(lkey) and _ID_VALUE_RE.match(value) and "/" not in value:
                 facts.identifiers.add(value, f"{key}={value}", _W_ARGS, "arg")
+            if lkey in _PATH_KEYS:
+                path = _clean_path(value.strip())
+                if path is not None and path not in writes:
+                    facts.read.add(path, path, _W_ARGS)
+                    if track_open:
+                        self._open_file = path
+                continue
             body = lkey in _BODY_KEYS
             for kind, term, label in _terms_in(value, prose=body):
                 if kind != "path":
@@ -949,32 +1006,29 @@ class _Collector:
                 elif term not in writes:
                     facts.read.add(term, label, _W_OUTPUT if body else _W_SPOKEN)
 
+    def _note_todos(self, lname: str, fields: Mapping[str, Any]) -> None:
+        """A to-do tool's latest list replaces the previous one: its unfinished items are open."""
         todos = fields.get("todos")
         if "todo" in lname and isinstance(todos, list):
-            facts.todo_tool_items = [
+            self.facts.todo_tool_items = [
                 f"[{t.get('status', '?')}] {_one_line(str(t.get('content', '')))}"
                 for t in todos
                 if isinstance(t, Mapping) and t.get("status") not in {"completed", "done"}
             ]
 
-        reads_only = (
-            lname in _READ_TOOLS
-            or editor_command == "view"
-            or (bool(shell_text) and _READ_SHELL_RE.match(shell_text) is not None)
-        )
-        self._calls[call_id] = (name, reads_only)
-
     def _on_tool(self, message: Message) -> None:
         facts = self.facts
         call_id = message.tool_call_id or ""
         facts.pending_calls.pop(call_id, None)
-        _, reads_only = self._calls.get(call_id, ("", False))
+        reads_only = self._reads_only.get(call_id, False)
         text = "\n".join(message.text_parts) if message.text_parts else message.content
         if not text:
             return
         self._track_open_file(text)
         for line in _marked_lines(text, _WROTE_MARK_RE):
-            for path in _paths_in(line, prose=True):
+            # "The file X has been updated. All occurrences of '…' …": X is the first path.
+            path = next(_paths_in(line, prose=True), None)
+            if path is not None:
                 facts.modified.add(path, path, _W_ARGS)
         self._scan_text(text, _W_OUTPUT, _W_OUTPUT)
         if reads_only and not message.metadata.get("is_error"):
@@ -1017,7 +1071,7 @@ class _Collector:
         structured = any(key in sections for key in _SECTION_KEYS)
         if not structured:
             if not facts.task:
-                facts.task = f"({_LABELS['en']['earlier']}) {_one_line(text)}"
+                facts.task, facts.task_from_summary = _one_line(text), True
                 facts.task_keep = tuple(_by_strength(_constraint_sentences(text)))
             else:
                 facts.carried_requests.append(_one_line(text))
@@ -1044,7 +1098,11 @@ class _Collector:
         for line in sections.get(TOOLS, []):
             for name, count in _COUNT_RE.findall(line):
                 facts.tool_counts[name] = facts.tool_counts.get(name, 0) + int(count)
-        facts.carried_open.extend(sections.get(OPEN, []))
+        # Pending calls and unanswered requests are re-derived from the new span, not carried.
+        stale = tuple(
+            f"{labels[k]}: " for labels in _LABELS.values() for k in ("awaiting", "unanswered")
+        )
+        facts.carried_open.extend(t for t in sections.get(OPEN, []) if not t.startswith(stale))
         facts.carried_hints.extend(sections.get(HINTS, []))
         facts.user_texts.extend(sections.get(TASK, []))
 
@@ -1059,6 +1117,10 @@ class _Item:
     keep: tuple[str, ...] = ()
     shrink: bool = True
     shown: str | None = None
+    # Shorter whole forms to fall back on, longest first, instead of cutting the text.
+    variants: tuple[str, ...] = ()
+    # Filled only once every section had its share (the system prompt's rules).
+    late: bool = False
 
 
 @dataclass(slots=True)
@@ -1103,6 +1165,8 @@ class _Brief:
         self.root_shown = False
         self.sections: dict[str, _Section] = {}
         self.used = 0
+        self.min_item = max(8, min(_MIN_ITEM_UNITS, budget // 5))
+        self.boosted: frozenset[str] = frozenset()
 
     def add_section(self, key: str, items: list[_Item]) -> None:
         if items:
@@ -1137,18 +1201,22 @@ class _Brief:
         if cost <= room:
             self._show(section, item, item.text, cost)
             return
-        if not item.shrink or section.layout == "inline":
-            return
         overhead = cost - utf16_len(item.text)
         available = room - overhead
-        if available >= _MIN_ITEM_UNITS:
+        for variant in item.variants:
+            if utf16_len(variant) <= available:
+                self._show(section, item, variant, overhead + utf16_len(variant))
+                return
+        if not item.shrink or section.layout == "inline":
+            return
+        if available >= self.min_item:
             text = _shorten(item.text, available, item.keep)
             self._show(section, item, text, overhead + utf16_len(text))
 
     def _widen(self, section: _Section, item: _Item, limit: int) -> None:
         """Give a shortened item back some of its text once every section had its turn."""
         assert item.shown is not None
-        if item.shown == item.text:
+        if item.shown == item.text or not item.shrink:
             return
         now = utf16_len(item.shown)
         wider = _shorten(item.text, now + limit - self.used, item.keep)
@@ -1159,13 +1227,15 @@ class _Brief:
             self.used += extra
 
     def fill(self, priority: Sequence[str], limit: int) -> None:
-        """Two passes: each section up to its share, then the rest of the budget by priority."""
-        for first_pass in (True, False):
+        """Each section up to its share, then the rest by priority, then the late items."""
+        for first_pass, late in ((True, False), (False, False), (False, True)):
             for key in priority:
                 section = self.sections.get(key)
                 if section is None:
                     continue
                 share = max(_SHARES[key] * self.budget, _FLOORS.get(key, 0))
+                if key in self.boosted:
+                    share = max(share, 0.3 * self.budget)
                 cap = int(share) if first_pass else limit
                 for item in section.items:
                     if item.shown is not None:
@@ -1175,7 +1245,8 @@ class _Brief:
                     room = min(limit - self.used, cap - section.used)
                     if room <= 0:
                         break
-                    self._try_item(section, item, room)
+                    if item.late == late:
+                        self._try_item(section, item, room)
 
     def shown_text(self) -> str:
         return "\n".join(
@@ -1218,7 +1289,7 @@ def _path_items(
         if shown in seen or ("/" not in term.label and term.label in names):
             continue
         seen.add(shown)
-        items.append(_Item(shown, term.first, shrink=False))
+        items.append(_Item(shown, term.first, shrink=False, late=term.weight <= _W_OUTPUT))
     return items
 
 
@@ -1226,18 +1297,110 @@ def _basename(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
-def _priority(instructions: str | None) -> tuple[str, ...]:
-    """The fill order, with any section the caller's instructions name moved to the front."""
+def _wanted_sections(instructions: str | None) -> list[str]:
+    """The sections a caller's own prompt names, in the default fill order."""
     if not instructions:
-        return FILL_ORDER
-    wanted: list[str] = []
-    for pattern, keys in _INSTRUCTION_SECTIONS:
-        if pattern.search(instructions):
-            wanted.extend(k for k in keys if k not in wanted)
-    if not wanted:
-        return FILL_ORDER
-    ordered = [k for k in FILL_ORDER if k in wanted]
-    return (*ordered, *(k for k in FILL_ORDER if k not in wanted))
+        return []
+    named = {
+        k for pattern, keys in _INSTRUCTION_SECTIONS if pattern.search(instructions) for k in keys
+    }
+    return [k for k in FILL_ORDER if k in named]
+
+
+def _item_caps(budget: int) -> dict[str, int]:
+    """The most one item of each text section may take, so no single fact crowds out the rest."""
+    return {
+        TASK: max(60, int(budget * 0.3)),
+        CONSTRAINTS: 300,
+        REQUESTS: max(80, min(500, budget // 10)),
+        ERRORS: 300,
+        STATE: max(100, min(1200, int(budget * 0.12))),
+        TOOLS: 400,
+        OPEN: 240,
+    }
+
+
+def _text_item(text: str, order: int, cap: int, keep: tuple[str, ...] = ()) -> _Item:
+    return _Item(_shorten(_one_line(text), cap, keep), order, keep)
+
+
+def _constraint_items(facts: _Facts, cap: int) -> list[_Item]:
+    """The user's prohibitions first, then the user's other rules, then the system prompt's."""
+    user_rules = list(facts.constraints.values())
+    system_rules = [v for k, v in facts.system_constraints.items() if k not in facts.constraints]
+    items = [_text_item(rule, i, cap) for i, rule in enumerate(user_rules + system_rules)]
+    for item in items[len(user_rules) :]:
+        item.late = True  # the system prompt stays in context anyway
+    return sorted(
+        items,
+        key=lambda i: (i.late, _STRONG_CONSTRAINT_RE.search(i.text) is None),
+    )
+
+
+def _request_items(facts: _Facts, cap: int) -> list[_Item]:
+    """The newest substantive requests first; all shown in the order they were made."""
+    fresh: dict[str, _Item] = {}
+    carried = len(facts.carried_requests)
+    for index, text, keep in reversed(facts.requests):
+        item = _text_item(text, carried + index, cap, keep)
+        fresh.setdefault(item.text, item)
+    ranked = sorted(fresh.values(), key=lambda i: _is_trivial(i.text))
+    earlier = [_text_item(t, i, cap) for i, t in enumerate(facts.carried_requests)]
+    return [*ranked, *reversed(earlier)]
+
+
+def _error_items(errors: list[_Error], cap: int) -> list[_Item]:
+    """The latest errors first, each with how often it recurred and what was tried next."""
+    items = []
+    for error in errors:
+        text = error.signature if error.carried else _shorten(error.signature, 200)
+        if error.count > 1 and not error.carried:
+            text += f" (×{error.count})"
+        if error.fix:
+            text += f" → {_shorten(error.fix, 160)}"
+        items.append(_text_item(text, error.first, cap))
+    return items
+
+
+def _tool_items(facts: _Facts) -> list[_Item]:
+    """Call counts (losing the rarest tools first when short of room), then the newest calls."""
+    if not facts.tool_counts:
+        return []
+    counts = sorted(facts.tool_counts.items(), key=lambda kv: -kv[1])
+    tallies = [f"{n}×{c}" for n, c in counts]
+    shorter = tuple(", ".join(tallies[:n]) for n in (8, 5, 3, 1) if n < len(tallies))
+    items = [_Item(", ".join(tallies), 0, shrink=False, variants=shorter)]
+    calls = list(enumerate(facts.recent_calls, start=1))
+    items += [_Item(f"→ {call}", i, shrink=False) for i, call in reversed(calls)]
+    return items
+
+
+def _open_items(facts: _Facts, labels: Mapping[str, str], cap: int) -> list[_Item]:
+    """What is still pending: an unanswered request, calls without results, to-dos."""
+    texts: list[str] = []
+    last = facts.last_request
+    if last and not facts.last_request_answered and facts.requests and not _is_trivial(last):
+        texts.append(f"{labels['unanswered']}: {_shorten(_one_line(last), 100)}")
+    texts += [f"{labels['awaiting']}: {call}" for call in facts.pending_calls.values()]
+    texts += facts.todo_tool_items
+    texts += reversed(facts.todo_lines)
+    texts += facts.carried_open
+    return [_text_item(t, i, cap) for i, t in enumerate(dict.fromkeys(texts))]
+
+
+def _hint_items(
+    facts: _Facts, errors: list[_Error], modified: list[_Term], read: list[_Term], shown: str
+) -> list[_Item]:
+    """Search terms for what did not make it into the brief: error names, files, identifiers."""
+    candidates: list[str] = []
+    for error in errors:
+        candidates += _ERROR_CLASS_RE.findall(error.signature)
+    candidates += [_basename(t.label) for t in modified]
+    candidates += [t.label.split("=", 1)[-1] for t in facts.identifiers.ranked()]
+    candidates += [_basename(t.label) for t in read if t.weight > _W_OUTPUT]
+    candidates += facts.carried_hints
+    fresh = [t for t in dict.fromkeys(candidates) if t and utf16_len(t) <= 60][:_MAX_HINTS]
+    return [_Item(term, i, shrink=False) for i, term in enumerate(fresh) if term not in shown]
 
 
 def build_brief(
@@ -1252,124 +1415,52 @@ def build_brief(
         return _head(NO_MESSAGES_SUMMARY, budget)
     budget = max(1, budget)
     facts = _Collector().feed(messages)
-    lang = "zh" if _is_chinese(facts.user_texts) else "en"
-    labels = _LABELS[lang]
+    labels = _LABELS["zh" if _is_chinese(facts.user_texts) else "en"]
+    caps = _item_caps(budget)
 
-    modified_terms = facts.modified.ranked()
-    read_terms = facts.read.ranked()
-    root = _project_root([t.label for t in modified_terms]) or _project_root(
-        [t.label for t in modified_terms] + [t.label for t in read_terms[:200]]
+    modified = facts.modified.ranked()
+    read = facts.read.ranked()
+    root = _project_root([t.label for t in modified]) or _project_root(
+        [t.label for t in modified] + [t.label for t in read[:200]]
     )
-    brief = _Brief(budget, labels, root)
-    caps = {
-        TASK: max(60, int(budget * 0.3)),
-        CONSTRAINTS: 300,
-        REQUESTS: max(80, min(500, budget // 10)),
-        ERRORS: 300,
-        STATE: max(100, min(1200, int(budget * 0.12))),
-        TOOLS: 400,
-        OPEN: 240,
-    }
-
-    def text_item(text: str, order: int, key: str, keep: tuple[str, ...] = ()) -> _Item:
-        return _Item(_shorten(_one_line(text), caps[key], keep), order, keep)
-
-    if facts.task:
-        brief.add_section(TASK, [text_item(facts.task, 0, TASK, facts.task_keep)])
-
-    user_rules = list(facts.constraints.values())
-    system_rules = [v for k, v in facts.system_constraints.items() if k not in facts.constraints]
-    constraint_items = [
-        text_item(rule, order, CONSTRAINTS) for order, rule in enumerate(user_rules + system_rules)
-    ]
-    strong = [_STRONG_CONSTRAINT_RE.search(i.text) is not None for i in constraint_items]
-    # Fill: the user's prohibitions, the user's other rules, then the system prompt's.
-    constraint_items.sort(key=lambda i: (i.order >= len(user_rules), not strong[i.order]))
-    brief.add_section(CONSTRAINTS, constraint_items)
-
-    # Requests: the newest are filled first, all are shown in the order they were made.
-    fresh: dict[str, _Item] = {}
-    for index, text, keep in reversed(facts.requests):
-        item = text_item(text, len(facts.carried_requests) + index, REQUESTS, keep)
-        fresh.setdefault(item.text, item)
-    carried = [text_item(t, i, REQUESTS) for i, t in enumerate(facts.carried_requests)]
-    brief.add_section(REQUESTS, [*fresh.values(), *reversed(carried)])
-
-    modified_names = {_basename(t.label) for t in modified_terms if "/" in t.label}
-    read_names = {_basename(t.label) for t in read_terms if "/" in t.label}
-    modified_items = _path_items(modified_terms, root, modified_names)
+    modified_names = {_basename(t.label) for t in modified if "/" in t.label}
+    read_names = {_basename(t.label) for t in read if "/" in t.label}
+    modified_items = _path_items(modified, root, modified_names)
     listed = {i.text for i in modified_items}
-    brief.add_section(MODIFIED, modified_items)
-    brief.add_section(READ, _path_items(read_terms, root, modified_names | read_names, listed))
+    errors = sorted(facts.errors.values(), key=lambda e: (e.carried, -e.last, e.first))
 
+    brief = _Brief(budget, labels, root)
+    if facts.task:
+        task = f"({labels['earlier']}) {facts.task}" if facts.task_from_summary else facts.task
+        brief.add_section(TASK, [_text_item(task, 0, caps[TASK], facts.task_keep)])
+    brief.add_section(CONSTRAINTS, _constraint_items(facts, caps[CONSTRAINTS]))
+    brief.add_section(REQUESTS, _request_items(facts, caps[REQUESTS]))
+    brief.add_section(MODIFIED, modified_items)
+    brief.add_section(READ, _path_items(read, root, modified_names | read_names, listed))
+    identifiers = facts.identifiers.ranked()
     brief.add_section(
         IDENTIFIERS,
-        [_Item(t.label, t.first, shrink=False) for t in facts.identifiers.ranked()],
+        [_Item(t.label, t.first, shrink=False, late=t.weight <= _W_OUTPUT) for t in identifiers],
     )
-
-    errors = sorted(facts.errors.values(), key=lambda e: (e.carried, -e.last, e.first))
-    error_items = []
-    for error in errors:
-        text = error.signature if error.carried else _shorten(error.signature, 200)
-        if error.count > 1 and not error.carried:
-            text += f" (×{error.count})"
-        if error.fix:
-            text += f" → {_shorten(error.fix, 160)}"
-        error_items.append(text_item(text, error.first, ERRORS))
-    brief.add_section(ERRORS, error_items)
-
+    brief.add_section(ERRORS, _error_items(errors, caps[ERRORS]))
     if mode == "all" and facts.last_assistant_text:
-        brief.add_section(STATE, [text_item(facts.last_assistant_text, 0, STATE)])
+        brief.add_section(STATE, [_text_item(facts.last_assistant_text, 0, caps[STATE])])
+    brief.add_section(TOOLS, _tool_items(facts))
+    brief.add_section(OPEN, _open_items(facts, labels, caps[OPEN]))
 
-    if facts.tool_counts:
-        counts = sorted(facts.tool_counts.items(), key=lambda kv: -kv[1])
-        tool_items = [text_item(", ".join(f"{n}×{c}" for n, c in counts), 0, TOOLS)]
-        # The newest calls are filled first and dropped whole, never cut mid-argument.
-        calls = list(facts.recent_calls)
-        tool_items += [
-            _Item(f"→ {call}", 1 + i, shrink=False) for i, call in reversed(list(enumerate(calls)))
-        ]
-        brief.add_section(TOOLS, tool_items)
-
-    open_texts: list[str] = []
-    if facts.last_request and not facts.last_request_answered and facts.requests:
-        open_texts.append(f"{labels['unanswered']}: {_shorten(_one_line(facts.last_request), 160)}")
-    open_texts += [f"{labels['awaiting']}: {call}" for call in facts.pending_calls.values()]
-    open_texts += facts.todo_tool_items
-    open_texts += reversed(facts.todo_lines)
-    open_texts += facts.carried_open
-    brief.add_section(
-        OPEN, [text_item(t, i, OPEN) for i, t in enumerate(dict.fromkeys(open_texts))]
-    )
-
-    priority = _priority(instructions)
-    hints_first = priority[0] == HINTS
-    reserve = int(budget * (0.25 if hints_first else _SHARES[HINTS]))
+    wanted = _wanted_sections(instructions)
+    brief.boosted = frozenset(wanted)
+    priority = [k for k in (*wanted, *FILL_ORDER) if k != HINTS]
+    reserve = int(budget * (0.25 if HINTS in wanted else _SHARES[HINTS]))
     limit = budget + 1  # every line is charged a newline; the last one is never written
-    brief.fill([k for k in priority if k != HINTS], limit - reserve)
-
-    # Lookup hints last: the terms that did not make it in, to search the history with.
-    shown = brief.shown_text()
-    candidates: list[str] = []
-    for error in errors:
-        candidates.extend(_ERROR_CLASS_RE.findall(error.signature))
-    candidates += [_basename(t.label) for t in modified_terms]
-    candidates += [t.label for t in facts.identifiers.ranked()]
-    candidates += [_basename(t.label) for t in read_terms if t.weight > _W_OUTPUT]
-    candidates += facts.carried_hints
-    hint_items = [
-        _Item(term, i, shrink=False)
-        for i, term in enumerate(dict.fromkeys(candidates))
-        if term and term not in shown and utf16_len(term) <= 60
-    ]
-    brief.add_section(HINTS, hint_items)
+    brief.fill(list(dict.fromkeys(priority)), limit - reserve)
+    # Lookup hints come last: they name what did not make it in.
+    brief.add_section(HINTS, _hint_items(facts, errors, modified, read, brief.shown_text()))
     brief.fill([HINTS], limit)
 
     text = brief.render()
-    if not text:
-        text = _shorten(
-            _one_line(facts.task or facts.last_assistant_text or "(empty span)"), budget
-        )
+    if not text:  # a budget too small for any heading
+        text = _shorten(_one_line(facts.task or facts.last_assistant_text or "…"), budget)
     return text if utf16_len(text) <= budget else _head(text, budget)
 
 
