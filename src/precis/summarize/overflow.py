@@ -148,27 +148,20 @@ async def summarize_with_ladder(
     if not messages:
         return NO_MESSAGES_SUMMARY
     full = render_transcript(messages, tool_result_chars=tool_result_chars)
-    try:
-        answer = await call(prompt, full)
-    except Exception as error:
-        if not is_context_overflow(error):
-            raise
-        last_overflow = error
-    else:
-        return _usable_answer(answer)
-
-    previous = full
-    for max_chars in LADDER_STEPS:
-        shorter = middle_truncate(full, max_chars)
-        if shorter == previous:
+    attempts = [full, *(middle_truncate(full, max_chars) for max_chars in LADDER_STEPS)]
+    previous: str | None = None
+    last_overflow: BaseException | None = None
+    for transcript in attempts:
+        if transcript == previous:
             continue
-        previous = shorter
+        previous = transcript
         try:
-            answer = await call(prompt, shorter)
+            answer = await call(prompt, transcript)
         except Exception as error:
             if not is_context_overflow(error):
                 raise
             last_overflow = error
         else:
             return _usable_answer(answer)
+    assert last_overflow is not None
     raise last_overflow
