@@ -378,3 +378,27 @@ def test_appends_from_another_process_during_summary_stay_in_context(tmp_path: P
     assert context_ids[-200:] == [m.id for m in late]
     assert result.summary.id in context_ids
     assert check(store.context("c").messages) == []
+
+
+def test_usage_reported_before_a_compaction_is_stale(store: ConversationStore) -> None:
+    session = Session(
+        store, "c", LettaEstimator(), ScriptedSummarizer(), CompactionSettings(context_window=2000)
+    )
+    session.set_system_prompt("sys")
+    old_usage = {"usage": {"total_tokens": 99_999}}
+    session.append(
+        *[
+            Message(
+                role=m.role, content=m.content, metadata=old_usage if m.role == "assistant" else {}
+            )
+            for m in chat(30)
+        ]
+    )
+    assert session.tokens() == 99_999  # the last reply's usage anchors; nothing after it
+    asyncio.run(session.compact())
+    assert session.tokens() < 2000  # the kept replies' old usage no longer anchors the estimate
+    session.append(
+        Message(role="assistant", content="fresh", metadata={"usage": {"total_tokens": 700}})
+    )
+    session.append(Message(role="user", content="next question"))
+    assert session.tokens() == 700 + LettaEstimator().count(session.context()[-1])

@@ -84,9 +84,11 @@ class Session:
 
     def tokens(self) -> int:
         """Tokens the next request will carry: reported usage anchors the estimate."""
+        estimate = estimate_context(self.context(), self.counter)
+        if estimate.last_usage_index is not None:
+            return estimate.tokens  # the reported usage already counted the system prompt
         text, _ = self.store.system_prompt(self.conversation_id)
-        system = self.counter.count_text(text) if text else 0
-        return system + estimate_context(self.context(), self.counter).tokens
+        return estimate.tokens + (self.counter.count_text(text) if text else 0)
 
     def needs_compaction(self) -> bool:
         threshold = self.settings.threshold

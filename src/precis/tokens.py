@@ -107,10 +107,21 @@ def usage_tokens(message: Message) -> int | None:
 
 
 def estimate_context(messages: Sequence[Message], counter: TokenCounter) -> ContextEstimate:
-    """Anchor on the newest reported usage after the last summary; estimate the rest."""
-    boundary = max((i for i, m in enumerate(messages) if m.kind == "summary"), default=-1)
-    for i in range(len(messages) - 1, boundary, -1):
-        reported = usage_tokens(messages[i])
+    """Anchor on the newest reported usage newer than the last summary; estimate the rest.
+
+    Usage reported before a compaction measured a bigger context, so it is stale; the kept
+    messages sit after the summary in context order but are older, hence the time comparison.
+    """
+    summaries = [(i, m.created_at) for i, m in enumerate(messages) if m.kind == "summary"]
+    boundary_index = summaries[-1][0] if summaries else -1
+    boundary_time = max((t for _, t in summaries if t), default=None)
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if boundary_time is not None and message.created_at is not None:
+            stale = message.created_at <= boundary_time
+        else:
+            stale = i <= boundary_index
+        reported = None if stale else usage_tokens(message)
         if reported is not None:
             trailing = sum(counter.count(m) for m in messages[i + 1 :])
             return ContextEstimate(reported + trailing, reported, trailing, i)
