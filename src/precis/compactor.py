@@ -100,11 +100,15 @@ class Compactor:
         mode: Mode | None = None,
         *,
         instructions: str | None = None,
+        floor_tokens: int = 0,
     ) -> CompactionResult:
-        """Compact once; on a concurrent commit re-plan against the winner's context, else raise."""
+        """Compact once; on a concurrent commit re-plan against the winner's context, else raise.
+
+        `floor_tokens` is what each request carries besides the messages (system prompt, tools).
+        """
         for attempt in range(self.settings.commit_retries + 1):
             snapshot = self.store.context(conversation_id)
-            candidate = await self._candidate(snapshot, trigger, mode, instructions)
+            candidate = await self._candidate(snapshot, trigger, mode, instructions, floor_tokens)
             self._step("verified")
             try:
                 committed = self.store.commit_compaction(
@@ -135,6 +139,7 @@ class Compactor:
         trigger: str,
         mode: Mode | None,
         instructions: str | None,
+        floor_tokens: int,
     ) -> _Candidate:
         messages = snapshot.messages
         before = self.tokens(messages)
@@ -142,7 +147,7 @@ class Compactor:
             plans = [plan_all(messages)]
         else:
             try:
-                plans = [self._plan_sliding(messages), plan_all(messages)]
+                plans = [self._plan_sliding(messages, floor_tokens), plan_all(messages)]
             except PlanningError:
                 plans = [plan_all(messages)]
         self._step("planned")
@@ -156,7 +161,7 @@ class Compactor:
             problem = self._verify(candidate, messages, before)
             if problem is not None:
                 failures.append(f"{plan.mode}: {problem}")
-            elif i < len(plans) - 1 and self._over_threshold(candidate):
+            elif i < len(plans) - 1 and self._over_threshold(candidate, floor_tokens):
                 over = candidate  # valid but too big: all-mode may do better, else use it
             else:
                 return candidate
@@ -167,20 +172,21 @@ class Compactor:
             + "; ".join(failures)
         )
 
-    def _plan_sliding(self, messages: Sequence[Message]) -> CompactionPlan:
+    def _plan_sliding(self, messages: Sequence[Message], floor_tokens: int) -> CompactionPlan:
         s = self.settings
         return plan_sliding_window(
             messages,
             tokens=self.counter,
             context_window=s.context_window,
             percentage=s.sliding_window_percentage,
-            reserved_tokens=s.reserved_tokens,
+            reserved_tokens=s.planner_reserve(floor_tokens),
             user_boundary_fallback=s.user_boundary_fallback,
         )
 
-    def _over_threshold(self, candidate: _Candidate) -> bool:
+    def _over_threshold(self, candidate: _Candidate, floor_tokens: int) -> bool:
         threshold = self.settings.threshold
-        return threshold is not None and candidate.stats.context_tokens_after > threshold
+        after = candidate.stats.context_tokens_after + floor_tokens
+        return threshold is not None and after > threshold
 
     async def _summarize(
         self,

@@ -8,6 +8,9 @@ from precis.summarize.packaging import default_clip_chars
 from precis.summarize.transcript import DEFAULT_TOOL_RESULT_CHARS
 from precis.tokens import letta_threshold
 
+# The system_alert JSON around a summary ("Note: N messages … hidden …", time, stats), in tokens.
+SUMMARY_WRAPPER_TOKENS = 64
+
 
 @dataclass(frozen=True, slots=True)
 class CompactionSettings:
@@ -15,12 +18,15 @@ class CompactionSettings:
 
     `clip_chars=None` scales the summary budget to the window (max(200, window*4*0.1) chars), so
     a disobedient model cannot refill a small window. `reserved_tokens=0` keeps letta's exact
-    planner; a positive value reserves room for system prompt, tools and summary.
+    planner; a positive value reserves that much room. `reserve_floor` also reserves what every
+    request carries besides the messages (system prompt, tool definitions) plus room for the
+    summary itself, so the kept tail really fits and compaction stops sawing every few turns.
     """
 
     context_window: int | None = None
     sliding_window_percentage: float | None = None
     reserved_tokens: int = 0
+    reserve_floor: bool = False
     user_boundary_fallback: bool = False
     clip_chars: int | None = None
     tool_result_chars: int | None = DEFAULT_TOOL_RESULT_CHARS
@@ -44,6 +50,13 @@ class CompactionSettings:
             if self.clip_chars is not None
             else default_clip_chars(self.context_window)
         )
+
+    def planner_reserve(self, floor_tokens: int) -> int:
+        """Tokens the sliding planner must leave free besides the kept tail."""
+        if not self.reserve_floor:
+            return self.reserved_tokens
+        summary = self.effective_clip_chars // 4 + SUMMARY_WRAPPER_TOKENS
+        return self.reserved_tokens + floor_tokens + summary
 
     @property
     def threshold(self) -> int | None:

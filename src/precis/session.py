@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from precis.compactor import CompactionResult, CompactionStats, Compactor, Mode, Trigger
@@ -36,6 +37,7 @@ class Session:
         settings: CompactionSettings | None = None,
         *,
         compile_system_prompt: SystemPromptCompiler = _keep_prompt,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.store = store
         self.conversation_id = conversation_id
@@ -45,6 +47,7 @@ class Session:
             store, self.counter, summarizer or ExtractiveSummarizer(), self.settings
         )
         self._compile = compile_system_prompt
+        self.tools: list[Mapping[str, Any]] = list(tools)
         store.create(conversation_id)
 
     def append(self, *items: Message | Mapping[str, Any]) -> list[Message]:
@@ -82,13 +85,19 @@ class Session:
         head = [{"role": "system", "content": system}] if system else []
         return head + [m.to_openai() for m in ordered]
 
+    def floor_tokens(self) -> int:
+        """What every request carries besides the messages: system prompt and tool definitions."""
+        text, _ = self.store.system_prompt(self.conversation_id)
+        system = self.counter.count_text(text) if text else 0
+        tools = self.counter.count_text(json.dumps(self.tools)) if self.tools else 0
+        return system + tools
+
     def tokens(self) -> int:
         """Tokens the next request will carry: reported usage anchors the estimate."""
         estimate = estimate_context(self.context(), self.counter)
         if estimate.last_usage_index is not None:
-            return estimate.tokens  # the reported usage already counted the system prompt
-        text, _ = self.store.system_prompt(self.conversation_id)
-        return estimate.tokens + (self.counter.count_text(text) if text else 0)
+            return estimate.tokens  # the reported usage already counted system prompt and tools
+        return estimate.tokens + self.floor_tokens()
 
     def needs_compaction(self) -> bool:
         threshold = self.settings.threshold
@@ -112,7 +121,11 @@ class Session:
         instructions: str | None = None,
     ) -> CompactionResult:
         return await self.compactor.compact(
-            self.conversation_id, trigger, mode, instructions=instructions
+            self.conversation_id,
+            trigger,
+            mode,
+            instructions=instructions,
+            floor_tokens=self.floor_tokens(),
         )
 
     async def maybe_compact(

@@ -31,3 +31,16 @@ class ChatProvider(Protocol):
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> Completion: ...
+
+
+def fold_system_into_user(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """For chat templates that drop the system role (Gemma): prefix it to the first user turn."""
+    system = "\n\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if not system:
+        return rest
+    for m in rest:
+        if m.get("role") == "user":
+            m["content"] = f"{system}\n\n{m.get('content') or ''}"
+            return rest
+    return [{"role": "user", "content": system}, *rest]
