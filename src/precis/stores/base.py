@@ -206,8 +206,11 @@ class MessageIds:
 
 
 def utc_now() -> str:
-    """The current UTC time as ISO 8601 with milliseconds and a Z, the created_at format."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The current UTC time as ISO 8601 with microseconds and a Z, the created_at format.
+
+    Microseconds, so that a message appended right after a compaction sorts after its summary.
+    """
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def json_safe(value: Mapping[str, Any], what: str) -> dict[str, Any]:
