@@ -237,6 +237,21 @@ def test_get_keeps_asked_order_and_rejects_unknown(store: ConversationStore) -> 
 # --- compaction -------------------------------------------------------------------------------
 
 
+def test_pin_overlay_shows_in_every_read(store: ConversationStore) -> None:
+    first, second = fill(store, 2)
+    store.set_pinned(CID, first.id, True)
+    assert [m.pinned for m in store.context(CID).messages] == [True, False]
+    assert [m.pinned for m in store.history(CID)] == [True, False]
+    assert store.get(CID, [first.id])[0].pinned
+    compact(store, CID, keep=1)
+    store.set_pinned(CID, second.id, True)
+    store.set_pinned(CID, first.id, False)
+    assert [m.pinned for m in store.history(CID) if m.id in {first.id, second.id}] == [False, True]
+    assert store.context(CID).messages[-1].pinned
+    with pytest.raises(UnknownMessage):
+        store.set_pinned(CID, "nope", True)
+
+
 def test_commit_compaction_replaces_list_and_records_everything(store: ConversationStore) -> None:
     store.create(CID, system_prompt="prompt")
     stored = fill(store, 10)

@@ -159,6 +159,10 @@ class ConversationStore(Protocol):
         """Atomically append the summary, replace the id list, bump the version, log the event."""
         ...
 
+    def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
+        """Pin or unpin a stored message; the log stays append-only (the flag is an overlay)."""
+        ...
+
     def events(self, conversation_id: str) -> list[CompactionEvent]:
         """The compaction events, oldest first."""
         ...

@@ -109,6 +109,15 @@ class MemoryStore:
                 conv.id_list.extend(m.id for m in stored)
             return stored
 
+    def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
+        """Pin or unpin a stored message."""
+        with self._lock:
+            conv = self._conversation(conversation_id)
+            seq = conv.seq_of.get(message_id)
+            if seq is None:
+                raise UnknownMessage(conversation_id, message_id)
+            conv.log[seq - 1] = replace(conv.log[seq - 1], pinned=pinned)
+
     def _snapshot(self, conv: _Conversation) -> ContextSnapshot:
         if conv.id_list is None:
             messages = list(conv.log)

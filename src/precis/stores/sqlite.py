@@ -14,6 +14,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -143,8 +144,20 @@ def _migrate_fts(db: sqlite3.Connection) -> None:
     # No FTS5 in this SQLite build: recall falls back to scanning.
 
 
+def _migrate_pins(db: sqlite3.Connection) -> None:
+    """Step 3: pin flags set after append, an overlay because message rows never change."""
+    db.execute(
+        "CREATE TABLE pins (conversation_id TEXT NOT NULL, message_id TEXT NOT NULL, "
+        "pinned INTEGER NOT NULL, PRIMARY KEY (conversation_id, message_id)) WITHOUT ROWID"
+    )
+
+
 # Applied in order; a database records how many it has in `schema_version`. Append only.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_core, _migrate_fts)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _migrate_core,
+    _migrate_fts,
+    _migrate_pins,
+)
 
 
 class SQLiteStore:
@@ -324,7 +337,7 @@ class SQLiteStore:
         else:
             cursor = db.execute(CONTEXT_SQL, (conversation_id,))
         return ContextSnapshot(
-            messages=[_message_from_row(row) for row in cursor],
+            messages=_with_pins(db, conversation_id, [_message_from_row(row) for row in cursor]),
             version=version,
             last_seq=next_seq - 1,
             compacted=version > 0,
@@ -394,7 +407,7 @@ class SQLiteStore:
                 "ORDER BY seq LIMIT ?",
                 (conversation_id, offset, -1 if limit is None else limit),
             )
-            return [_message_from_row(row) for row in cursor]
+            return _with_pins(db, conversation_id, [_message_from_row(row) for row in cursor])
 
     def get(self, conversation_id: str, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids, in the order asked; UnknownMessage for a missing one."""
@@ -411,10 +424,22 @@ class SQLiteStore:
                     (conversation_id, *chunk),
                 ):
                     found[row[0]] = _message_from_row(row)
-        for message_id in ids:
-            if message_id not in found:
+            for message_id in ids:
+                if message_id not in found:
+                    raise UnknownMessage(conversation_id, message_id)
+            return _with_pins(db, conversation_id, [found[i] for i in ids])
+
+    def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
+        """Pin or unpin a stored message (an overlay row; the message row never changes)."""
+        with self._transaction(write=True) as db:
+            self._conversation_row(db, conversation_id)
+            if not self._existing_ids(db, conversation_id, [message_id]):
                 raise UnknownMessage(conversation_id, message_id)
-        return [found[i] for i in ids]
+            db.execute(
+                "INSERT INTO pins (conversation_id, message_id, pinned) VALUES (?, ?, ?) "
+                "ON CONFLICT (conversation_id, message_id) DO UPDATE SET pinned = excluded.pinned",
+                (conversation_id, message_id, int(pinned)),
+            )
 
     def count(self, conversation_id: str) -> int:
         """How many messages the log holds."""
@@ -636,6 +661,23 @@ def _message_row(row_id: int, conversation_id: str, seq: int, m: Message) -> tup
         m.images,
         json.dumps(m.openai_extra, ensure_ascii=False) if m.openai_extra else "{}",
     )
+
+
+def _with_pins(
+    db: sqlite3.Connection, conversation_id: str, messages: list[Message]
+) -> list[Message]:
+    """Apply the pin overlay: one indexed read of this conversation's (few) pin rows."""
+    pins = dict(
+        db.execute(
+            "SELECT message_id, pinned FROM pins WHERE conversation_id = ?", (conversation_id,)
+        ).fetchall()
+    )
+    if not pins:
+        return messages
+    return [
+        replace(m, pinned=bool(pins[m.id])) if m.id in pins and bool(pins[m.id]) != m.pinned else m
+        for m in messages
+    ]
 
 
 def _tool_calls(raw: str) -> tuple[ToolCall, ...]:
