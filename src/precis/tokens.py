@@ -27,17 +27,22 @@ class TokenCounter(Protocol):
 
 
 class _CachedCounter:
-    """Memoises `count` per message id: a stored message never changes."""
+    """Memoises `count` per message: a stored message never changes.
+
+    The key is the id plus the content length, because a displayed copy of a message (a long
+    tool output shown head+tail, a masked observation) keeps the id but not the text.
+    """
 
     def __init__(self) -> None:
-        self._cache: dict[str, int] = {}
+        self._cache: dict[tuple[str, int], int] = {}
 
     def count(self, message: Message) -> int:
         if not message.id:
             return self._count(message)
-        hit = self._cache.get(message.id)
+        key = (message.id, len(message.content))
+        hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[message.id] = self._count(message)
+            hit = self._cache[key] = self._count(message)
         return hit
 
     def count_many(self, messages: Sequence[Message]) -> list[int]:

@@ -1,0 +1,219 @@
+"""Tool output in context: head+tail display, observation masking and paginated reading.
+
+Tool results are the bulk of an agent's context and mostly stale after a few turns; these views
+shrink them while the store keeps every original, which `read_original` pages back in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from precis.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.truncation import pinned_mask
+
+# Longest first line a table of contents shows per section, so the table stays small.
+PREVIEW_CHARS = 60
+ELLIPSIS = "…"
+
+
+def head_tail(
+    text: str, *, message_id: str, max_chars: int, head_lines: int, tail_lines: int
+) -> str | None:
+    """The first and last lines of an over-long text around an omission note; None if it fits.
+
+    The view is at most `max_chars` long, or only the note when `max_chars` cannot hold it;
+    long lines are cut, and text with too few lines to omit any is cut by characters.
+    """
+    if max_chars < 0 or head_lines < 0 or tail_lines < 0:
+        raise ValueError("max_chars, head_lines and tail_lines must be >= 0")
+    if len(text) <= max_chars:
+        return None
+    shown = head_lines + tail_lines
+    head_share = head_lines / shown if shown else 0.5
+    lines = text.split("\n")
+    if len(lines) <= shown:
+        return _head_tail_chars(text, message_id, max_chars, head_share)
+    budget = max(0, max_chars - len(_omission(len(lines), "lines", message_id)) - 2)
+    head = _take_lines(lines[:head_lines], int(budget * head_share), from_end=False)
+    tail_budget = budget - sum(len(line) + 1 for line in head)
+    tail_source = lines[len(lines) - tail_lines :] if tail_lines else []
+    tail = _take_lines(tail_source, tail_budget, from_end=True)
+    omitted = len(lines) - len(head) - len(tail)
+    return "\n".join([*head, _omission(omitted, "lines", message_id), *tail])
+
+
+def _omission(count: int, unit: str, message_id: str) -> str:
+    return f"[… {count} {unit} omitted; read_original({message_id}, section) …]"
+
+
+def _head_tail_chars(text: str, message_id: str, max_chars: int, head_share: float) -> str:
+    budget = max(0, max_chars - len(_omission(len(text), "characters", message_id)) - 2)
+    head_chars = int(budget * head_share)
+    tail_chars = budget - head_chars
+    head = text[:head_chars]
+    tail = text[len(text) - tail_chars :] if tail_chars else ""
+    note = _omission(len(text) - len(head) - len(tail), "characters", message_id)
+    return "\n".join(part for part in (head, note, tail) if part)
+
+
+def _take_lines(lines: Sequence[str], budget: int, *, from_end: bool) -> list[str]:
+    """Whole lines (each costing its length + 1) while they fit, then one cut line."""
+    ordered = list(reversed(lines)) if from_end else list(lines)
+    out: list[str] = []
+    used = 0
+    for line in ordered:
+        if used + len(line) + 1 <= budget:
+            out.append(line)
+            used += len(line) + 1
+            continue
+        room = budget - used - 2  # the line's newline and the ellipsis
+        if room > 0:
+            out.append(ELLIPSIS + line[len(line) - room :] if from_end else line[:room] + ELLIPSIS)
+        break
+    return list(reversed(out)) if from_end else out
+
+
+def with_content(message: Message, content: str, metadata: Mapping[str, Any]) -> Message:
+    """A copy with new text and extra metadata, same id; drops a list content it replaces."""
+    extra = {k: v for k, v in message.openai_extra.items() if k != "content"}
+    return replace(
+        message,
+        content=content,
+        metadata={**message.metadata, **metadata},
+        openai_extra=extra,
+    )
+
+
+def display_message(
+    message: Message, *, max_chars: int | None, head_lines: int, tail_lines: int
+) -> Message:
+    """The message as the model should see it: an over-long tool output shown head+tail."""
+    if message.role != "tool" or max_chars is None:
+        return message
+    view = head_tail(
+        message.content,
+        message_id=message.id,
+        max_chars=max_chars,
+        head_lines=head_lines,
+        tail_lines=tail_lines,
+    )
+    if view is None:
+        return message
+    return with_content(message, view, {"shortened_from": len(message.content)})
+
+
+def mask_observations(messages: Sequence[Message], *, keep_last_turns: int) -> list[Message]:
+    """Replace tool outputs older than the last `keep_last_turns` turns with a one-line note.
+
+    A turn starts at each user message (summaries and markers excluded). Calls, assistant text
+    and reasoning stay; pinned groups and outputs shorter than their note are left as they are.
+    """
+    if keep_last_turns < 0:
+        raise ValueError(f"keep_last_turns must be >= 0, got {keep_last_turns}")
+    starts = [
+        i
+        for i, m in enumerate(messages)
+        if m.role == "user" and m.kind not in {KIND_SUMMARY, KIND_MARKER}
+    ]
+    if keep_last_turns == 0:
+        boundary = len(messages)
+    elif len(starts) < keep_last_turns:
+        return list(messages)
+    else:
+        boundary = starts[-keep_last_turns]
+    pinned = pinned_mask(messages)
+    tool_names: dict[str, str] = {}
+    out: list[Message] = []
+    for i, message in enumerate(messages):
+        for call in message.tool_calls:
+            tool_names[call.id] = call.name
+        if i >= boundary or message.role != "tool" or pinned[i] or message.metadata.get("masked"):
+            out.append(message)
+            continue
+        name = tool_names.get(message.tool_call_id or "", "tool")
+        lines = message.content.count("\n") + 1 if message.content else 0
+        note = f"[output of {name} omitted ({lines} lines); read_original({message.id})]"
+        if len(note) >= len(message.content):
+            out.append(message)
+        else:
+            out.append(with_content(message, note, {"masked": True}))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One page of a long text: its 1-based index and line range, and a first-line preview."""
+
+    index: int
+    first_line: int
+    last_line: int
+    preview: str
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their newlines kept, so joining them gives the text back exactly."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def sections(text: str, *, lines_per_section: int = 50) -> list[Section]:
+    """The text cut into pages of `lines_per_section` lines, numbered from 1."""
+    if lines_per_section < 1:
+        raise ValueError(f"lines_per_section must be >= 1, got {lines_per_section}")
+    lines = split_lines(text)
+    out: list[Section] = []
+    for start in range(0, len(lines), lines_per_section):
+        page = lines[start : start + lines_per_section]
+        first = next((line.strip() for line in page if line.strip()), "")
+        out.append(
+            Section(
+                index=len(out) + 1,
+                first_line=start + 1,
+                last_line=start + len(page),
+                preview=_shorten(first, PREVIEW_CHARS),
+            )
+        )
+    return out
+
+
+def read_section(
+    text: str, section: int | None, *, lines_per_section: int = 50, message_id: str = ""
+) -> str:
+    """A table of contents (section None) or one section under a one-line header.
+
+    The body after the header's newline is the section's text verbatim, so all sections
+    together give the original back exactly.
+    """
+    label = f"message {message_id}" if message_id else "the text"
+    pages = sections(text, lines_per_section=lines_per_section)
+    total_lines = pages[-1].last_line if pages else 0
+    if section is None:
+        head = f"{label}: {total_lines} lines in {len(pages)} sections"
+        rows = [
+            f"section {p.index}: lines {p.first_line}-{p.last_line}: {p.preview}" for p in pages
+        ]
+        hint = f"read_original({message_id or '<id>'}, section) shows one section."
+        return "\n".join([head, *rows, hint])
+    if not pages:
+        return f"error: {label} is empty; it has no sections."
+    if not 1 <= section <= len(pages):
+        return (
+            f"error: section {section} is out of range; {label} has sections 1 to {len(pages)} "
+            "(leave section out for the table of contents)."
+        )
+    page = pages[section - 1]
+    body = "".join(split_lines(text)[page.first_line - 1 : page.last_line])
+    header = (
+        f"{label}, section {page.index} of {len(pages)} "
+        f"(lines {page.first_line}-{page.last_line} of {total_lines}):"
+    )
+    return f"{header}\n{body}"
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
