@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -18,11 +19,14 @@ import typer
 if TYPE_CHECKING:
     from precis.compactor import CompactionStats, Mode
     from precis.messages import Message
+    from precis.policy import LoadedSettings
     from precis.providers.base import ChatProvider
     from precis.session import Session
     from precis.summarize.base import Summarizer
 
 # Every environment variable the CLI reads, by the option it feeds; the one place they are named.
+# Compaction settings are read as PRECIS_<SETTING> by policy.load_settings, not by typer, so
+# `precis config` can tell an option from the environment; PRECIS_CONTEXT_WINDOW is one of them.
 ENV_HOME = "PRECIS_HOME"
 ENV_CONTEXT_WINDOW = "PRECIS_CONTEXT_WINDOW"
 ENV_STORE = "PRECIS_STORE"
@@ -93,6 +97,9 @@ class CliConfig:
     provider: str = "mock"
     model: str | None = None
     base_url: str | None = None
+    # Settings given as command-line options; None (a config built in code) makes
+    # `context_window` itself the override.
+    options: Mapping[str, Any] | None = None
 
 
 class CliFailure(Exception):
@@ -135,6 +142,7 @@ def _clean_errors() -> Iterator[None]:
     from precis.errors import CompactionError, ContextOverflow, SummarizerError
     from precis.messages import InvalidMessage
     from precis.planning import PlanningError
+    from precis.policy import SettingsError
     from precis.stores.base import StoreError
 
     try:
@@ -148,6 +156,9 @@ def _clean_errors() -> Iterator[None]:
     except (InvalidMessage, StoreError, SummarizerError, ContextOverflow) as exc:
         _err(f"precis: error: {exc}")
         raise typer.Exit(EXIT_FAILED) from None
+    except SettingsError as exc:
+        _err(f"precis: invalid setting: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
     except ValueError as exc:
         _err(f"precis: invalid option: {exc}")
         raise typer.Exit(EXIT_USAGE) from None
@@ -197,9 +208,26 @@ def make_summarizer(config: CliConfig) -> Summarizer:
     return ExtractiveSummarizer()
 
 
+def resolve_settings(home: Path, options: Mapping[str, Any]) -> LoadedSettings:
+    """precis.toml and PRECIS_* under the given options; the CLI's window when none is set."""
+    from precis.policy import LoadedSettings, load_settings
+
+    overrides = {name: value for name, value in options.items() if value is not None}
+    loaded = load_settings(home=home, cwd=Path.cwd(), env=os.environ, overrides=overrides)
+    if loaded.settings.context_window is not None:
+        return loaded
+    settings = replace(loaded.settings, context_window=DEFAULT_CONTEXT_WINDOW)
+    return LoadedSettings(settings, loaded.sources)
+
+
+def config_settings(config: CliConfig, **options: Any) -> LoadedSettings:
+    """The effective settings for a command: the global options plus the command's own."""
+    given = {"context_window": config.context_window} if config.options is None else config.options
+    return resolve_settings(config.home, {**given, **options})
+
+
 def open_session(config: CliConfig, *, clip_chars: int | None = None) -> Session:
     """The configured conversation in the configured store, created on first use."""
-    from precis.policy import CompactionSettings
     from precis.session import Session
     from precis.stores import open_store
 
@@ -208,9 +236,7 @@ def open_session(config: CliConfig, *, clip_chars: int | None = None) -> Session
             f"unknown summarizer {config.summarizer!r}; choose one of {', '.join(SUMMARIZERS)}",
             EXIT_USAGE,
         )
-    settings = CompactionSettings(context_window=config.context_window)
-    if clip_chars is not None:
-        settings = replace(settings, clip_chars=clip_chars)
+    settings = config_settings(config, clip_chars=clip_chars).settings
     if config.store_url is None:
         config.home.mkdir(parents=True, exist_ok=True)
     store = open_store(config.store_url, home=config.home)
@@ -299,8 +325,13 @@ def configure(
         str, typer.Option("--conversation", "-c", help="Conversation id.")
     ] = "default",
     context_window: Annotated[
-        int, typer.Option(envvar=ENV_CONTEXT_WINDOW, help="Model context window in tokens.")
-    ] = DEFAULT_CONTEXT_WINDOW,
+        int | None,
+        typer.Option(
+            help=f"Model context window in tokens ({ENV_CONTEXT_WINDOW} or precis.toml; "
+            f"default {DEFAULT_CONTEXT_WINDOW}).",
+            show_default=False,
+        ),
+    ] = None,
     summarizer: Annotated[
         str, typer.Option(envvar=ENV_SUMMARIZER, help="extractive | llm | mock")
     ] = "extractive",
@@ -321,15 +352,20 @@ def configure(
     ] = None,
 ) -> None:
     """Keep an LLM conversation inside its context window; originals stay searchable."""
+    options = {"context_window": context_window} if context_window is not None else {}
+    with _clean_errors():
+        window = resolve_settings(home.expanduser(), options).settings.context_window
+    assert window is not None  # resolve_settings falls back to the CLI's default window
     ctx.obj = CliConfig(
         home=home.expanduser(),
         conversation=conversation,
-        context_window=context_window,
+        context_window=window,
         summarizer=summarizer,
         store_url=store,
         provider=provider,
         model=model,
         base_url=base_url,
+        options=options,
     )
 
 
@@ -411,6 +447,43 @@ def recall(
     """Search every original message, including those compacted away."""
     with session_for(ctx) as session:
         print_recall(session, query, limit)
+
+
+@app.command("config")
+def config_command(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Show each effective compaction setting, its value and where it came from."""
+    with _clean_errors():
+        loaded = config_settings(ctx.obj)
+    values = asdict(loaded.settings)
+    if as_json:
+        rows = {name: {"value": v, "source": loaded.sources[name]} for name, v in values.items()}
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    settings = loaded.settings
+    table = Table(
+        title="compaction settings",
+        caption=f"summarize above {settings.threshold} tokens, "
+        f"truncate above {settings.hard_limit} tokens",
+    )
+    for column in ("setting", "value", "source"):
+        table.add_column(column, overflow="fold")
+    for name, value in values.items():
+        table.add_row(name, Text(_setting_text(value)), Text(loaded.sources[name]))
+    Console(width=140 if not sys.stdout.isatty() else None).print(table)
+
+
+def _setting_text(value: Any) -> str:
+    """A value as a person would write it in an env variable: none, plain words, JSON otherwise."""
+    if value is None:
+        return "none"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 @app.command("import")

@@ -1,8 +1,17 @@
-"""Compaction settings: one explicit object, letta's behaviour by default."""
+"""Compaction settings: one explicit object, letta's behaviour by default, loadable from files."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+import json
+import math
+import tomllib
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from precis.summarize.packaging import default_clip_chars
 from precis.summarize.transcript import DEFAULT_TOOL_RESULT_CHARS
@@ -10,6 +19,43 @@ from precis.tokens import letta_threshold
 
 # The system_alert JSON around a summary ("Note: N messages … hidden …", time, stats), in tokens.
 SUMMARY_WRAPPER_TOKENS = 64
+
+SummaryStyle = Literal["letta", "brief", "notes"]
+MergePolicy = Literal["regenerate", "anchored"]
+SUMMARY_STYLES: tuple[str, ...] = get_args(SummaryStyle)
+MERGE_POLICIES: tuple[str, ...] = get_args(MergePolicy)
+
+# Where settings come from, weakest first: defaults, HOME/precis.toml, CWD/precis.toml,
+# PRECIS_<FIELD> environment variables, explicit overrides (command-line options).
+SETTINGS_FILE = "precis.toml"
+ENV_PREFIX = "PRECIS_"
+SOURCE_DEFAULT = "default"
+COMPACTION_TABLE = "compaction"
+HOOKS_TABLE = "hooks"
+# [hooks] keys in precis.toml and the fields they set.
+HOOK_KEYS: Mapping[str, str] = MappingProxyType(
+    {
+        "pre_compact": "pre_compact_hooks",
+        "post_compact": "post_compact_hooks",
+        "timeout": "hook_timeout",
+    }
+)
+TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
+FALSE_WORDS = frozenset({"false", "0", "no", "off"})
+NONE_WORD = "none"
+
+
+class InvalidSetting(ValueError):
+    """A settings value out of range, naming the key so a person knows what to fix."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be loaded, naming where it was set (file and key, or variable)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +67,13 @@ class CompactionSettings:
     planner; a positive value reserves that much room. `reserve_floor` also reserves what every
     request carries besides the messages (system prompt, tool definitions) plus room for the
     summary itself, so the kept tail really fits and compaction stops sawing every few turns.
+
+    `soft_watermark` (a fraction of the window; None keeps letta's threshold) triggers a summary
+    compaction; `hard_watermark` an immediate truncation without a model call. `turn_limit`
+    compacts after that many turns since the last compaction. Tool outputs longer than
+    `tool_output_max_chars` are shown as head+tail lines (None: never shortened);
+    `mask_after_turns` masks tool outputs older than that many turns before summarizing.
+    Hooks are shell commands run before/after a compaction, each within `hook_timeout` seconds.
     """
 
     context_window: int | None = None
@@ -32,16 +85,45 @@ class CompactionSettings:
     tool_result_chars: int | None = DEFAULT_TOOL_RESULT_CHARS
     summary_timeout: float | None = 300.0
     commit_retries: int = 1
+    soft_watermark: float | None = None
+    hard_watermark: float = 0.95
+    turn_limit: int | None = None
+    tool_output_max_chars: int | None = 20000
+    tool_output_head_lines: int = 40
+    tool_output_tail_lines: int = 20
+    mask_after_turns: int | None = None
+    summary_style: SummaryStyle = "letta"
+    merge_policy: MergePolicy = "regenerate"
+    pin_task: bool = True
+    pre_compact_hooks: tuple[str, ...] = ()
+    post_compact_hooks: tuple[str, ...] = ()
+    hook_timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.context_window is not None and self.context_window <= 0:
-            raise ValueError(f"context_window must be positive, got {self.context_window}")
-        if self.reserved_tokens < 0:
-            raise ValueError(f"reserved_tokens must be >= 0, got {self.reserved_tokens}")
-        if self.clip_chars is not None and self.clip_chars < 1:
-            raise ValueError(f"clip_chars must be >= 1, got {self.clip_chars}")
-        if self.summary_timeout is not None and self.summary_timeout <= 0:
-            raise ValueError(f"summary_timeout must be positive, got {self.summary_timeout}")
+        _at_least("context_window", self.context_window, 1, "must be positive")
+        _at_least("reserved_tokens", self.reserved_tokens, 0, "must be >= 0")
+        _at_least("clip_chars", self.clip_chars, 1, "must be >= 1")
+        _at_least("tool_result_chars", self.tool_result_chars, 0, "must be >= 0")
+        _positive_seconds("summary_timeout", self.summary_timeout)
+        _at_least("commit_retries", self.commit_retries, 0, "must be >= 0")
+        hard = self.hard_watermark
+        if not 0 < hard <= 1:
+            raise InvalidSetting("hard_watermark", f"must be in (0, 1], got {hard}")
+        soft = self.soft_watermark
+        if soft is not None and not 0 < soft < hard:
+            raise InvalidSetting(
+                "soft_watermark", f"must be between 0 and hard_watermark ({hard}), got {soft}"
+            )
+        _at_least("turn_limit", self.turn_limit, 1, "must be positive")
+        _at_least("tool_output_max_chars", self.tool_output_max_chars, 1, "must be positive")
+        _at_least("tool_output_head_lines", self.tool_output_head_lines, 1, "must be positive")
+        _at_least("tool_output_tail_lines", self.tool_output_tail_lines, 1, "must be positive")
+        _at_least("mask_after_turns", self.mask_after_turns, 1, "must be positive")
+        _one_of("summary_style", self.summary_style, SUMMARY_STYLES)
+        _one_of("merge_policy", self.merge_policy, MERGE_POLICIES)
+        _commands("pre_compact_hooks", self.pre_compact_hooks)
+        _commands("post_compact_hooks", self.post_compact_hooks)
+        _positive_seconds("hook_timeout", self.hook_timeout)
 
     @property
     def effective_clip_chars(self) -> int:
@@ -60,5 +142,267 @@ class CompactionSettings:
 
     @property
     def threshold(self) -> int | None:
-        """Tokens above which to compact: letta's W - min(16384, max(1, floor(0.2W)))."""
-        return None if self.context_window is None else letta_threshold(self.context_window)
+        """Tokens above which to summarize: floor(soft * W), else letta's W - min(16384, …)."""
+        if self.context_window is None:
+            return None
+        if self.soft_watermark is not None:
+            return math.floor(self.soft_watermark * self.context_window)
+        return letta_threshold(self.context_window)
+
+    @property
+    def hard_limit(self) -> int | None:
+        """Tokens above which to truncate at once, without a model call: floor(hard * W)."""
+        if self.context_window is None:
+            return None
+        return math.floor(self.hard_watermark * self.context_window)
+
+
+def _at_least(key: str, value: int | None, low: int, rule: str) -> None:
+    """Reject an int below its floor (None means unset and passes), naming the key."""
+    if value is not None and value < low:
+        raise InvalidSetting(key, f"{rule}, got {value}")
+
+
+def _positive_seconds(key: str, value: float | None) -> None:
+    """Reject a duration that is not a finite positive number of seconds."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise InvalidSetting(key, f"must be a positive number of seconds, got {value}")
+
+
+def _one_of(key: str, value: str, choices: tuple[str, ...]) -> None:
+    """Reject a word the engine does not know, listing the ones it does."""
+    if value not in choices:
+        raise InvalidSetting(key, f"must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _commands(key: str, value: tuple[str, ...]) -> None:
+    """Hooks must be a tuple of non-empty command strings (a tuple keeps settings hashable)."""
+    if not isinstance(value, tuple) or not all(isinstance(c, str) and c.strip() for c in value):
+        raise InvalidSetting(key, f"must be a tuple of non-empty commands, got {value!r}")
+
+
+# --- Loading: precis.toml files, PRECIS_* variables and explicit overrides -----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSettings:
+    """The effective settings and, per field, where its value came from (for `precis config`)."""
+
+    settings: CompactionSettings
+    sources: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """What a field accepts, derived from its annotation so new fields load without a table."""
+
+    base: type
+    optional: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Layer:
+    """One source's values, each with its source for `precis config` and its label for errors."""
+
+    values: dict[str, Any]
+    sources: dict[str, str]
+    labels: dict[str, str]
+
+
+def load_settings(
+    *,
+    home: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    overrides: Mapping[str, Any] | None = None,
+) -> LoadedSettings:
+    """Merge defaults < HOME/precis.toml < CWD/precis.toml < PRECIS_* < overrides, validated."""
+    kinds = _kinds()
+    layers: list[_Layer] = []
+    seen: set[Path] = set()
+    for directory in (home, cwd):
+        path = directory / SETTINGS_FILE
+        key = path.resolve()
+        if key in seen:
+            continue
+        seen.add(key)
+        if path.is_file():
+            layers.append(_file_layer(path, kinds))
+    layers.append(_env_layer(env, kinds))
+    layers.append(_override_layer(overrides or {}, kinds))
+
+    values: dict[str, Any] = {}
+    sources = {name: SOURCE_DEFAULT for name in kinds}
+    labels = {name: name for name in kinds}
+    for layer in layers:
+        values.update(layer.values)
+        labels.update(layer.labels)
+        sources.update(layer.sources)
+    try:
+        settings = CompactionSettings(**values)
+    except InvalidSetting as exc:
+        raise SettingsError(f"{labels[exc.key]}: {exc.reason}") from None
+    return LoadedSettings(settings, sources)
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable that sets a field: PRECIS_<FIELD_UPPER>."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def option_name(field_name: str) -> str:
+    """The command-line option that overrides a field: --field-name."""
+    return "--" + field_name.replace("_", "-")
+
+
+def _kinds() -> dict[str, _Kind]:
+    """Each field's accepted type, read from the dataclass annotations."""
+    hints = get_type_hints(CompactionSettings)
+    kinds: dict[str, _Kind] = {}
+    for f in fields(CompactionSettings):
+        hint = hints[f.name]
+        optional = False
+        if get_origin(hint) in (Union, types.UnionType):
+            args = [a for a in get_args(hint) if a is not type(None)]
+            optional = len(args) < len(get_args(hint))
+            hint = args[0]
+        origin = get_origin(hint)
+        base = str if origin is Literal else tuple if origin is tuple else hint
+        kinds[f.name] = _Kind(base, optional)
+    return kinds
+
+
+def _file_layer(path: Path, kinds: Mapping[str, _Kind]) -> _Layer:
+    """Read one precis.toml: [compaction] fields and [hooks] pre_compact/post_compact/timeout."""
+    where = str(path)
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{where}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{where}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise SettingsError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    for table in data:
+        if table not in (COMPACTION_TABLE, HOOKS_TABLE):
+            raise SettingsError(
+                f"{where}: unknown table [{table}]; expected [{COMPACTION_TABLE}] or "
+                f"[{HOOKS_TABLE}]"
+            )
+    values: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    keymaps = ((COMPACTION_TABLE, {k: k for k in kinds}), (HOOKS_TABLE, dict(HOOK_KEYS)))
+    for table, keymap in keymaps:
+        section = data.get(table, {})
+        if not isinstance(section, dict):
+            raise SettingsError(f"{where}: [{table}] must be a table, got {section!r}")
+        for key, raw in section.items():
+            label = f"{where}: [{table}] {key}"
+            if key not in keymap:
+                raise SettingsError(f"{label}: unknown setting{_suggest(key, keymap)}")
+            name = keymap[key]
+            if name in values:
+                raise SettingsError(f"{label}: {name} is already set in {labels[name]}")
+            values[name] = _checked(raw, kinds[name], label)
+            labels[name] = label
+    return _Layer(values, dict.fromkeys(values, where), labels)
+
+
+def _env_layer(env: Mapping[str, str], kinds: Mapping[str, _Kind]) -> _Layer:
+    """PRECIS_<FIELD> variables, parsed by the field's type; an empty variable counts as unset."""
+    values: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    for name, kind in kinds.items():
+        variable = env_name(name)
+        text = env.get(variable, "").strip()
+        if text:
+            values[name] = _parse_env(text, kind, variable)
+            labels[name] = variable
+    return _Layer(values, {name: f"env {label}" for name, label in labels.items()}, labels)
+
+
+def _override_layer(overrides: Mapping[str, Any], kinds: Mapping[str, _Kind]) -> _Layer:
+    """Explicit values (command-line options), type-checked like a file's."""
+    values: dict[str, Any] = {}
+    labels: dict[str, str] = {}
+    for name, raw in overrides.items():
+        label = f"option {option_name(name)}"
+        if name not in kinds:
+            raise SettingsError(f"{label}: unknown setting{_suggest(name, kinds)}")
+        values[name] = _checked(raw, kinds[name], label)
+        labels[name] = label
+    return _Layer(values, dict(labels), labels)
+
+
+def _checked(raw: Any, kind: _Kind, label: str) -> Any:
+    """A TOML or Python value of the field's type; "none" (or None) unsets an optional field."""
+    if kind.optional and (raw is None or (isinstance(raw, str) and raw.lower() == NONE_WORD)):
+        return None
+    if kind.base is bool:
+        if isinstance(raw, bool):
+            return raw
+        raise SettingsError(f"{label}: expected true or false, got {raw!r}")
+    if kind.base is int:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        raise SettingsError(f"{label}: expected an integer{_or_none(kind)}, got {raw!r}")
+    if kind.base is float:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return float(raw)
+        raise SettingsError(f"{label}: expected a number{_or_none(kind)}, got {raw!r}")
+    if kind.base is tuple:
+        if isinstance(raw, str):
+            return (raw,)
+        if isinstance(raw, list | tuple) and all(isinstance(c, str) for c in raw):
+            return tuple(raw)
+        raise SettingsError(f"{label}: expected a command or a list of commands, got {raw!r}")
+    if isinstance(raw, str):
+        return raw
+    raise SettingsError(f"{label}: expected a string, got {raw!r}")
+
+
+def _parse_env(text: str, kind: _Kind, variable: str) -> Any:
+    """An environment string as the field's type: numbers, true/false/yes/no/1/0, or "none"."""
+    if kind.optional and text.lower() == NONE_WORD:
+        return None
+    if kind.base is bool:
+        word = text.lower()
+        if word in TRUE_WORDS | FALSE_WORDS:
+            return word in TRUE_WORDS
+        raise SettingsError(f"{variable}: expected true/false/yes/no/1/0, got {text!r}")
+    if kind.base is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise SettingsError(
+                f"{variable}: expected an integer{_or_none(kind)}, got {text!r}"
+            ) from None
+    if kind.base is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise SettingsError(
+                f"{variable}: expected a number{_or_none(kind)}, got {text!r}"
+            ) from None
+    if kind.base is tuple:
+        if text.lower() == NONE_WORD:
+            return ()
+        if not text.startswith("["):
+            return (text,)
+        try:
+            commands = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"{variable}: invalid JSON list: {exc}") from None
+        return _checked(commands, kind, variable)
+    return text
+
+
+def _or_none(kind: _Kind) -> str:
+    return ' or "none"' if kind.optional else ""
+
+
+def _suggest(key: str, known: Mapping[str, Any]) -> str:
+    """A "did you mean" hint for a misspelt key, since typos are the usual cause."""
+    close = difflib.get_close_matches(key, list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""

@@ -1,0 +1,394 @@
+"""Compaction settings: their checks, loading from precis.toml and PRECIS_*, `precis config`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from precis.policy import (
+    CompactionSettings,
+    InvalidSetting,
+    LoadedSettings,
+    SettingsError,
+    env_name,
+    load_settings,
+)
+from precis.tokens import letta_threshold
+
+
+def write_toml(directory: Path, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "precis.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load(
+    tmp_path: Path,
+    *,
+    home_toml: str | None = None,
+    cwd_toml: str | None = None,
+    env: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> LoadedSettings:
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir(exist_ok=True)
+    cwd.mkdir(exist_ok=True)
+    if home_toml is not None:
+        write_toml(home, home_toml)
+    if cwd_toml is not None:
+        write_toml(cwd, cwd_toml)
+    return load_settings(home=home, cwd=cwd, env=env or {}, overrides=overrides)
+
+
+# --- The settings object -----------------------------------------------------------------------
+
+
+def test_new_fields_have_their_agreed_defaults() -> None:
+    s = CompactionSettings()
+    assert s.soft_watermark is None
+    assert s.hard_watermark == 0.95
+    assert s.turn_limit is None
+    assert s.tool_output_max_chars == 20000
+    assert (s.tool_output_head_lines, s.tool_output_tail_lines) == (40, 20)
+    assert s.mask_after_turns is None
+    assert (s.summary_style, s.merge_policy, s.pin_task) == ("letta", "regenerate", True)
+    assert (s.pre_compact_hooks, s.post_compact_hooks, s.hook_timeout) == ((), (), 30.0)
+
+
+def test_threshold_is_letta_without_a_soft_watermark_and_floor_of_soft_times_w_with_one() -> None:
+    assert CompactionSettings(context_window=8000).threshold == letta_threshold(8000) == 6400
+    assert CompactionSettings(context_window=100_000).threshold == 100_000 - 16384
+    assert CompactionSettings(context_window=1001, soft_watermark=0.7).threshold == 700
+    assert CompactionSettings(soft_watermark=0.7).threshold is None
+
+
+def test_hard_limit_is_floor_of_hard_times_w() -> None:
+    assert CompactionSettings(context_window=1001).hard_limit == 950
+    assert CompactionSettings(context_window=1000, hard_watermark=1.0).hard_limit == 1000
+    assert CompactionSettings().hard_limit is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"soft_watermark": 0.0}, "soft_watermark"),
+        ({"soft_watermark": 0.95}, "soft_watermark"),
+        ({"soft_watermark": 0.9, "hard_watermark": 0.8}, "soft_watermark"),
+        ({"hard_watermark": 0.0}, "hard_watermark"),
+        ({"hard_watermark": 1.01}, "hard_watermark"),
+        ({"turn_limit": 0}, "turn_limit"),
+        ({"tool_output_max_chars": 0}, "tool_output_max_chars"),
+        ({"tool_output_head_lines": 0}, "tool_output_head_lines"),
+        ({"tool_output_tail_lines": -1}, "tool_output_tail_lines"),
+        ({"mask_after_turns": 0}, "mask_after_turns"),
+        ({"summary_style": "haiku"}, "summary_style"),
+        ({"merge_policy": "patch"}, "merge_policy"),
+        ({"pre_compact_hooks": ("",)}, "pre_compact_hooks"),
+        ({"post_compact_hooks": ["echo"]}, "post_compact_hooks"),
+        ({"hook_timeout": 0.0}, "hook_timeout"),
+        ({"hook_timeout": float("nan")}, "hook_timeout"),
+        ({"context_window": 0}, "context_window"),
+        ({"reserved_tokens": -1}, "reserved_tokens"),
+        ({"clip_chars": 0}, "clip_chars"),
+        ({"summary_timeout": -1.0}, "summary_timeout"),
+        ({"commit_retries": -1}, "commit_retries"),
+    ],
+)
+def test_invalid_values_raise_value_error_naming_the_key(kwargs: dict[str, Any], key: str) -> None:
+    with pytest.raises(ValueError, match=rf"^{key}: ") as caught:
+        CompactionSettings(**kwargs)
+    assert isinstance(caught.value, InvalidSetting) and caught.value.key == key
+
+
+def test_boundaries_that_are_allowed() -> None:
+    CompactionSettings(soft_watermark=0.94, hard_watermark=0.95)
+    CompactionSettings(soft_watermark=0.5, hard_watermark=1.0)
+    CompactionSettings(tool_output_max_chars=None, commit_retries=0, summary_timeout=None)
+
+
+# --- Loading ------------------------------------------------------------------------------------
+
+
+def test_nothing_configured_gives_the_defaults_from_default(tmp_path: Path) -> None:
+    loaded = load(tmp_path)
+    assert loaded.settings == CompactionSettings()
+    assert loaded.sources == {f.name: "default" for f in fields(CompactionSettings)}
+
+
+def test_precedence_home_then_cwd_then_env_then_overrides(tmp_path: Path) -> None:
+    home_toml = (
+        "[compaction]\ncontext_window = 1000\nturn_limit = 5\nsummary_style = 'brief'\n"
+        "clip_chars = 300\nreserve_floor = true\n"
+    )
+    cwd_toml = "[compaction]\ncontext_window = 2000\nturn_limit = 6\nsummary_style = 'notes'\n"
+    env = {"PRECIS_CONTEXT_WINDOW": "3000", "PRECIS_TURN_LIMIT": "7", "PRECIS_PIN_TASK": "no"}
+    loaded = load(
+        tmp_path,
+        home_toml=home_toml,
+        cwd_toml=cwd_toml,
+        env=env,
+        overrides={"context_window": 4000},
+    )
+    s, src = loaded.settings, loaded.sources
+    home_file = str(tmp_path / "home" / "precis.toml")
+    cwd_file = str(tmp_path / "cwd" / "precis.toml")
+    assert (s.context_window, src["context_window"]) == (4000, "option --context-window")
+    assert (s.turn_limit, src["turn_limit"]) == (7, "env PRECIS_TURN_LIMIT")
+    assert (s.pin_task, src["pin_task"]) == (False, "env PRECIS_PIN_TASK")
+    assert (s.summary_style, src["summary_style"]) == ("notes", cwd_file)
+    assert (s.clip_chars, src["clip_chars"]) == (300, home_file)
+    assert (s.reserve_floor, src["reserve_floor"]) == (True, home_file)
+    assert (s.hard_watermark, src["hard_watermark"]) == (0.95, "default")
+
+
+def test_home_and_cwd_the_same_directory_is_read_once(tmp_path: Path) -> None:
+    write_toml(tmp_path, "[compaction]\nturn_limit = 3\n")
+    loaded = load_settings(home=tmp_path, cwd=tmp_path, env={})
+    assert loaded.settings.turn_limit == 3
+    assert loaded.sources["turn_limit"] == str(tmp_path / "precis.toml")
+
+
+def test_hooks_table_fills_the_tuple_fields(tmp_path: Path) -> None:
+    toml = (
+        '[hooks]\npre_compact = "./check.sh --strict"\n'
+        'post_compact = ["notify-send done", "echo ok"]\ntimeout = 5\n'
+    )
+    loaded = load(tmp_path, cwd_toml=toml)
+    s = loaded.settings
+    assert s.pre_compact_hooks == ("./check.sh --strict",)
+    assert s.post_compact_hooks == ("notify-send done", "echo ok")
+    assert s.hook_timeout == 5.0 and isinstance(s.hook_timeout, float)
+    cwd_file = str(tmp_path / "cwd" / "precis.toml")
+    assert loaded.sources["pre_compact_hooks"] == loaded.sources["hook_timeout"] == cwd_file
+
+
+def test_hooks_from_the_environment(tmp_path: Path) -> None:
+    env = {
+        "PRECIS_PRE_COMPACT_HOOKS": "echo one",
+        "PRECIS_POST_COMPACT_HOOKS": '["a", "b c"]',
+        "PRECIS_HOOK_TIMEOUT": "2.5",
+    }
+    s = load(tmp_path, cwd_toml='[hooks]\npre_compact = "x"\n', env=env).settings
+    assert s.pre_compact_hooks == ("echo one",)
+    assert s.post_compact_hooks == ("a", "b c")
+    assert s.hook_timeout == 2.5
+    cleared = load(tmp_path, env={"PRECIS_PRE_COMPACT_HOOKS": "none"}).settings
+    assert cleared.pre_compact_hooks == ()
+
+
+def test_every_field_has_a_precis_variable_parsed_by_its_type(tmp_path: Path) -> None:
+    env = {
+        "PRECIS_SOFT_WATERMARK": "0.8",
+        "PRECIS_TOOL_OUTPUT_MAX_CHARS": "none",
+        "PRECIS_USER_BOUNDARY_FALLBACK": "yes",
+        "PRECIS_RESERVE_FLOOR": "1",
+        "PRECIS_MERGE_POLICY": "anchored",
+        "PRECIS_SUMMARY_TIMEOUT": "none",
+        "PRECIS_CLIP_CHARS": "",  # empty counts as unset
+    }
+    loaded = load(tmp_path, cwd_toml="[compaction]\nclip_chars = 99\n", env=env)
+    s = loaded.settings
+    assert s.soft_watermark == 0.8 and s.tool_output_max_chars is None
+    assert s.user_boundary_fallback is True and s.reserve_floor is True
+    assert s.merge_policy == "anchored" and s.summary_timeout is None
+    assert s.clip_chars == 99
+    assert loaded.sources["tool_output_max_chars"] == "env PRECIS_TOOL_OUTPUT_MAX_CHARS"
+    assert {env_name(f.name) for f in fields(CompactionSettings)} >= {
+        "PRECIS_CONTEXT_WINDOW",
+        "PRECIS_SOFT_WATERMARK",
+        "PRECIS_HOOK_TIMEOUT",
+    }
+
+
+def test_none_in_toml_unsets_an_optional_field(tmp_path: Path) -> None:
+    toml = '[compaction]\ntool_output_max_chars = "none"\n'
+    assert load(tmp_path, cwd_toml=toml).settings.tool_output_max_chars is None
+
+
+def test_a_soft_watermark_in_home_can_be_fixed_by_the_cwd_file(tmp_path: Path) -> None:
+    loaded = load(
+        tmp_path,
+        home_toml="[compaction]\nsoft_watermark = 1.2\n",
+        cwd_toml="[compaction]\nsoft_watermark = 0.8\n",
+    )
+    assert loaded.settings.soft_watermark == 0.8
+
+
+@pytest.mark.parametrize(
+    ("toml", "needle"),
+    [
+        (
+            "[compaction]\nsoft_watermark = 1.2\n",
+            "[compaction] soft_watermark: must be between 0 and hard_watermark (0.95), got 1.2",
+        ),
+        ("[compaction]\nhard_watermark = 0\n", "[compaction] hard_watermark: must be in (0, 1]"),
+        ("[compaction]\nsoft_watermarks = 0.8\n", "[compaction] soft_watermarks: unknown setting"),
+        ("[compaction]\ncontext_window = '8000'\n", "[compaction] context_window: expected an"),
+        ("[compaction]\ncontext_window = 8000.5\n", "[compaction] context_window: expected an"),
+        ("[compaction]\nturn_limit = true\n", "[compaction] turn_limit: expected an integer"),
+        ("[compaction]\npin_task = 'yes'\n", "[compaction] pin_task: expected true or false"),
+        ("[compaction]\nsummary_style = 'haiku'\n", "[compaction] summary_style: must be one of"),
+        ("[compaction]\nturn_limit = 0\n", "[compaction] turn_limit: must be positive, got 0"),
+        ("[hooks]\npre_compact = 3\n", "[hooks] pre_compact: expected a command"),
+        ("[hooks]\npost_compact = ['ok', 1]\n", "[hooks] post_compact: expected a command"),
+        ("[hooks]\ntimeout = -1\n", "[hooks] timeout: must be a positive number of seconds"),
+        ("[hooks]\nretries = 2\n", "[hooks] retries: unknown setting"),
+        ("[compactoin]\nturn_limit = 3\n", "unknown table [compactoin]"),
+        ("compaction = 3\n", "[compaction] must be a table"),
+        ("[compaction\nturn_limit = 3\n", "invalid TOML"),
+        ("[compaction]\nturn_limit = 3\nturn_limit = 4\n", "invalid TOML"),
+    ],
+)
+def test_bad_files_name_the_file_and_the_key(tmp_path: Path, toml: str, needle: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load(tmp_path, cwd_toml=toml)
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'cwd' / 'precis.toml'}: "), message
+    assert needle in message, message
+
+
+def test_a_bad_home_file_names_the_home_file(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"home/precis.toml: \[compaction\] turn_limit"):
+        load(tmp_path, home_toml="[compaction]\nturn_limit = -3\n", cwd_toml="")
+
+
+def test_unknown_key_suggests_the_close_one(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"did you mean soft_watermark\?"):
+        load(tmp_path, cwd_toml="[compaction]\nsoft_watermak = 0.8\n")
+
+
+def test_a_key_set_twice_in_one_file_is_an_error(tmp_path: Path) -> None:
+    toml = "[compaction]\nhook_timeout = 3\n[hooks]\ntimeout = 4\n"
+    with pytest.raises(SettingsError, match=r"\[hooks\] timeout: hook_timeout is already set"):
+        load(tmp_path, cwd_toml=toml)
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"PRECIS_SOFT_WATERMARK": "1.2"}, "PRECIS_SOFT_WATERMARK: must be between 0 and"),
+        ({"PRECIS_SOFT_WATERMARK": "high"}, "PRECIS_SOFT_WATERMARK: expected a number"),
+        ({"PRECIS_CONTEXT_WINDOW": "8k"}, "PRECIS_CONTEXT_WINDOW: expected an integer"),
+        ({"PRECIS_HARD_WATERMARK": "none"}, "PRECIS_HARD_WATERMARK: expected a number"),
+        ({"PRECIS_PIN_TASK": "maybe"}, "PRECIS_PIN_TASK: expected true/false"),
+        ({"PRECIS_MERGE_POLICY": "patch"}, "PRECIS_MERGE_POLICY: must be one of"),
+        ({"PRECIS_PRE_COMPACT_HOOKS": "[1, 2]"}, "PRECIS_PRE_COMPACT_HOOKS: expected a command"),
+        ({"PRECIS_PRE_COMPACT_HOOKS": "[oops"}, "PRECIS_PRE_COMPACT_HOOKS: invalid JSON"),
+    ],
+)
+def test_bad_environment_names_the_variable(
+    tmp_path: Path, env: dict[str, str], needle: str
+) -> None:
+    with pytest.raises(SettingsError, match=r"^PRECIS_") as caught:
+        load(tmp_path, env=env)
+    assert needle in str(caught.value)
+
+
+def test_bad_overrides_name_the_option(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"^option --context-window: must be positive"):
+        load(tmp_path, overrides={"context_window": 0})
+    with pytest.raises(SettingsError, match=r"^option --turn-limits: unknown setting"):
+        load(tmp_path, overrides={"turn_limits": 3})
+
+
+def test_other_precis_variables_are_ignored(tmp_path: Path) -> None:
+    env = {"PRECIS_HOME": "/x", "PRECIS_STORE": "memory:", "PRECIS_MODEL": "m"}
+    assert load(tmp_path, env=env).settings == CompactionSettings()
+
+
+# --- `precis config` as a user runs it ----------------------------------------------------------
+
+
+def run_config(
+    home: Path, cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m precis.cli` in `cwd` with no PRECIS_* variables but PRECIS_HOME and `env`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PRECIS_")}
+    full_env = {**base, "PRECIS_HOME": str(home), "PYTHONIOENCODING": "utf-8", **(env or {})}
+    result = subprocess.run(
+        [sys.executable, "-m", "precis.cli", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=full_env,
+        cwd=cwd,
+        timeout=60,
+    )
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def test_precis_config_json_shows_values_and_sources(tmp_path: Path) -> None:
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    home_file = write_toml(home, "[compaction]\nturn_limit = 12\ncontext_window = 1000\n")
+    cwd_file = write_toml(
+        cwd,
+        "[compaction]\nsoft_watermark = 0.8\ncontext_window = 4000\n"
+        '[hooks]\npre_compact = "echo hi"\n',
+    )
+    result = run_config(home, cwd, "config", "--json", env={"PRECIS_HARD_WATERMARK": "0.9"})
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert set(rows) == {f.name for f in fields(CompactionSettings)}
+    assert rows["context_window"] == {"value": 4000, "source": str(cwd_file)}
+    assert rows["soft_watermark"] == {"value": 0.8, "source": str(cwd_file)}
+    assert rows["turn_limit"] == {"value": 12, "source": str(home_file)}
+    assert rows["hard_watermark"] == {"value": 0.9, "source": "env PRECIS_HARD_WATERMARK"}
+    assert rows["pre_compact_hooks"] == {"value": ["echo hi"], "source": str(cwd_file)}
+    assert rows["summary_style"] == {"value": "letta", "source": "default"}
+
+    option = run_config(home, cwd, "--context-window", "9000", "config", "--json")
+    assert json.loads(option.stdout)["context_window"] == {
+        "value": 9000,
+        "source": "option --context-window",
+    }
+    env = run_config(home, cwd, "config", "--json", env={"PRECIS_CONTEXT_WINDOW": "5000"})
+    assert json.loads(env.stdout)["context_window"] == {
+        "value": 5000,
+        "source": "env PRECIS_CONTEXT_WINDOW",
+    }
+
+
+def test_precis_config_without_a_window_uses_the_cli_default(tmp_path: Path) -> None:
+    result = run_config(tmp_path / "home", tmp_path, "config", "--json")
+    assert json.loads(result.stdout)["context_window"] == {"value": 8000, "source": "default"}
+
+
+def test_precis_config_table_lists_every_setting_and_its_source(tmp_path: Path) -> None:
+    cwd_file = write_toml(tmp_path / "work", "[compaction]\nturn_limit = 12\n")
+    result = run_config(tmp_path / "home", tmp_path / "work", "config")
+    assert result.returncode == 0, result.stderr
+    for f in fields(CompactionSettings):
+        assert f.name in result.stdout
+    flat = "".join(c for c in result.stdout if not c.isspace() and c != "│")
+    assert "".join(str(cwd_file).split()) in flat  # a long path may fold across lines
+    assert "summarize above 6400 tokens, truncate above 7600 tokens" in result.stdout
+
+
+def test_a_bad_precis_toml_exits_2_naming_the_key(tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    write_toml(cwd, "[compaction]\nsoft_watermark = 1.2\n")
+    for args in (("config",), ("config", "--json"), ("context",)):
+        result = run_config(tmp_path / "home", cwd, *args)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("precis: invalid setting: ")
+        assert "precis.toml: [compaction] soft_watermark" in lines[0]
+        assert result.stdout == ""
+
+
+def test_a_bad_variable_exits_2_naming_it(tmp_path: Path) -> None:
+    result = run_config(tmp_path, tmp_path, "config", env={"PRECIS_TURN_LIMIT": "often"})
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "precis: invalid setting: PRECIS_TURN_LIMIT: expected an integer or \"none\", got 'often'"
+    )
