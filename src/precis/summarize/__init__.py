@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from precis.summarize.base import Summarizer, SummaryRequest
-from precis.summarize.extractive import ExtractiveSummarizer, build_brief
+from precis.summarize.base import (
+    MergePolicy,
+    Summarizer,
+    SummaryRequest,
+    SummaryStyle,
+    split_previous,
+)
+from precis.summarize.extractive import ExtractiveSummarizer, build_brief, span_language
 from precis.summarize.llm import LLMSummarizer
 from precis.summarize.mock import MockSummarizer
 from precis.summarize.overflow import (
@@ -23,7 +29,15 @@ from precis.summarize.packaging import (
     js_trim,
     package_summary,
 )
-from precis.summarize.prompts import ALL_PROMPT, SLIDING_WINDOW_PROMPT
+from precis.summarize.prompts import (
+    ALL_PROMPT,
+    BRIEF_PROMPT,
+    BRIEF_PROMPT_ZH,
+    NOTES_PROMPT,
+    NOTES_PROMPT_ZH,
+    SLIDING_WINDOW_PROMPT,
+    style_prompt,
+)
 from precis.summarize.transcript import (
     DEFAULT_TOOL_RESULT_CHARS,
     middle_truncate,
@@ -35,19 +49,25 @@ from precis.summarize.transcript import (
 
 __all__ = [
     "ALL_PROMPT",
+    "BRIEF_PROMPT",
+    "BRIEF_PROMPT_ZH",
     "DEFAULT_TOOL_RESULT_CHARS",
     "LADDER_STEPS",
     "LETTA_CLIP_CHARS",
     "LETTA_OVERFLOW_MARKERS",
+    "NOTES_PROMPT",
+    "NOTES_PROMPT_ZH",
     "NO_MESSAGES_SUMMARY",
     "SLIDING_WINDOW_PROMPT",
     "SUMMARY_TRUNCATION_SUFFIX",
     "ExtractiveSummarizer",
     "LLMSummarizer",
+    "MergePolicy",
     "MockSummarizer",
     "Summarizer",
     "SummaryCall",
     "SummaryRequest",
+    "SummaryStyle",
     "build_brief",
     "clip_summary",
     "default_clip_chars",
@@ -58,6 +78,9 @@ __all__ = [
     "package_summary",
     "raw_summary_text",
     "render_transcript",
+    "span_language",
+    "split_previous",
+    "style_prompt",
     "summarize_with_ladder",
     "transcript_line",
     "truncate_tool_result",

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
-from precis.messages import Message
+from precis.messages import KIND_SUMMARY, Message
+from precis.summarize.transcript import raw_summary_text
 
 SummaryMode = Literal["sliding_window", "all"]
+SummaryStyle = Literal["letta", "brief", "notes"]
+MergePolicy = Literal["regenerate", "anchored"]
+
+_PACKED_SUMMARY_MARK: Final = "The following is a summary of the previous messages:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,12 +24,23 @@ class SummaryRequest:
     `instructions` is a caller's own prompt; it replaces the built-in one and survives the
     sliding-window → all-mode fallback. `clip_chars` is the budget the summary must fit
     (the engine clips anything longer; a good summarizer plans for it).
+    `style` picks the shape: letta's sections, S3's five-part task brief or S2's notes.
+    `merge` says how an earlier summary is carried: rebuilt from scratch (`regenerate`, S3's
+    defence against drift) or kept section by section with the new items added (`anchored`).
+    `task` is the original task, always kept verbatim; `previous_summary` the raw text of the
+    summary being replaced (it may also sit in `messages`; it is then counted once); `phase` a
+    phase the application just finished, which the summary must name.
     """
 
     messages: tuple[Message, ...]
     mode: SummaryMode = "sliding_window"
     clip_chars: int | None = None
     instructions: str | None = None
+    style: SummaryStyle = "letta"
+    merge: MergePolicy = "regenerate"
+    task: str | None = None
+    previous_summary: str | None = None
+    phase: str | None = None
 
 
 class Summarizer(Protocol):
@@ -32,3 +50,55 @@ class Summarizer(Protocol):
     def name(self) -> str: ...
 
     async def summarize(self, request: SummaryRequest) -> str: ...
+
+
+def earlier_summary_text(message: Message) -> str | None:
+    """The raw text of an earlier summary, unwrapping letta's JSON when no raw copy was kept."""
+    raw = raw_summary_text(message)
+    if raw is not None:
+        return raw
+    if message.kind != KIND_SUMMARY:
+        return None
+    text = message.content
+    try:
+        packed = json.loads(text)
+    except ValueError:
+        packed = None
+    if isinstance(packed, Mapping) and isinstance(packed.get("message"), str):
+        text = packed["message"]
+    _, mark, after = text.partition(_PACKED_SUMMARY_MARK)
+    return after.strip() if mark else text.strip()
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether two summary texts are the same one, give or take whitespace or a clip."""
+    left, right = " ".join(a.split()), " ".join(b.split())
+    return bool(left and right) and (left == right or left in right or right in left)
+
+
+def split_previous(request: SummaryRequest) -> tuple[str | None, tuple[Message, ...]]:
+    """The summary being replaced and the span without it, so it is never counted twice.
+
+    Without `previous_summary` the first summary message of the span stands in for it.
+    """
+    previous = request.previous_summary
+    if previous is not None and not previous.strip():
+        previous = None
+    fresh: list[Message] = []
+    for message in request.messages:
+        text = earlier_summary_text(message)
+        if text is not None and previous is None:
+            previous = text
+            continue
+        if text is not None and previous is not None and _same_text(text, previous):
+            continue
+        fresh.append(message)
+    return previous, tuple(fresh)
+
+
+def contains_message(messages: Sequence[Message], previous: str) -> bool:
+    """Whether the span already holds the summary `previous` as a message."""
+    return any(
+        (text := earlier_summary_text(m)) is not None and _same_text(text, previous)
+        for m in messages
+    )

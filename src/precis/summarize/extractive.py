@@ -9,16 +9,25 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
 from precis.jscompat import utf16_len
-from precis.messages import KIND_SUMMARY, Message
-from precis.summarize.base import SummaryRequest
+from precis.messages import Message
+from precis.summarize.base import SummaryRequest, earlier_summary_text, split_previous
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
-from precis.summarize.transcript import raw_summary_text
+from precis.summarize.prompts import (
+    BRIEF_HEADINGS_EN,
+    BRIEF_HEADINGS_ZH,
+    BRIEF_WORD_LIMIT,
+    NOTES_HEADINGS_EN,
+    NOTES_HEADINGS_ZH,
+    PHASE_LABEL_EN,
+    PHASE_LABEL_ZH,
+    phase_line,
+)
 
 DEFAULT_BRIEF_CHARS: Final = 4000
 # Past this a rule-built brief only repeats low-value detail, however large the clip allows.
@@ -35,6 +44,13 @@ TOOLS: Final = "tools"
 STATE: Final = "state"
 OPEN: Final = "open"
 HINTS: Final = "hints"
+# Sections of the task brief (S3) and the notes (S2); red lines reuse CONSTRAINTS and
+# "not done" / "todo" reuse OPEN, so a summary of one style folds into another.
+DONE: Final = "done"
+FINDINGS: Final = "findings"
+FILES: Final = "files"
+DECISIONS: Final = "decisions"
+PHASE: Final = "phase"
 
 DISPLAY_ORDER: Final = (
     TASK,
@@ -105,12 +121,71 @@ _LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
         ),
     }
 )
-_SECTION_KEYS: Final = frozenset(DISPLAY_ORDER)
+_BRIEF_KEYS: Final = (TASK, CONSTRAINTS, DONE, OPEN, FINDINGS, FILES)
+_NOTES_KEYS: Final = (TASK, CONSTRAINTS, FINDINGS, DONE, OPEN, DECISIONS)
+_STYLE_EXTRA: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+    {
+        "en": MappingProxyType(
+            {
+                PHASE: PHASE_LABEL_EN,
+                "confirmed": "confirmed",
+                "files": "Files",
+                "identifiers": "Identifiers",
+                "latest": "Latest",
+            }
+        ),
+        "zh": MappingProxyType(
+            {
+                PHASE: PHASE_LABEL_ZH,
+                "confirmed": "已确认",
+                "files": "文件",
+                "identifiers": "标识符",
+                "latest": "最新",
+            }
+        ),
+    }
+)
+_STYLE_LABELS: Final[Mapping[str, Mapping[str, Mapping[str, str]]]] = MappingProxyType(
+    {
+        style: MappingProxyType(
+            {
+                lang: MappingProxyType(
+                    {
+                        **_LABELS[lang],
+                        **_STYLE_EXTRA[lang],
+                        **dict(zip(keys, headings, strict=True)),
+                    }
+                )
+                for lang, headings in (("en", en), ("zh", zh))
+            }
+        )
+        for style, keys, en, zh in (
+            ("brief", _BRIEF_KEYS, BRIEF_HEADINGS_EN, BRIEF_HEADINGS_ZH),
+            ("notes", _NOTES_KEYS, NOTES_HEADINGS_EN, NOTES_HEADINGS_ZH),
+        )
+    }
+)
+_STYLE_ORDER: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "letta": (TASK, PHASE, *DISPLAY_ORDER[1:]),
+        "brief": (TASK, PHASE, CONSTRAINTS, DONE, OPEN, FINDINGS, FILES),
+        "notes": (TASK, PHASE, CONSTRAINTS, FINDINGS, DONE, OPEN, DECISIONS),
+    }
+)
+# Task and red lines first, so a tight clip loses the least vital items.
+_STYLE_FILL: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "letta": (TASK, PHASE, *FILL_ORDER[1:]),
+        "brief": (TASK, PHASE, CONSTRAINTS, OPEN, DONE, FINDINGS, FILES),
+        "notes": (TASK, PHASE, CONSTRAINTS, OPEN, FINDINGS, DONE, DECISIONS),
+    }
+)
+_SECTION_KEYS: Final = frozenset((*DISPLAY_ORDER, DONE, FINDINGS, FILES, DECISIONS))
 _HEADING_TO_SECTION: Final[Mapping[str, str]] = MappingProxyType(
     {
         label.lower(): key
-        for labels in _LABELS.values()
-        for key, label in labels.items()
+        for table in (*_LABELS.values(), *(t for s in _STYLE_LABELS.values() for t in s.values()))
+        for key, label in table.items()
         if key in _SECTION_KEYS
     }
 )
@@ -129,9 +204,14 @@ _SHARES: Final[Mapping[str, float]] = MappingProxyType(
         TOOLS: 0.06,
         OPEN: 0.06,
         HINTS: 0.04,
+        PHASE: 0.1,
+        DONE: 0.2,
+        FINDINGS: 0.2,
+        FILES: 0.12,
+        DECISIONS: 0.15,
     }
 )
-_FLOORS: Final[Mapping[str, int]] = MappingProxyType({TASK: 60, CONSTRAINTS: 60})
+_FLOORS: Final[Mapping[str, int]] = MappingProxyType({TASK: 60, CONSTRAINTS: 60, PHASE: 120})
 _LAYOUTS: Final[Mapping[str, str]] = MappingProxyType(
     {
         TASK: "plain",
@@ -140,6 +220,8 @@ _LAYOUTS: Final[Mapping[str, str]] = MappingProxyType(
         READ: "inline",
         IDENTIFIERS: "inline",
         HINTS: "inline",
+        FILES: "inline",
+        PHASE: "bare",
     }
 )
 _ELLIPSIS: Final = " … "
@@ -172,10 +254,11 @@ _CONSTRAINT_EN_RE: Final = re.compile(
 )
 _STRONG_CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(?:don['’]?t|do not|never|must not|mustn['’]t|avoid|instead of)\b"
-    r"|不要|禁止|不能|别|务必"
+    r"|不要|禁止|不能|别|务必|不许|不准|不得|严禁|切勿"
 )
 _CONSTRAINT_ZH_RE: Final = re.compile(
-    r"不要|禁止|必须|只能|不能|务必|(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])"
+    r"不要|禁止|必须|只能|不能|务必|不许|不准|不得|严禁|切勿|"
+    r"(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])"
 )
 # "I don't have / know / remember …" describes the speaker; it sets no rule.
 _SELF_REPORT_RE: Final = re.compile(
@@ -404,7 +487,22 @@ _DIGITS_RE: Final = re.compile(r"\d+")
 _HEADING_RE: Final = re.compile(r"^#{1,4}\s*(.+?)\s*$")
 _HEADING_ROOT_RE: Final = re.compile(r"\s*\((?:in|目录) ([^)]*)\)\s*$")
 _COUNT_RE: Final = re.compile(r"([^\s,×]+)×(\d+)")
-_PACKED_SUMMARY_MARK: Final = "The following is a summary of the previous messages:"
+_PHASE_LINE_RE: Final = re.compile(
+    rf"^(?:{re.escape(PHASE_LABEL_EN)}|{re.escape(PHASE_LABEL_ZH)})\s*[:：]\s*(.+?)\s*$"
+)
+_DECISION_RE: Final = re.compile(
+    r"(?i)\b(?:I['’]ll (?:use|go with|switch to|keep|stick with)|I will (?:use|go with|switch to)|"
+    r"we(?:['’]ll| will) (?:use|go with|switch to|keep)|we(?:['’]ve| have)? decided|decided to|"
+    r"let['’]s (?:go with|use|switch to|stick with|keep)|going with|I chose|we chose|opted for|"
+    r"settled on)\b|决定|就用|改用|采用|选用|我们用|我会用"
+)
+_CONFIRM_RE: Final = re.compile(
+    r"(?i)^\s*(?:yes|yep|yeah|ok(?:ay)?|sure|agreed|sounds good|go ahead|do it|approved|lgtm|"
+    r"confirmed|please do)\b|^\s*(?:好的?|可以|行|同意|没问题|就这样|就这么办|确认)"
+)
+_MAX_CONFIRM_UNITS: Final = 80
+_RECENT_DONE_CALLS: Final = 5
+_WORD_RE: Final = re.compile(r"[^\s\u3400-\u9fff]+|[\u3400-\u9fff]")
 
 
 # --- small text helpers -----------------------------------------------------------------------
@@ -728,29 +826,15 @@ def _fix_text(text: str) -> str:
     return _shorten(first, 160)
 
 
-def _earlier_summary_text(message: Message) -> str | None:
-    """The raw text of an earlier summary, unwrapping letta's JSON when no raw copy was kept."""
-    raw = raw_summary_text(message)
-    if raw is not None:
-        return raw
-    if message.kind != KIND_SUMMARY:
-        return None
-    text = message.content
-    try:
-        packed = json.loads(text)
-    except ValueError:
-        packed = None
-    if isinstance(packed, Mapping) and isinstance(packed.get("message"), str):
-        text = packed["message"]
-    _, mark, after = text.partition(_PACKED_SUMMARY_MARK)
-    return after.strip() if mark else text.strip()
-
-
 def _parse_brief(text: str) -> dict[str, list[str]]:
     """The sections of a brief this summarizer wrote earlier; empty for any other text."""
     sections: dict[str, list[str]] = {}
     current: str | None = None
     for line in text.splitlines():
+        phase = _PHASE_LINE_RE.match(line.strip())
+        if phase is not None:
+            sections.setdefault(PHASE, []).append(phase.group(1))
+            continue
         heading = _HEADING_RE.match(line)
         if heading is not None:
             title = heading.group(1)
@@ -858,22 +942,49 @@ class _Facts:
     last_request_answered: bool = True
     last_assistant_text: str = ""
     user_texts: list[str] = field(default_factory=list)
+    # For the brief and the notes: what got done, decided, and carried from an earlier one.
+    answered: list[tuple[str, str]] = field(default_factory=list)
+    completed_calls: deque[str] = field(default_factory=lambda: deque(maxlen=_RECENT_DONE_CALLS))
+    decisions: dict[str, str] = field(default_factory=dict)
+    confirmations: list[tuple[str, str]] = field(default_factory=list)
+    carried_done: list[str] = field(default_factory=list)
+    carried_findings: list[str] = field(default_factory=list)
+    carried_decisions: list[str] = field(default_factory=list)
+    phases: list[str] = field(default_factory=list)
 
 
 class _Collector:
     """One linear pass over the span, filling `_Facts`."""
 
-    def __init__(self) -> None:
+    def __init__(self, task: str | None = None) -> None:
         self.facts = _Facts()
         self._reads_only: dict[str, bool] = {}
         self._awaiting_fix: list[_Error] = []
         self._open_file: str | None = None
         self._index = 0
+        self._given_task = _one_line(task) if task and task.strip() else ""
+        self._previous_role = ""
+        if task and task.strip():
+            self._set_task(task.strip())
+
+    def _set_task(self, task: str) -> None:
+        """The caller's task stands first and its rules are red lines, whatever the span holds."""
+        facts = self.facts
+        found = _constraint_sentences(task)
+        for sentence in found:
+            facts.constraints.setdefault(sentence.lower(), sentence)
+        facts.task, facts.task_keep = task, tuple(_by_strength(found))
+        facts.user_texts.append(task)
+        self._scan_text(task, _W_USER, _W_USER)
+
+    def fold(self, summary: str) -> None:
+        """Carry the summary being replaced, before the span's own messages."""
+        self._fold_summary(summary)
 
     def feed(self, messages: Sequence[Message]) -> _Facts:
         for index, message in enumerate(messages):
             self._index = index
-            earlier = _earlier_summary_text(message)
+            earlier = earlier_summary_text(message)
             if earlier is not None:
                 self._fold_summary(earlier)
             elif message.role == "system":
@@ -884,6 +995,7 @@ class _Collector:
                 self._on_assistant(message)
             else:
                 self._on_tool(message)
+            self._previous_role = message.role
         return self.facts
 
     # -- per role --
@@ -904,9 +1016,10 @@ class _Collector:
         for sentence in found:
             facts.constraints.setdefault(sentence.lower(), sentence)
         keep = _by_strength(found)
+        self._note_decisions(text, confirming=self._previous_role == "assistant")
         if not facts.task:
             facts.task, facts.task_keep = text, tuple(keep)
-        else:
+        elif not (self._given_task and _one_line(text) == self._given_task):
             facts.requests.append((self._index, text, tuple(keep)))
         facts.last_request, facts.last_request_answered = text, False
         facts.todo_lines.clear()  # to-dos are read against the request now being worked on
@@ -925,7 +1038,16 @@ class _Collector:
                     error.fix = fix
             self._awaiting_fix.clear()
             if not message.tool_calls:
+                last = facts.last_request
+                if (
+                    last
+                    and not facts.last_request_answered
+                    and not _is_trivial(last)
+                    and not text.endswith(("?", "？"))
+                ):
+                    facts.answered.append((last, fix))
                 facts.last_request_answered = True
+            self._note_decisions(text, confirming=False)
             self._todo_lines(text)
             self._scan_text(text, _W_SPOKEN, _W_SPOKEN)
         for call in message.tool_calls:
@@ -1019,10 +1141,13 @@ class _Collector:
     def _on_tool(self, message: Message) -> None:
         facts = self.facts
         call_id = message.tool_call_id or ""
-        facts.pending_calls.pop(call_id, None)
+        short = facts.pending_calls.pop(call_id, None)
         reads_only = self._reads_only.get(call_id, False)
+        failed = bool(message.metadata.get("is_error"))
         text = "\n".join(message.text_parts) if message.text_parts else message.content
         if not text:
+            if short is not None and not failed:
+                facts.completed_calls.append(short)
             return
         self._track_open_file(text)
         for line in _marked_lines(text, _WROTE_MARK_RE):
@@ -1031,9 +1156,14 @@ class _Collector:
             if path is not None:
                 facts.modified.add(path, path, _W_ARGS)
         self._scan_text(text, _W_OUTPUT, _W_OUTPUT)
-        if reads_only and not message.metadata.get("is_error"):
+        if reads_only and not failed:
+            if short is not None:
+                facts.completed_calls.append(short)
             return
-        for signature in _error_lines(text):
+        signatures = _error_lines(text)
+        if short is not None and not failed and not signatures:
+            facts.completed_calls.append(short)
+        for signature in signatures:
             key = _error_key(signature)
             error = facts.errors.get(key)
             if error is None:
@@ -1059,6 +1189,22 @@ class _Collector:
                 if item and item not in self.facts.todo_lines:
                     self.facts.todo_lines.append(item)
 
+    def _note_decisions(self, text: str, *, confirming: bool) -> None:
+        """Choices stated outright ("let's go with …", 决定 …) and a user's yes to a proposal."""
+        facts = self.facts
+        for piece in _SENTENCE_SPLIT_RE.split(text):
+            sentence = _one_line(piece.strip().lstrip("-*•>#").strip())
+            if len(sentence) >= 6 and _DECISION_RE.search(sentence):
+                facts.decisions.setdefault(sentence.lower(), _shorten(sentence, 240))
+        short = _one_line(text)
+        proposal = facts.last_assistant_text
+        short_enough = utf16_len(short) <= _MAX_CONFIRM_UNITS
+        if confirming and proposal and short_enough and _CONFIRM_RE.search(short):
+            sentences = [p.strip() for p in _SENTENCE_SPLIT_RE.split(proposal) if p.strip()]
+            asked = [p for p in sentences if p.endswith(("?", "？"))]
+            offered = (asked or sentences or [proposal])[-1]
+            facts.confirmations.append((_shorten(_one_line(offered), 160), short))
+
     def _track_open_file(self, text: str) -> None:
         match = _OPEN_FILE_RE.search(text)
         if match is not None:
@@ -1068,6 +1214,7 @@ class _Collector:
         """Carry an earlier summary forward: its sections first, or its facts when unstructured."""
         facts = self.facts
         sections = _parse_brief(text)
+        facts.phases.extend(p for p in sections.get(PHASE, []) if p not in facts.phases)
         structured = any(key in sections for key in _SECTION_KEYS)
         if not structured:
             if not facts.task:
@@ -1105,6 +1252,35 @@ class _Collector:
         facts.carried_open.extend(t for t in sections.get(OPEN, []) if not t.startswith(stale))
         facts.carried_hints.extend(sections.get(HINTS, []))
         facts.user_texts.extend(sections.get(TASK, []))
+        self._fold_style_sections(sections, root)
+
+    def _fold_style_sections(self, sections: Mapping[str, list[str]], root: str) -> None:
+        """Carry a brief's or notes' own sections; grouped files and identifiers are re-ranked."""
+        facts = self.facts
+        facts.carried_done.extend(sections.get(DONE, []))
+        facts.carried_decisions.extend(sections.get(DECISIONS, []))
+        for path in sections.get(FILES, []):
+            full = path if not root or path.startswith(("/", "~", ".")) else root + path
+            facts.read.add(full, full, _W_CARRIED)
+        for line in sections.get(FINDINGS, []):
+            label, colon, rest = line.partition(": ")
+            kind = next(
+                (
+                    k
+                    for k in ("files", "identifiers")
+                    for t in _STYLE_EXTRA.values()
+                    if t[k] == label
+                ),
+                None,
+            )
+            if not colon or kind is None:
+                facts.carried_findings.append(line)
+            elif kind == "files":
+                for path in rest.split(", "):
+                    facts.read.add(path, path, _W_CARRIED)
+            else:
+                for ident in rest.split(", "):
+                    facts.identifiers.add(ident.split("=", 1)[-1], ident, _W_CARRIED, "carried")
 
 
 # --- fitting the brief to the budget ----------------------------------------------------------
@@ -1131,6 +1307,7 @@ class _Section:
     header: str = ""
     shown_count: int = 0
     used: int = 0
+    opened: bool = False
 
 
 def _project_root(paths: Iterable[str]) -> str:
@@ -1158,10 +1335,17 @@ def _project_root(paths: Iterable[str]) -> str:
 class _Brief:
     """Fills sections by priority within the budget, then renders them in reading order."""
 
-    def __init__(self, budget: int, labels: Mapping[str, str], root: str) -> None:
+    def __init__(
+        self,
+        budget: int,
+        labels: Mapping[str, str],
+        root: str,
+        order: Sequence[str] = DISPLAY_ORDER,
+    ) -> None:
         self.budget = budget
         self.labels = labels
         self.root = root
+        self.order = tuple(order)
         self.root_shown = False
         self.sections: dict[str, _Section] = {}
         self.used = 0
@@ -1173,23 +1357,27 @@ class _Brief:
             self.sections[key] = _Section(key, _LAYOUTS.get(key, "bullets"), items)
 
     def _header(self, section: _Section) -> str:
+        if section.layout == "bare":
+            return ""
         header = f"## {self.labels[section.key]}"
-        if self.root and not self.root_shown and section.key in {MODIFIED, READ}:
+        if self.root and not self.root_shown and section.key in {MODIFIED, READ, FILES}:
             header += f" ({self.labels['in']} {self.root})"
         return header
 
     def _item_cost(self, section: _Section, text: str) -> int:
-        opening = 0 if section.header else utf16_len(self._header(section)) + 1
-        if section.layout == "plain":
+        header = "" if section.opened else self._header(section)
+        opening = utf16_len(header) + 1 if header else 0
+        if section.layout in {"plain", "bare"}:
             return opening + utf16_len(text) + 1
         if section.layout == "bullets":
             return opening + utf16_len(text) + 3
         return opening + utf16_len(text) + (1 if section.shown_count == 0 else 2)
 
     def _show(self, section: _Section, item: _Item, text: str, cost: int) -> None:
-        if not section.header:
+        if not section.opened:
+            section.opened = True
             section.header = self._header(section)
-            if section.key in {MODIFIED, READ} and self.root:
+            if section.key in {MODIFIED, READ, FILES} and self.root:
                 self.root_shown = True
         item.shown = text
         section.shown_count += 1
@@ -1255,14 +1443,15 @@ class _Brief:
 
     def render(self) -> str:
         lines: list[str] = []
-        for key in DISPLAY_ORDER:
+        for key in self.order:
             section = self.sections.get(key)
-            if section is None or not section.header:
+            if section is None or not section.opened:
                 continue
-            lines.append(section.header)
+            if section.header:
+                lines.append(section.header)
             shown = sorted((i for i in section.items if i.shown is not None), key=lambda i: i.order)
             texts = [i.shown for i in shown if i.shown is not None]
-            if section.layout == "plain":
+            if section.layout in {"plain", "bare"}:
                 lines.extend(texts)
             elif section.layout == "bullets":
                 lines.extend(f"- {t}" for t in texts)
@@ -1403,65 +1592,456 @@ def _hint_items(
     return [_Item(term, i, shrink=False) for i, term in enumerate(fresh) if term not in shown]
 
 
+@dataclass(slots=True)
+class _Ranked:
+    """The span's files and errors, ranked once and shared by every style."""
+
+    modified: list[_Term]
+    read: list[_Term]
+    root: str
+    modified_items: list[_Item]
+    read_items: list[_Item]
+    errors: list[_Error]
+
+
+def _rank(facts: _Facts, *, use_root: bool = True) -> _Ranked:
+    modified = facts.modified.ranked()
+    read = facts.read.ranked()
+    root = ""
+    if use_root:
+        root = _project_root([t.label for t in modified]) or _project_root(
+            [t.label for t in modified] + [t.label for t in read[:200]]
+        )
+    modified_names = {_basename(t.label) for t in modified if "/" in t.label}
+    read_names = {_basename(t.label) for t in read if "/" in t.label}
+    modified_items = _path_items(modified, root, modified_names)
+    listed = {i.text for i in modified_items}
+    read_items = _path_items(read, root, modified_names | read_names, listed)
+    errors = sorted(facts.errors.values(), key=lambda e: (e.carried, -e.last, e.first))
+    return _Ranked(modified, read, root, modified_items, read_items, errors)
+
+
+def _task_items(facts: _Facts, labels: Mapping[str, str], cap: int) -> list[_Item]:
+    if not facts.task:
+        return []
+    task = f"({labels['earlier']}) {facts.task}" if facts.task_from_summary else facts.task
+    return [_text_item(task, 0, cap, facts.task_keep)]
+
+
+def _phase_items(facts: _Facts, language: str) -> list[_Item]:
+    """One line per finished phase, never shortened, so the name survives verbatim."""
+    phases = dict.fromkeys(p.strip() for p in facts.phases if p.strip())
+    return [_Item(phase_line(p, language), i, shrink=False) for i, p in enumerate(phases)]
+
+
+def _listing(label: str, names: Sequence[str]) -> list[_Item]:
+    """A labelled comma list as one item that loses its tail before it is dropped."""
+    if not names:
+        return []
+    shorter = tuple(f"{label}: {', '.join(names[:n])}" for n in (20, 10, 5, 2, 1) if n < len(names))
+    return [_Item(f"{label}: {', '.join(names)}", 0, shrink=False, variants=shorter)]
+
+
+def _newest_first(texts: Iterable[str], cap: int) -> list[_Item]:
+    """Items shown in the order they happened but filled newest first when room is short."""
+    items = [_text_item(t, i, cap) for i, t in enumerate(dict.fromkeys(texts))]
+    return list(reversed(items))
+
+
+def _done_items(facts: _Facts) -> list[_Item]:
+    """Answered requests with the gist of the answer, then the tool calls that came back clean."""
+    texts = list(facts.carried_done)
+    texts += [
+        f"{_shorten(_one_line(request), 140)} → {_shorten(_one_line(reply), 140)}"
+        for request, reply in facts.answered
+    ]
+    texts += list(facts.completed_calls)
+    return _newest_first(texts, 300)
+
+
+def _finding_items(
+    facts: _Facts,
+    labels: Mapping[str, str],
+    mode: str,
+    ranked: _Ranked,
+    *,
+    with_files: bool,
+) -> list[_Item]:
+    """Errors with their fixes, carried findings, identifiers (and files, for the notes)."""
+    items = _error_items(ranked.errors, 300)
+    carried = [*facts.carried_findings]
+    carried += [f"({labels['earlier']}) {t}" for t in facts.carried_requests]
+    items += _newest_first(carried, 300)
+    identifiers = [t.label for t in facts.identifiers.ranked()]
+    items += _listing(labels["identifiers"], identifiers)
+    if with_files:
+        paths = [t.label for t in (*ranked.modified, *ranked.read)]
+        items += _listing(labels["files"], list(dict.fromkeys(paths)))
+    if mode == "all" and facts.last_assistant_text:
+        state = _text_item(f"{labels['latest']}: {facts.last_assistant_text}", 0, 400)
+        items.insert(0, state)
+    for order, item in enumerate(items):
+        item.order = order
+    return items
+
+
+def _decision_items(facts: _Facts, labels: Mapping[str, str]) -> list[_Item]:
+    """Choices stated outright and proposals the user said yes to, in the order they were made."""
+    texts = [*facts.carried_decisions, *facts.decisions.values()]
+    texts += [
+        f"{proposal} ({labels['confirmed']}: {answer})" for proposal, answer in facts.confirmations
+    ]
+    return _newest_first(texts, 300)
+
+
+def _sections(
+    style: str,
+    facts: _Facts,
+    labels: Mapping[str, str],
+    language: str,
+    mode: str,
+    budget: int,
+    ranked: _Ranked,
+) -> dict[str, list[_Item]]:
+    """Every section's candidate items for one style, before any budget is applied."""
+    caps = _item_caps(budget)
+    out: dict[str, list[_Item]] = {
+        TASK: _task_items(facts, labels, caps[TASK]),
+        PHASE: _phase_items(facts, language),
+        CONSTRAINTS: _constraint_items(facts, caps[CONSTRAINTS]),
+    }
+    if style == "letta":
+        out[REQUESTS] = _request_items(facts, caps[REQUESTS])
+        out[MODIFIED] = ranked.modified_items
+        out[READ] = ranked.read_items
+        out[IDENTIFIERS] = [
+            _Item(t.label, t.first, shrink=False, late=t.weight <= _W_OUTPUT)
+            for t in facts.identifiers.ranked()
+        ]
+        out[ERRORS] = _error_items(ranked.errors, caps[ERRORS])
+        if mode == "all" and facts.last_assistant_text:
+            out[STATE] = [_text_item(facts.last_assistant_text, 0, caps[STATE])]
+        out[TOOLS] = _tool_items(facts)
+        out[OPEN] = _open_items(facts, labels, caps[OPEN])
+        return out
+    out[DONE] = _done_items(facts)
+    out[OPEN] = _open_items(facts, labels, caps[OPEN])
+    out[FINDINGS] = _finding_items(facts, labels, mode, ranked, with_files=style == "notes")
+    if style == "brief":
+        out[FILES] = [*ranked.modified_items, *ranked.read_items]
+    else:
+        out[DECISIONS] = _decision_items(facts, labels)
+    return out
+
+
+def _labels_for(style: str, language: str) -> Mapping[str, str]:
+    if style == "letta":
+        return MappingProxyType({**_LABELS[language], **_STYLE_EXTRA[language]})
+    return _STYLE_LABELS[style][language]
+
+
+def _compose(
+    facts: _Facts,
+    *,
+    style: str,
+    language: str,
+    mode: str,
+    budget: int,
+    instructions: str | None,
+) -> str:
+    """One rendering of the facts in `style` within `budget` UTF-16 units."""
+    labels = _labels_for(style, language)
+    ranked = _rank(facts)
+    brief = _Brief(budget, labels, ranked.root, _STYLE_ORDER[style])
+    for key, items in _sections(style, facts, labels, language, mode, budget, ranked).items():
+        brief.add_section(key, items)
+    wanted = _wanted_sections(instructions)
+    brief.boosted = frozenset(wanted)
+    limit = budget + 1  # every line is charged a newline; the last one is never written
+    fill = _STYLE_FILL[style]
+    if style == "letta":
+        priority = [k for k in (*wanted, *fill) if k != HINTS]
+        reserve = int(budget * (0.25 if HINTS in wanted else _SHARES[HINTS]))
+        brief.fill(list(dict.fromkeys(priority)), limit - reserve)
+        # Lookup hints come last: they name what did not make it in.
+        hints = _hint_items(facts, ranked.errors, ranked.modified, ranked.read, brief.shown_text())
+        brief.add_section(HINTS, hints)
+        brief.fill([HINTS], limit)
+    else:
+        priority = [*fill[:3], *(k for k in wanted if k in fill), *fill]
+        brief.fill(list(dict.fromkeys(priority)), limit)
+    text = brief.render()
+    if not text:  # a budget too small for any heading
+        text = _shorten(_one_line(facts.task or facts.last_assistant_text or "…"), budget)
+    return text if utf16_len(text) <= budget else _head(text, budget)
+
+
+def _word_count(text: str) -> int:
+    """Words as a reader counts them: Latin words, and each Chinese character as one."""
+    return sum(1 for word in _WORD_RE.findall(text) if any(ch.isalnum() for ch in word))
+
+
+def _within_words(render: Callable[[int], str], style: str, budget: int) -> str:
+    """Render, then shrink the budget until a brief keeps to S3's word limit."""
+    text = render(budget)
+    for _ in range(8):
+        words = _word_count(text)
+        if style != "brief" or words <= BRIEF_WORD_LIMIT or budget <= 100:
+            break
+        budget = max(100, int(budget * max(0.5, min(0.92, BRIEF_WORD_LIMIT / words))))
+        text = render(budget)
+    return text
+
+
+def span_language(
+    messages: Sequence[Message], task: str | None = None, previous: str | None = None
+) -> str:
+    """ "zh" when Chinese dominates the user's words (the task included), else "en"."""
+    texts = [
+        text
+        for m in messages
+        if m.role == "user"
+        and earlier_summary_text(m) is None
+        and (text := _clean_user_text(m.content)) is not None
+    ]
+    if task:
+        texts.append(task)
+    if not texts and previous:
+        texts.append(previous)
+    return "zh" if _is_chinese(texts) else "en"
+
+
+# --- anchored merging -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Line:
+    prefix: str
+    body: str
+    rank: tuple[int, int, int]
+    shrink: bool = False
+    variants: tuple[str, ...] = ()
+    order: int = 0
+    shown: str | None = None
+
+
+@dataclass(slots=True)
+class _Block:
+    heading: str
+    key: str | None
+    lines: list[_Line] = field(default_factory=list)
+    root: str = ""
+    bullets: bool = True
+
+
+def _norm(text: str) -> str:
+    return _one_line(text.strip().lstrip("-*•").strip()).lower()
+
+
+def _tier(key: str | None) -> int:
+    """Fill priority of a section: the task, the phase, the red lines, then the rest."""
+    return {TASK: 0, PHASE: 1, CONSTRAINTS: 2}.get(key or "", 3)
+
+
+def _previous_blocks(text: str) -> list[_Block]:
+    """The earlier summary cut at the headings we know; every line is kept exactly."""
+    blocks = [_Block("", None)]
+    seq = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        heading = _HEADING_RE.match(line)
+        if heading is not None:
+            title = heading.group(1)
+            root = _HEADING_ROOT_RE.search(title)
+            key = _HEADING_TO_SECTION.get(
+                (title[: root.start()] if root else title).strip().lower()
+            )
+            if key is not None:
+                blocks.append(_Block(line.rstrip(), key, root=root.group(1) if root else ""))
+                continue
+        if _PHASE_LINE_RE.match(line.strip()) is not None:
+            blocks.append(_Block("", PHASE))
+        block = blocks[-1]
+        block.lines.append(_Line("", line.rstrip(), (_tier(block.key), 0, seq), order=seq))
+        seq += 1
+    for block in blocks:
+        block.bullets = any(line.body.lstrip().startswith("- ") for line in block.lines) or not (
+            block.lines
+        )
+    return [b for b in blocks if b.lines]
+
+
+def _merge_into(
+    blocks: list[_Block],
+    new: Mapping[str, list[_Item]],
+    style: str,
+    labels: Mapping[str, str],
+    previous: str,
+) -> None:
+    """Append the span's items to the matching earlier sections, or as new ones; no repeats."""
+    seen = {_norm(line.body) for b in blocks for line in b.lines}
+    seen |= {_norm(p) for b in blocks for line in b.lines for p in line.body.split(", ")}
+    whole = _norm(previous)
+    fill = _STYLE_FILL[style]
+    extra: list[_Block] = []
+    for key in _STYLE_ORDER[style]:
+        items = [
+            i for i in new.get(key, []) if (n := _norm(i.text)) and n not in seen and n not in whole
+        ]
+        if not items:
+            continue
+        for item in items:
+            seen.add(_norm(item.text))
+        block = next((b for b in blocks if b.key == key), None)
+        if block is None:
+            block = _Block("" if key == PHASE else f"## {labels[key]}", key)
+            block.bullets = _LAYOUTS.get(key, "bullets") == "bullets"
+            extra.append(block)
+        rank_base = (_tier(key), 1 + fill.index(key) if key in fill else 99)
+        if _LAYOUTS.get(key) == "inline" and not block.bullets:
+            names = [_display_path(i.text, block.root) if block.root else i.text for i in items]
+            variants = tuple(", ".join(names[:n]) for n in (10, 5, 2, 1) if n < len(names))
+            line = _Line("", ", ".join(names), (*rank_base, 0), variants=variants, order=10**6)
+            block.lines.append(line)
+            continue
+        prefix = "- " if block.bullets and key not in {TASK, PHASE} else ""
+        for position, item in enumerate(items):
+            block.lines.append(
+                _Line(
+                    prefix,
+                    item.text,
+                    (*rank_base, position),
+                    shrink=item.shrink,
+                    variants=item.variants,
+                    order=10**6 + item.order,
+                )
+            )
+    head = [b for b in extra if b.key in {TASK, PHASE}]
+    rest = [b for b in extra if b.key not in {TASK, PHASE}]
+    at = next((i + 1 for i, b in enumerate(blocks) if b.key == TASK), 0)
+    for block in reversed(head):
+        blocks.insert(0 if block.key == TASK else at, block)
+        if block.key == TASK:
+            at += 1
+    blocks.extend(rest)
+
+
+def _fit_blocks(blocks: list[_Block], budget: int, min_item: int) -> str:
+    """Show lines by rank while they fit; earlier lines whole or not at all."""
+    for block in blocks:
+        for line in block.lines:
+            line.shown = None
+    limit = budget + 1
+    used = 0
+    opened: set[int] = set()
+    ordered = sorted(
+        ((line.rank, bi, line) for bi, b in enumerate(blocks) for line in b.lines),
+        key=lambda entry: (entry[0], entry[1]),
+    )
+    for _, bi, line in ordered:
+        heading = blocks[bi].heading
+        opening = utf16_len(heading) + 1 if heading and bi not in opened else 0
+        room = limit - used - opening - utf16_len(line.prefix) - 1
+        choice = next((t for t in (line.body, *line.variants) if utf16_len(t) <= room), None)
+        if choice is None and line.shrink and room >= min_item:
+            choice = _shorten(line.body, room)
+        if choice is None:
+            continue
+        line.shown = line.prefix + choice
+        used += opening + utf16_len(line.shown) + 1
+        opened.add(bi)
+    out: list[str] = []
+    for bi, block in enumerate(blocks):
+        if bi not in opened:
+            continue
+        if block.heading:
+            out.append(block.heading)
+        shown = sorted((ln for ln in block.lines if ln.shown is not None), key=lambda ln: ln.order)
+        out.extend(ln.shown for ln in shown if ln.shown is not None)
+    text = "\n".join(out)
+    return text if utf16_len(text) <= budget else _head(text, budget)
+
+
+def _anchored(
+    previous: str,
+    facts: _Facts,
+    *,
+    style: str,
+    language: str,
+    mode: str,
+    budget: int,
+) -> str:
+    """The earlier summary kept line for line, with the span's new items merged in."""
+    labels = _labels_for(style, language)
+    blocks = _previous_blocks(previous)
+    ranked = _rank(facts, use_root=False)
+    new = _sections(style, facts, labels, language, mode, MAX_BRIEF_CHARS, ranked)
+    _merge_into(blocks, new, style, labels, previous)
+    return _fit_blocks(blocks, budget, max(8, min(_MIN_ITEM_UNITS, budget // 5)))
+
+
 def build_brief(
     messages: Sequence[Message],
     *,
     mode: str = "sliding_window",
     budget: int = DEFAULT_BRIEF_CHARS,
     instructions: str | None = None,
+    style: str = "letta",
+    merge: str = "regenerate",
+    task: str | None = None,
+    previous: str | None = None,
+    phase: str | None = None,
 ) -> str:
-    """The brief for `messages` within `budget` UTF-16 units; same input, same text."""
-    if not messages:
+    """The brief for `messages` within `budget` UTF-16 units; same input, same text.
+
+    `previous` is the summary being replaced: rebuilt together with the span (`regenerate`) or
+    kept line for line with the span's items added (`anchored`). `task` leads verbatim.
+    """
+    if not messages and previous is None and not task and not phase:
         return _head(NO_MESSAGES_SUMMARY, budget)
     budget = max(1, budget)
-    facts = _Collector().feed(messages)
-    labels = _LABELS["zh" if _is_chinese(facts.user_texts) else "en"]
-    caps = _item_caps(budget)
+    anchored = merge == "anchored" and previous is not None
+    lead = task
+    if anchored and previous is not None and not (task and task.strip()):
+        # The span's first request is not the task: the earlier summary already names that.
+        lead = " ".join(_parse_brief(previous).get(TASK, [])) or None
+    collector = _Collector(lead)
+    if previous is not None and not anchored:
+        collector.fold(previous)
+    facts = collector.feed(messages)
+    if phase and phase.strip():
+        facts.phases.append(phase.strip())
+    texts = facts.user_texts
+    if anchored and previous is not None and not texts:
+        texts = [previous]
+    language = "zh" if _is_chinese(texts) else "en"
+    if anchored and previous is not None:
+        prior = previous
 
-    modified = facts.modified.ranked()
-    read = facts.read.ranked()
-    root = _project_root([t.label for t in modified]) or _project_root(
-        [t.label for t in modified] + [t.label for t in read[:200]]
-    )
-    modified_names = {_basename(t.label) for t in modified if "/" in t.label}
-    read_names = {_basename(t.label) for t in read if "/" in t.label}
-    modified_items = _path_items(modified, root, modified_names)
-    listed = {i.text for i in modified_items}
-    errors = sorted(facts.errors.values(), key=lambda e: (e.carried, -e.last, e.first))
+        def render(room: int) -> str:
+            return _anchored(
+                prior,
+                facts,
+                style=style,
+                language=language,
+                mode=mode,
+                budget=room,
+            )
 
-    brief = _Brief(budget, labels, root)
-    if facts.task:
-        task = f"({labels['earlier']}) {facts.task}" if facts.task_from_summary else facts.task
-        brief.add_section(TASK, [_text_item(task, 0, caps[TASK], facts.task_keep)])
-    brief.add_section(CONSTRAINTS, _constraint_items(facts, caps[CONSTRAINTS]))
-    brief.add_section(REQUESTS, _request_items(facts, caps[REQUESTS]))
-    brief.add_section(MODIFIED, modified_items)
-    brief.add_section(READ, _path_items(read, root, modified_names | read_names, listed))
-    identifiers = facts.identifiers.ranked()
-    brief.add_section(
-        IDENTIFIERS,
-        [_Item(t.label, t.first, shrink=False, late=t.weight <= _W_OUTPUT) for t in identifiers],
-    )
-    brief.add_section(ERRORS, _error_items(errors, caps[ERRORS]))
-    if mode == "all" and facts.last_assistant_text:
-        brief.add_section(STATE, [_text_item(facts.last_assistant_text, 0, caps[STATE])])
-    brief.add_section(TOOLS, _tool_items(facts))
-    brief.add_section(OPEN, _open_items(facts, labels, caps[OPEN]))
+    else:
 
-    wanted = _wanted_sections(instructions)
-    brief.boosted = frozenset(wanted)
-    priority = [k for k in (*wanted, *FILL_ORDER) if k != HINTS]
-    reserve = int(budget * (0.25 if HINTS in wanted else _SHARES[HINTS]))
-    limit = budget + 1  # every line is charged a newline; the last one is never written
-    brief.fill(list(dict.fromkeys(priority)), limit - reserve)
-    # Lookup hints come last: they name what did not make it in.
-    brief.add_section(HINTS, _hint_items(facts, errors, modified, read, brief.shown_text()))
-    brief.fill([HINTS], limit)
+        def render(room: int) -> str:
+            return _compose(
+                facts,
+                style=style,
+                language=language,
+                mode=mode,
+                budget=room,
+                instructions=instructions,
+            )
 
-    text = brief.render()
-    if not text:  # a budget too small for any heading
-        text = _shorten(_one_line(facts.task or facts.last_assistant_text or "…"), budget)
-    return text if utf16_len(text) <= budget else _head(text, budget)
+    return _within_words(render, style, budget)
 
 
 class ExtractiveSummarizer:
@@ -1485,9 +2065,29 @@ class ExtractiveSummarizer:
 
     async def summarize(self, request: SummaryRequest) -> str:
         """A brief of the span that fits the clip by itself; instructions only set priorities."""
+        plain = (
+            request.style == "letta"
+            and request.merge == "regenerate"
+            and request.task is None
+            and request.previous_summary is None
+            and request.phase is None
+        )
+        if plain:
+            return build_brief(
+                request.messages,
+                mode=request.mode,
+                budget=self.budget_for(request),
+                instructions=request.instructions,
+            )
+        previous, fresh = split_previous(request)
         return build_brief(
-            request.messages,
+            fresh,
             mode=request.mode,
             budget=self.budget_for(request),
             instructions=request.instructions,
+            style=request.style,
+            merge=request.merge,
+            task=request.task,
+            previous=previous,
+            phase=request.phase,
         )

@@ -54,3 +54,114 @@ most recent request; quote that request if it is not yet fulfilled.
 
 Write only the summary, in plain Markdown, in at most {ALL_WORD_LIMIT} words. Prefer facts over \
 narration, and leave out greetings, pleasantries and anything already resolved and irrelevant."""
+
+BRIEF_WORD_LIMIT = 400
+NOTES_WORD_LIMIT = 400
+
+# Section headings per style and language, in the order the summary lists them.
+BRIEF_HEADINGS_EN = ("Task", "Red lines", "Done", "Not done", "Key findings", "Files")
+BRIEF_HEADINGS_ZH = ("任务", "红线", "已完成", "未完成", "关键发现", "文件")
+NOTES_HEADINGS_EN = ("Task", "Red lines", "Known", "Done", "Todo", "Decisions")
+NOTES_HEADINGS_ZH = ("任务", "红线", "已知", "已完成", "待办", "决定")
+PHASE_LABEL_EN = "Phase completed"
+PHASE_LABEL_ZH = "阶段完成"
+
+
+def _brief_prompt(headings: tuple[str, ...], language_rule: str) -> str:
+    """S3's task brief: what a fresh assistant needs to resume the task without re-asking."""
+    task, red, done, not_done, findings, files = headings
+    return f"""\
+You are writing the task brief for an AI assistant whose oldest messages are about to leave its \
+context. The assistant will continue the task from this brief alone, so it must say exactly \
+where the work stands and which lines must never be crossed.
+
+Use exactly these Markdown headings, in this order, each as "## <heading>":
+
+- **{task}** - the user's original task, copied word for word (omit only when none is given).
+- **{red}** - every constraint, prohibition and preference the user stated ("never ...", "only \
+...", "do not ..."), copied verbatim, one per bullet. Never paraphrase, merge or drop one.
+- **{done}** - what has been finished: completed actions, answered requests, fixed problems.
+- **{not_done}** - what is still open: unfinished steps, unanswered requests, failing checks, \
+the next step.
+- **{findings}** - facts learned that later steps depend on: causes of errors and their fixes, \
+decisions, identifiers (ports, versions, URLs, issue numbers) copied exactly.
+- **{files}** - the files created, modified or read that matter, with exact paths.
+
+{language_rule}Write only the brief, as bullets under those headings, in at most \
+{BRIEF_WORD_LIMIT} words (the task and the red lines do not count against the limit). Prefer \
+facts over narration."""
+
+
+def _notes_prompt(headings: tuple[str, ...], language_rule: str) -> str:
+    """S2's structured notes: a dense working memory the assistant keeps extending."""
+    task, red, known, done, todo, decisions = headings
+    return f"""\
+You are keeping the structured notes of an AI assistant whose oldest messages are about to \
+leave its context. The notes replace those messages, so whatever the assistant will still need \
+must be in them.
+
+Use exactly these Markdown headings, in this order, each as "## <heading>":
+
+- **{task}** - the user's original task, copied word for word (omit only when none is given).
+- **{red}** - every constraint the user stated, copied verbatim, one per bullet.
+- **{known}** - facts established so far: findings, causes, identifiers (paths, ports, versions, \
+URLs, issue numbers) copied exactly.
+- **{done}** - actions completed and requests answered.
+- **{todo}** - what remains to be done, next step first.
+- **{decisions}** - choices made and why: what the assistant proposed and the user confirmed, \
+options ruled out.
+
+{language_rule}Write only the notes, as short bullets under those headings, in at most \
+{NOTES_WORD_LIMIT} words (the task and the red lines do not count against the limit)."""
+
+
+_EN_RULE = "Write in English.\n\n"
+_ZH_RULE = (
+    "The conversation is in Chinese: write the headings exactly as given above (in Chinese) and "
+    "the content in Chinese, keeping quoted constraints, identifiers and code in their original "
+    "form.\n\n"
+)
+
+BRIEF_PROMPT = _brief_prompt(BRIEF_HEADINGS_EN, _EN_RULE)
+BRIEF_PROMPT_ZH = _brief_prompt(BRIEF_HEADINGS_ZH, _ZH_RULE)
+NOTES_PROMPT = _notes_prompt(NOTES_HEADINGS_EN, _EN_RULE)
+NOTES_PROMPT_ZH = _notes_prompt(NOTES_HEADINGS_ZH, _ZH_RULE)
+
+TASK_RULE = """\
+The transcript opens with "Task: ...", the user's original task. Reproduce that task text word \
+for word at the top of your summary, under the first heading; never shorten or reword it."""
+
+REGENERATE_RULE = """\
+After the task, the transcript gives the previous summary and then the messages that have just \
+been removed. Rebuild the whole summary from these three sources rather than patching the old \
+one: carry over whatever still holds, update what the new messages changed, and keep every \
+constraint of the previous summary verbatim."""
+
+ANCHORED_RULE = """\
+Below is the previous summary. Update it section by section: keep every existing item exactly \
+as written (do not drop, merge or reword any), add what the transcript's messages contribute as \
+new items at the end of the matching section, skip items that are already there, and add a \
+missing section when needed.
+
+Previous summary:
+<<<
+{previous}
+>>>"""
+
+PHASE_RULE = """\
+The application has just completed the phase "{phase}". Include the line \
+"{label}: {phase}" right after the task."""
+
+
+def style_prompt(style: str, mode: str, language: str) -> str:
+    """The built-in prompt for a style, with headings in the conversation's language."""
+    if style == "brief":
+        return BRIEF_PROMPT_ZH if language == "zh" else BRIEF_PROMPT
+    if style == "notes":
+        return NOTES_PROMPT_ZH if language == "zh" else NOTES_PROMPT
+    return ALL_PROMPT if mode == "all" else SLIDING_WINDOW_PROMPT
+
+
+def phase_line(phase: str, language: str) -> str:
+    """The line that records a finished phase, so the summary marks the natural break."""
+    return f"{PHASE_LABEL_ZH if language == 'zh' else PHASE_LABEL_EN}: {phase}"
