@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from precis.errors import CompactionError
-from precis.messages import KIND_SUMMARY, Message
+from precis.errors import CompactionError, CompactionVetoed
+from precis.hooks import HookContext, Hooks, PostCompactContext
+from precis.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.planning import CompactionPlan, PlanningError, plan_all, plan_sliding_window
 from precis.policy import CompactionSettings
 from precis.stores.base import (
@@ -20,9 +22,16 @@ from precis.stores.base import (
     utc_now,
 )
 from precis.summarize.base import Summarizer, SummaryRequest
-from precis.summarize.packaging import clip_summary, package_summary
+from precis.summarize.extractive import red_lines
+from precis.summarize.packaging import SUMMARY_TRUNCATION_SUFFIX, clip_summary, package_summary
 from precis.tokens import TokenCounter
+from precis.truncation import plan_truncation
 from precis.validity import check
+
+View = Callable[[list[Message]], list[Message]]
+# Share of the summary budget that the task and red lines may claim as must-keep text.
+REQUIRED_SHARE = 0.6
+
 
 Trigger = Literal[
     "manual",
@@ -32,7 +41,7 @@ Trigger = Literal[
     "turn_limit",
     "phase_complete",
 ]
-Mode = Literal["sliding_window", "all"]
+Mode = Literal["sliding_window", "all", "truncate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,23 +63,77 @@ class CompactionStats:
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:
-    """The committed outcome: stats, the summary message and the new context."""
+    """The committed outcome: stats, the summary (or truncation marker) and the new context.
+
+    `reports` holds one line per hook that failed, timed out or was skipped.
+    """
 
     stats: CompactionStats
     summary: Message
     context: list[Message]
+    reports: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionJob:
+    """What one call asks for; `floor_tokens` is what each request carries besides messages."""
+
+    trigger: str
+    mode: Mode | None
+    instructions: str | None = None
+    floor_tokens: int = 0
+    task: str | None = None
+    phase: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:
-    plan: CompactionPlan
+    mode: str
     summary: Message
     context: list[Message]
     stats: CompactionStats
+    required: tuple[str, ...]  # texts the new context must hold verbatim (task, red lines)
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _missing(required: Sequence[str], context: Sequence[Message]) -> list[str]:
+    """Which required texts no message of the context holds (whitespace-insensitive)."""
+    haystack = (
+        "\n".join(_folded(m.content) for m in context)
+        + "\n"
+        + "\n".join(
+            _folded(str(m.metadata.get("summary", ""))) for m in context if m.kind == KIND_SUMMARY
+        )
+    )
+    return [r for r in required if _folded(r) not in haystack]
+
+
+def guard_text(text: str, required: Sequence[str], clip: int) -> str:
+    """Append what the summary dropped, verbatim, giving up summary text (not the items) to fit."""
+    folded = _folded(text)
+    lost = [r for r in required if _folded(r) not in folded]
+    if not lost:
+        return text
+    section = "\n\nRetained verbatim:\n" + "\n".join(f"- {r}" for r in lost)
+    room = clip - len(section)
+    if room <= 0:
+        return section.strip()[:clip]
+    if len(text) > room:
+        cut = max(0, room - len(SUMMARY_TRUNCATION_SUFFIX))
+        text = text[:cut] + SUMMARY_TRUNCATION_SUFFIX
+    return text + section
 
 
 class Compactor:
-    """Runs §6 of the design against one store; stateless between calls."""
+    """Runs §6 of the design against one store; stateless between calls.
+
+    `view` turns stored messages into what the model sees (tool outputs shown head+tail, old
+    observations masked); planning, summarizing and verifying all work on that view, and the
+    commit records ids only, so the originals stay whole in the store.
+    """
 
     def __init__(
         self,
@@ -81,13 +144,17 @@ class Compactor:
         *,
         clock: Callable[[], str] = utc_now,
         progress: Callable[[str], None] | None = None,
+        hooks: Hooks | None = None,
+        view: View | None = None,
     ) -> None:
         self.store = store
         self.counter = counter
         self.summarizer = summarizer
         self.settings = settings or CompactionSettings()
+        self.hooks = hooks or Hooks()
         self._clock = clock
         self._progress = progress
+        self._view = view
         self._ids = MessageIds()
 
     def tokens(self, messages: Sequence[Message]) -> int:
@@ -101,14 +168,24 @@ class Compactor:
         *,
         instructions: str | None = None,
         floor_tokens: int = 0,
+        task: str | None = None,
+        phase: str | None = None,
     ) -> CompactionResult:
         """Compact once; on a concurrent commit re-plan against the winner's context, else raise.
 
-        `floor_tokens` is what each request carries besides the messages (system prompt, tools).
+        Pre-compact hooks run first and may add instructions or veto (`CompactionVetoed`).
         """
+        reports: list[str] = []
+        if self.hooks:
+            outcome = await self.hooks.run_pre(HookContext(trigger, conversation_id, instructions))
+            reports += outcome.reports
+            if outcome.vetoed:
+                raise CompactionVetoed(outcome.veto_reason or "a pre-compact hook vetoed")
+            instructions = outcome.instructions
+        job = CompactionJob(trigger, mode, instructions, floor_tokens, task, phase)
         for attempt in range(self.settings.commit_retries + 1):
             snapshot = self.store.context(conversation_id)
-            candidate = await self._candidate(snapshot, trigger, mode, instructions, floor_tokens)
+            candidate = await self._candidate(snapshot, job)
             self._step("verified")
             try:
                 committed = self.store.commit_compaction(
@@ -119,7 +196,7 @@ class Compactor:
                     context_ids=[m.id for m in candidate.context],
                     event=CompactionEvent(
                         trigger=trigger,
-                        mode=candidate.plan.mode,
+                        mode=candidate.mode,
                         stats=candidate.stats.as_dict(),
                         summary_id=candidate.summary.id,
                         at=self._clock(),
@@ -130,26 +207,28 @@ class Compactor:
                     raise
                 continue
             self._step("committed")
-            return CompactionResult(candidate.stats, candidate.summary, committed.messages)
+            if self.hooks:
+                text = candidate.summary.metadata.get("summary", candidate.summary.content)
+                reports += await self.hooks.run_post(
+                    PostCompactContext(
+                        trigger, conversation_id, candidate.stats.as_dict(), str(text)
+                    )
+                )
+            return CompactionResult(
+                candidate.stats, candidate.summary, committed.messages, tuple(reports)
+            )
         raise AssertionError("unreachable")
 
-    async def _candidate(
-        self,
-        snapshot: ContextSnapshot,
-        trigger: str,
-        mode: Mode | None,
-        instructions: str | None,
-        floor_tokens: int,
-    ) -> _Candidate:
-        messages = snapshot.messages
+    async def _candidate(self, snapshot: ContextSnapshot, job: CompactionJob) -> _Candidate:
+        """The first acceptable result of: sliding window, all-mode, truncation."""
+        messages = self._view(snapshot.messages) if self._view else snapshot.messages
         before = self.tokens(messages)
-        if mode == "all":
-            plans = [plan_all(messages)]
-        else:
-            try:
-                plans = [self._plan_sliding(messages, floor_tokens), plan_all(messages)]
-            except PlanningError:
-                plans = [plan_all(messages)]
+        plans: list[CompactionPlan] = []
+        if job.mode in (None, "sliding_window"):
+            with contextlib.suppress(PlanningError):
+                plans.append(self._plan_sliding(messages, job.floor_tokens))
+        if job.mode != "truncate":
+            plans.append(plan_all(messages))
         self._step("planned")
         failures: list[str] = []
         over: _Candidate | None = None
@@ -157,16 +236,24 @@ class Compactor:
             if not plan.summarize:
                 failures.append(f"{plan.mode}: nothing to summarize")
                 continue
-            candidate = await self._summarize(plan, messages, before, trigger, instructions)
+            candidate = await self._summarize(plan, messages, before, job)
             problem = self._verify(candidate, messages, before)
             if problem is not None:
                 failures.append(f"{plan.mode}: {problem}")
-            elif i < len(plans) - 1 and self._over_threshold(candidate, floor_tokens):
+            elif i < len(plans) - 1 and self._over_threshold(candidate, job.floor_tokens):
                 over = candidate  # valid but too big: all-mode may do better, else use it
             else:
                 return candidate
         if over is not None:
             return over
+        truncated = self._truncate(messages, before, job)
+        if truncated is not None:
+            problem = self._verify(truncated, messages, before)
+            if problem is None:
+                return truncated
+            failures.append(f"truncate: {problem}")
+        else:
+            failures.append("truncate: nothing can be dropped")
         raise CompactionError(
             f"no acceptable compaction of {len(messages)} messages ({before} tokens): "
             + "; ".join(failures)
@@ -188,29 +275,92 @@ class Compactor:
         after = candidate.stats.context_tokens_after + floor_tokens
         return threshold is not None and after > threshold
 
+    def _required(self, evicted: Sequence[Message], job: CompactionJob) -> tuple[str, ...]:
+        """The task and the evicted span's red lines, as many as fit in a share of the clip.
+
+        Past that share a summary could not hold them and anything else, so the rest are kept
+        when there is room but not demanded.
+        """
+        task = [job.task] if job.task and job.task.strip() else []
+        room = int(self.settings.effective_clip_chars * REQUIRED_SHARE)
+        required: list[str] = []
+        for text in dict.fromkeys([*task, *red_lines(evicted)]):
+            room -= len(text) + 3
+            if room < 0 and required:
+                break
+            required.append(text)
+        return tuple(required)
+
     async def _summarize(
         self,
         plan: CompactionPlan,
         messages: Sequence[Message],
         before: int,
-        trigger: str,
-        instructions: str | None,
+        job: CompactionJob,
     ) -> _Candidate:
-        clip = self.settings.effective_clip_chars
-        request = SummaryRequest(plan.summarize, plan.mode, clip, instructions)
-        text = await asyncio.wait_for(
-            self.summarizer.summarize(request), timeout=self.settings.summary_timeout
+        s = self.settings
+        clip = s.effective_clip_chars
+        request = SummaryRequest(
+            plan.summarize,
+            plan.mode,
+            clip,
+            job.instructions,
+            style=s.summary_style,
+            merge=s.merge_policy,
+            task=job.task,
+            phase=job.phase,
         )
+        text = await asyncio.wait_for(self.summarizer.summarize(request), timeout=s.summary_timeout)
         text = clip_summary(text, clip)
-        self._step("summarized")
+        required = self._required(plan.summarize, job)
         kept = [*plan.pinned, *plan.keep]
+        if s.guard:
+            # What the kept messages already hold need not be repeated in the summary.
+            text = guard_text(text, _missing(required, kept), clip)
+        self._step("summarized")
+        metadata: dict[str, Any] = {
+            "summary": text,
+            "mode": plan.mode,
+            "summarizer": self.summarizer.name,
+        }
+        if job.phase:
+            metadata["phase"] = job.phase
+        return self._packed(
+            plan.mode,
+            text,
+            metadata,
+            kept,
+            plan.pinned,
+            plan.keep,
+            messages,
+            before,
+            job,
+            summarized=len(plan.summarize),
+            required=required,
+        )
+
+    def _packed(
+        self,
+        mode: str,
+        text: str,
+        metadata: dict[str, Any],
+        kept: list[Message],
+        pinned: Sequence[Message],
+        keep: Sequence[Message],
+        messages: Sequence[Message],
+        before: int,
+        job: CompactionJob,
+        *,
+        summarized: int,
+        required: tuple[str, ...],
+    ) -> _Candidate:
         count_after = len(kept) + 1
         summary_id = self._ids.new()
         now = self._clock()
 
         def packed(tokens_after: int) -> Message:
             stats = {
-                "trigger": trigger,
+                "trigger": job.trigger,
                 "context_tokens_before": before,
                 "context_tokens_after": tokens_after,
                 "messages_count_before": len(messages),
@@ -218,29 +368,78 @@ class Compactor:
             }
             return Message(
                 role="user",
-                content=package_summary(text, stats, plan.mode, time=now),
+                content=package_summary(text, stats, mode, time=now),
                 id=summary_id,
                 kind=KIND_SUMMARY,
                 created_at=now,
-                metadata={"summary": text, "mode": plan.mode, "summarizer": self.summarizer.name},
+                metadata=metadata,
             )
 
         kept_tokens = self.tokens(kept)
-        draft = packed(kept_tokens)
-        after = kept_tokens + self.counter.count_text(draft.content)
-        summary = packed(after)
+        after = kept_tokens + self.counter.count_text(packed(kept_tokens).content)
         stats = CompactionStats(
-            trigger=trigger,
-            mode=plan.mode,
+            trigger=job.trigger,
+            mode=mode,
             context_tokens_before=before,
             context_tokens_after=after,
             context_window=self.settings.context_window,
             messages_count_before=len(messages),
             messages_count_after=count_after,
-            summarized=len(plan.summarize),
+            summarized=summarized,
         )
+        summary = packed(after)
         summary = replace(summary, metadata={**summary.metadata, "stats": stats.as_dict()})
-        return _Candidate(plan, summary, [*plan.pinned, summary, *plan.keep], stats)
+        return _Candidate(mode, summary, [*pinned, summary, *keep], stats, required)
+
+    def _truncate(
+        self, messages: Sequence[Message], before: int, job: CompactionJob
+    ) -> _Candidate | None:
+        """S3's last resort, no model call: drop the oldest, leave a marker with the red lines."""
+        budget = self.settings.threshold
+        if budget is None:
+            return None
+        found: list[str] = []
+        plan = plan_truncation(
+            messages, counter=self.counter, budget_tokens=budget, floor_tokens=job.floor_tokens
+        )
+        # The marker carries the dropped span's red lines; a bigger marker may drop more.
+        for _ in range(3):
+            lines = list(_missing(self._required(plan.dropped, job), plan.kept))
+            if lines == found:
+                break
+            found = lines
+            plan = plan_truncation(
+                messages,
+                counter=self.counter,
+                budget_tokens=budget,
+                floor_tokens=job.floor_tokens,
+                red_lines=found,
+            )
+        if plan.marker is None:
+            return None
+        now = self._clock()
+        marker = replace(
+            plan.marker,
+            id=self._ids.new(),
+            created_at=now,
+            metadata={**plan.marker.metadata, "summary": plan.marker.content},
+        )
+        context = [marker if m is plan.marker else m for m in plan.kept]
+        after = self.tokens(context)
+        stats = CompactionStats(
+            trigger=job.trigger,
+            mode="truncate",
+            context_tokens_before=before,
+            context_tokens_after=after,
+            context_window=self.settings.context_window,
+            messages_count_before=len(messages),
+            messages_count_after=len(context),
+            summarized=len(plan.dropped),
+        )
+        marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
+        context = [marker if m.id == marker.id else m for m in context]
+        assert marker.kind == KIND_MARKER
+        return _Candidate("truncate", marker, context, stats, self._required(plan.dropped, job))
 
     def _verify(
         self, candidate: _Candidate, messages: Sequence[Message], before: int
@@ -253,6 +452,9 @@ class Compactor:
         missing = [m.id for m in messages if m.pinned and m.id not in present]
         if missing:
             return f"pinned messages missing: {', '.join(missing)}"
+        lost = _missing(candidate.required, candidate.context)
+        if lost:
+            return "dropped verbatim: " + "; ".join(repr(t[:80]) for t in lost)
         if candidate.stats.context_tokens_after >= before:
             return (
                 f"context did not shrink ({before} → {candidate.stats.context_tokens_after} tokens)"

@@ -13,3 +13,7 @@ class SummarizerError(Exception):
 
 class CompactionError(Exception):
     """A compaction could not produce an acceptable context; the store was left unchanged."""
+
+
+class CompactionVetoed(CompactionError):
+    """A pre-compact hook refused this compaction; nothing was written."""

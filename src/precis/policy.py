@@ -74,6 +74,8 @@ class CompactionSettings:
     `tool_output_max_chars` are shown as head+tail lines (None: never shortened);
     `mask_after_turns` masks tool outputs older than that many turns before summarizing.
     Hooks are shell commands run before/after a compaction, each within `hook_timeout` seconds.
+    `guard` appends the task and the users' red lines verbatim to a summary that dropped them;
+    without it such a summary fails verification and the next fallback runs.
     """
 
     context_window: int | None = None
@@ -95,6 +97,7 @@ class CompactionSettings:
     summary_style: SummaryStyle = "letta"
     merge_policy: MergePolicy = "regenerate"
     pin_task: bool = True
+    guard: bool = True
     pre_compact_hooks: tuple[str, ...] = ()
     post_compact_hooks: tuple[str, ...] = ()
     hook_timeout: float = 30.0
