@@ -53,7 +53,10 @@ TOOLS = [
 
 def replay(reserve_floor: bool) -> list[CompactionStats]:
     """The demo's turns against the mock model; returns every compaction they caused."""
-    settings = CompactionSettings(context_window=WINDOW, reserve_floor=reserve_floor)
+    # S1 has no pinned task; leave it out of both runs so only the planner differs.
+    settings = CompactionSettings(
+        context_window=WINDOW, reserve_floor=reserve_floor, pin_task=False
+    )
     session = Session(MemoryStore(), "demo", None, ExtractiveSummarizer(), settings, tools=TOOLS)
     session.set_system_prompt(SYSTEM_PROMPT)
     compactions: list[CompactionStats] = []

@@ -78,7 +78,7 @@ def test_s1_recall_finds_what_only_evicted_messages_held(store: ConversationStor
         "s1",
         LettaEstimator(),
         MockSummarizer(),
-        CompactionSettings(context_window=1200),
+        CompactionSettings(context_window=1200, pin_task=False),  # S1 pins nothing
     )
     session.append(Message(role="user", content="数据库端口是 5433，不要用默认的 5432"))
     session.append(Message(role="assistant", content="好的，记住了。"))
@@ -95,9 +95,8 @@ def test_s1_recall_finds_what_only_evicted_messages_held(store: ConversationStor
 
 
 def test_commit_records_event_marks_prompt_and_keeps_pairs(store: ConversationStore) -> None:
-    session = Session(
-        store, "c", LettaEstimator(), ScriptedSummarizer(), CompactionSettings(context_window=2000)
-    )
+    settings = CompactionSettings(context_window=2000, pin_task=False)
+    session = Session(store, "c", LettaEstimator(), ScriptedSummarizer(), settings)
     session.set_system_prompt("You are precise.")
     session.append(*chat(30))
     result = asyncio.run(session.compact_result())
@@ -189,9 +188,8 @@ def test_runaway_summary_is_clipped_to_the_window(store: ConversationStore) -> N
 
 def test_sliding_falls_back_to_all_and_keeps_custom_instructions(store: ConversationStore) -> None:
     summarizer = ScriptedSummarizer()
-    session = Session(
-        store, "c", LettaEstimator(), summarizer, CompactionSettings(context_window=2000)
-    )
+    settings = CompactionSettings(context_window=2000, pin_task=False)
+    session = Session(store, "c", LettaEstimator(), summarizer, settings)
     # No assistant message to cut before: the sliding planner raises, all-mode runs.
     session.append(*[Message(role="user", content=f"note {i} " + "n" * 300) for i in range(10)])
     stats = asyncio.run(session.compact(instructions="Keep every port number."))

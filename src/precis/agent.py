@@ -35,8 +35,7 @@ class Agent:
         """Append the user text, get the reply, and return it with every compaction it caused."""
         compactions: list[CompactionStats] = []
         self.session.append(Message(role="user", content=user_text))
-        if self.session.needs_compaction():
-            compactions.append(await self._compact("context_window_limit"))
+        compactions += await self._maybe_compact()
         overflows = 0
         while True:
             try:
@@ -52,9 +51,15 @@ class Agent:
         reply = Message.from_openai(completion.message)
         reply = replace(reply, metadata={**reply.metadata, "usage": dict(completion.usage)})
         self.session.append(reply)
-        if self.session.needs_compaction():
-            compactions.append(await self._compact("context_window_limit"))
+        compactions += await self._maybe_compact()
         return completion.text, compactions
+
+    async def _maybe_compact(self) -> list[CompactionStats]:
+        done = await self.session.maybe_compact()
+        if self.on_compaction is not None:
+            for stats in done:
+                self.on_compaction(stats)
+        return done
 
     async def _compact(self, trigger: Trigger) -> CompactionStats:
         stats = await self.session.compact(trigger=trigger)

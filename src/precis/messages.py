@@ -14,6 +14,7 @@ ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 KIND_MESSAGE = "message"
 KIND_SUMMARY = "summary"
 KIND_MARKER = "marker"
+KIND_TASK = "task"
 
 # OpenAI roles that map onto ours; the original spelling is kept for the round trip.
 _ROLE_ALIASES = {"developer": "system"}
