@@ -68,6 +68,16 @@ def test_demo_compacts_at_least_twice_and_recalls_the_port(home: Path) -> None:
     assert not home.exists(), "the demo must not touch the configured home"
 
 
+def test_red_line_demo_keeps_the_red_line_through_every_compaction(home: Path) -> None:
+    result = run_precis(home, "demo", "--scenario", "red-line")
+    steps = [line for line in result.stdout.splitlines() if line.startswith("step ")]
+    assert len(steps) >= 5
+    assert all("red line in context: yes" in line for line in steps)
+    assert any("Made progress on the exporter." in line for line in steps)  # it was bad
+    assert "red line present after every one: yes" in result.stdout
+    assert result.stderr.count(COMPACTION_PREFIX) == len(steps)
+
+
 def test_chat_compact_context_recall_export_round_trip(home: Path) -> None:
     for n in range(1, 7):
         chat = run_precis(home, "--summarizer", "mock", "chat", "-p", TURN_TEXT.format(n=n))

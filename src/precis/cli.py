@@ -19,7 +19,7 @@ import typer
 if TYPE_CHECKING:
     from precis.compactor import CompactionStats, Mode
     from precis.messages import Message
-    from precis.policy import LoadedSettings
+    from precis.policy import CompactionSettings, LoadedSettings
     from precis.providers.base import ChatProvider
     from precis.session import Session
     from precis.summarize.base import Summarizer
@@ -48,6 +48,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 DEMO_WINDOW = 1200
+DEMO_SCENARIOS = ("recall", "red-line")
 DEMO_FACT = "our database port is 5433, don't use the default 5432"
 DEMO_TURNS = (
     "Can you explain how we should structure the REST endpoints for the orders service so "
@@ -522,20 +523,41 @@ def export(
 
 
 @app.command()
-def demo() -> None:
-    """Replay a short session in a throwaway home: watch it compact, then recall a lost fact."""
+def demo(
+    scenario: Annotated[
+        str, typer.Option(help="recall (S1: a fact compacted away, then found) | red-line (S3)")
+    ] = "recall",
+) -> None:
+    """Replay a scripted session in a throwaway home and watch precis compact it."""
+    if scenario not in DEMO_SCENARIOS:
+        _err(f"precis: invalid option: --scenario must be one of {', '.join(DEMO_SCENARIOS)}")
+        raise typer.Exit(EXIT_USAGE)
     with tempfile.TemporaryDirectory(prefix="precis-demo-") as tmp, _clean_errors():
-        run_demo(Path(tmp))
+        if scenario == "red-line":
+            run_red_line_demo(Path(tmp))
+        else:
+            run_demo(Path(tmp))
+
+
+def _demo_session(home: Path, settings: CompactionSettings, summarizer: Summarizer) -> Session:
+    """A session of its own, unaffected by precis.toml or PRECIS_* so the demo always replays."""
+    from precis.session import Session
+    from precis.stores.sqlite import SQLiteStore
+
+    return Session(SQLiteStore(home / "precis.db"), "demo", None, summarizer, settings)
 
 
 def run_demo(home: Path) -> None:
-    """The demo itself, in `home`: a fact, 16 unrelated turns, the context, then recall."""
+    """S1's session in `home`: a fact, 16 unrelated turns, the context, then recall."""
     from precis.agent import Agent
+    from precis.policy import CompactionSettings
     from precis.providers.mock import MockProvider
+    from precis.summarize.extractive import ExtractiveSummarizer
 
     started = time.perf_counter()
-    config = CliConfig(home, "demo", DEMO_WINDOW, "extractive", None)
-    session = open_session(config)
+    # S1 pins nothing: the fact must leave the context for recall to have something to find.
+    settings = CompactionSettings(context_window=DEMO_WINDOW, pin_task=False)
+    session = _demo_session(home, settings, ExtractiveSummarizer())
     try:
         print(f"precis demo — window {DEMO_WINDOW} tokens, mock model, extractive summarizer")
         compactions: list[CompactionStats] = []
@@ -564,6 +586,70 @@ def run_demo(home: Path) -> None:
             raise CliFailure("the demo's recall did not find the original message")
     finally:
         session.store.close()
+
+
+def run_red_line_demo(home: Path) -> None:
+    """S3's catastrophic-forgetting story with a summarizer that drops everything the user said."""
+    from precis.demos import (
+        RED_LINE,
+        RED_LINE_WINDOW,
+        DroppingSummarizer,
+        red_line_in,
+        red_line_steps,
+    )
+    from precis.policy import CompactionSettings
+
+    settings = CompactionSettings(context_window=RED_LINE_WINDOW)
+    summarizer = DroppingSummarizer()
+    session = _demo_session(home, settings, summarizer)
+    print(f"precis demo --scenario red-line — window {RED_LINE_WINDOW} tokens")
+    print(f"red line: {RED_LINE}")
+    print(f"summarizer: {summarizer.describe()}")
+    print()
+    kept = True
+    try:
+        for number, step in enumerate(red_line_steps()):
+            session.append(*step.messages)
+            for stats in asyncio.run(session.maybe_compact()):
+                sys.stdout.flush()
+                report_compaction(stats)
+                present = red_line_in(session.view())
+                kept = kept and present
+                where = _red_line_holder(session, RED_LINE)
+                wrote = (
+                    "no model call"
+                    if stats.mode == "truncate"
+                    else f"the summarizer wrote {summarizer.last!r}"
+                )
+                print(
+                    f"step {number:>2}: {stats.mode} ({wrote}); red line in context: "
+                    f"{'yes' if present else 'NO'}, {where}",
+                    flush=True,
+                )
+        print()
+        print_messages(session.context(), session, "context", as_json=False)
+        events = session.events()
+        print()
+        print(
+            f"{len(events)} compactions; red line present after every one: "
+            f"{'yes' if kept and events else 'NO'}"
+        )
+        if not kept or not events:
+            raise CliFailure("the red line did not survive every compaction")
+    finally:
+        session.store.close()
+
+
+def _red_line_holder(session: Session, red_line: str) -> str:
+    """Which message carries the red line now, for the demo's report."""
+    for m in session.context():
+        if red_line in m.content:
+            if m.kind == "summary":
+                return "kept verbatim in the summary by the guard"
+            if m.kind == "marker":
+                return "carried by the truncation marker"
+            return "in an original message still in context"
+    return "missing"
 
 
 def _demo_recall(session: Session) -> bool:

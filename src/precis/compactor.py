@@ -282,9 +282,16 @@ class Compactor:
         when there is room but not demanded.
         """
         task = [job.task] if job.task and job.task.strip() else []
+        # What earlier summaries and markers promised to keep is carried forward first.
+        carried = [
+            str(text)
+            for m in evicted
+            if m.kind in (KIND_SUMMARY, KIND_MARKER)
+            for text in m.metadata.get("retained", ())
+        ]
         room = int(self.settings.effective_clip_chars * REQUIRED_SHARE)
         required: list[str] = []
-        for text in dict.fromkeys([*task, *red_lines(evicted)]):
+        for text in dict.fromkeys([*task, *carried, *red_lines(evicted)]):
             room -= len(text) + 3
             if room < 0 and required:
                 break
@@ -322,6 +329,7 @@ class Compactor:
             "summary": text,
             "mode": plan.mode,
             "summarizer": self.summarizer.name,
+            "retained": [r for r in required if _folded(r) in _folded(text)],
         }
         if job.phase:
             metadata["phase"] = job.phase
@@ -422,7 +430,11 @@ class Compactor:
             plan.marker,
             id=self._ids.new(),
             created_at=now,
-            metadata={**plan.marker.metadata, "summary": plan.marker.content},
+            metadata={
+                **plan.marker.metadata,
+                "summary": plan.marker.content,
+                "retained": found,
+            },
         )
         context = [marker if m is plan.marker else m for m in plan.kept]
         after = self.tokens(context)

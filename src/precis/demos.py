@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from precis.messages import Message, ToolCall
+from precis.summarize.base import SummaryRequest
 
 RED_LINE_TASK = "Add a CSV export module for the reports page under src/exporter/."
 RED_LINE = "Never touch the legacy/ directory; only add new modules."
@@ -74,4 +74,19 @@ def red_line_in(context: list[Message]) -> bool:
     return any(RED_LINE in m.content for m in context)
 
 
-ReportLine = Callable[[str], None]
+class DroppingSummarizer:
+    """The deliberately bad summarizer of S3's story: it forgets everything the user said."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    @property
+    def name(self) -> str:
+        return "dropping"
+
+    def describe(self) -> str:
+        return "deliberately bad (answers 'Made progress on the exporter.' whatever it is given)"
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        self.last = "Made progress on the exporter."
+        return self.last
