@@ -337,7 +337,6 @@ class Compactor:
             plan.mode,
             text,
             metadata,
-            kept,
             plan.pinned,
             plan.keep,
             messages,
@@ -352,7 +351,6 @@ class Compactor:
         mode: str,
         text: str,
         metadata: dict[str, Any],
-        kept: list[Message],
         pinned: Sequence[Message],
         keep: Sequence[Message],
         messages: Sequence[Message],
@@ -362,6 +360,8 @@ class Compactor:
         summarized: int,
         required: tuple[str, ...],
     ) -> _Candidate:
+        """The system_alert summary message and the context [pinned, summary, kept]."""
+        kept = [*pinned, *keep]
         count_after = len(kept) + 1
         summary_id = self._ids.new()
         now = self._clock()

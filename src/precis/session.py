@@ -293,8 +293,6 @@ async def compact_messages(
     mode: Mode | None = None,
 ) -> tuple[list[dict[str, Any]], CompactionStats]:
     """Compact a plain OpenAI message list once; returns the new list and what happened."""
-    from dataclasses import replace
-
     from precis.stores.memory import MemoryStore
 
     base = settings or CompactionSettings()
