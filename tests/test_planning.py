@@ -156,10 +156,11 @@ def test_planned_context_is_always_valid(
                 user_boundary_fallback=fallback,
             )
         )
+    plans.append(plan_all(conversation, keep_newest=True))
     for plan in plans:
         context = [*plan.pinned, SUMMARY, *plan.keep]
         assert check(context) == [], plan
         assert not any(m.pinned for m in plan.summarize)
         assert len(plan.summarize) + len(plan.pinned) + len(plan.keep) == len(conversation)
-        if conversation and plan.mode == "sliding_window":
+        if conversation and (plan.mode == "sliding_window" or plan is plans[-1]):
             assert plan.keep[-1] is conversation[-1]  # the newest message is never summarized

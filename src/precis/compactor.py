@@ -22,8 +22,8 @@ from precis.stores.base import (
     utc_now,
 )
 from precis.summarize.base import Summarizer, SummaryRequest
-from precis.summarize.extractive import red_lines
-from precis.summarize.packaging import SUMMARY_TRUNCATION_SUFFIX, clip_summary, package_summary
+from precis.summarize.guard import Fact, Ledger, apply_guard, extract_facts, missing_facts
+from precis.summarize.packaging import clip_summary, package_summary
 from precis.tokens import TokenCounter
 from precis.truncation import plan_truncation
 from precis.validity import check
@@ -31,6 +31,10 @@ from precis.validity import check
 View = Callable[[list[Message]], list[Message]]
 # Share of the summary budget that the task and red lines may claim as must-keep text.
 REQUIRED_SHARE = 0.6
+# Fact kinds a compaction must keep verbatim (else it is rolled back), and the ledger's bound.
+REQUIRED_KINDS = ("task", "constraint")
+VITAL_KINDS = frozenset({"constraint", "task", "pinned"})
+LEDGER_LIMIT = 200
 
 
 Trigger = Literal[
@@ -92,39 +96,23 @@ class _Candidate:
     summary: Message
     context: list[Message]
     stats: CompactionStats
-    required: tuple[str, ...]  # texts the new context must hold verbatim (task, red lines)
+    required: tuple[Fact, ...]  # what the new context must hold verbatim (task, red lines)
+    ledger: Ledger
 
 
-def _folded(text: str) -> str:
-    return " ".join(text.split())
+def context_text(context: Sequence[Message]) -> str:
+    """Everything the model will read: message texts and the raw text of summaries."""
+    parts = [m.content for m in context]
+    parts += [str(m.metadata.get("summary", "")) for m in context if m.kind == KIND_SUMMARY]
+    return "\n".join(parts)
 
 
-def _missing(required: Sequence[str], context: Sequence[Message]) -> list[str]:
-    """Which required texts no message of the context holds (whitespace-insensitive)."""
-    haystack = (
-        "\n".join(_folded(m.content) for m in context)
-        + "\n"
-        + "\n".join(
-            _folded(str(m.metadata.get("summary", ""))) for m in context if m.kind == KIND_SUMMARY
-        )
-    )
-    return [r for r in required if _folded(r) not in haystack]
-
-
-def guard_text(text: str, required: Sequence[str], clip: int) -> str:
-    """Append what the summary dropped, verbatim, giving up summary text (not the items) to fit."""
-    folded = _folded(text)
-    lost = [r for r in required if _folded(r) not in folded]
-    if not lost:
-        return text
-    section = "\n\nRetained verbatim:\n" + "\n".join(f"- {r}" for r in lost)
-    room = clip - len(section)
-    if room <= 0:
-        return section.strip()[:clip]
-    if len(text) > room:
-        cut = max(0, room - len(SUMMARY_TRUNCATION_SUFFIX))
-        text = text[:cut] + SUMMARY_TRUNCATION_SUFFIX
-    return text + section
+def capped_ledger(ledger: Ledger) -> Ledger:
+    """Bound what a summary carries forward: every rule, the task and pins, the newest rest."""
+    vital = [f for f in ledger.facts if f.kind in VITAL_KINDS]
+    rest = [f for f in ledger.facts if f.kind not in VITAL_KINDS]
+    room = max(0, LEDGER_LIMIT - len(vital))
+    return Ledger((*vital, *(rest[-room:] if room else ())))
 
 
 class Compactor:
@@ -228,7 +216,7 @@ class Compactor:
             with contextlib.suppress(PlanningError):
                 plans.append(self._plan_sliding(messages, job.floor_tokens))
         if job.mode != "truncate":
-            plans.append(plan_all(messages))
+            plans.append(plan_all(messages, keep_newest=True))
         self._step("planned")
         failures: list[str] = []
         over: _Candidate | None = None
@@ -275,27 +263,42 @@ class Compactor:
         after = candidate.stats.context_tokens_after + floor_tokens
         return threshold is not None and after > threshold
 
-    def _required(self, evicted: Sequence[Message], job: CompactionJob) -> tuple[str, ...]:
-        """The task and the evicted span's red lines, as many as fit in a share of the clip.
+    def _guard_budget(self, text: str, plan: CompactionPlan, required: Sequence[Fact]) -> int:
+        """Room for summary + retained facts: the clip, but never more than half the span it
+        replaces (a summary longer than its source only refills the window), the must-keeps
+        always fitting."""
+        span = sum(len(m.content) for m in plan.summarize)
+        floor = len(text) + sum(len(f.text) + 4 for f in required) + 40
+        return min(self.settings.effective_clip_chars, max(floor, span // 2))
+
+    def _ledger(self, evicted: Sequence[Message], job: CompactionJob) -> Ledger:
+        """The evicted span's facts, after those its earlier summaries carried."""
+        return capped_ledger(Ledger(tuple(extract_facts(evicted, task=job.task))))
+
+    def _required(self, ledger: Ledger, known_task: bool) -> tuple[Fact, ...]:
+        """The task and the red lines, as many as fit in a share of the clip.
 
         Past that share a summary could not hold them and anything else, so the rest are kept
-        when there is room but not demanded.
+        by the guard when there is room but not demanded.
         """
-        task = [job.task] if job.task and job.task.strip() else []
-        # What earlier summaries and markers promised to keep is carried forward first.
-        carried = [
-            str(text)
-            for m in evicted
-            if m.kind in (KIND_SUMMARY, KIND_MARKER)
-            for text in m.metadata.get("retained", ())
-        ]
         room = int(self.settings.effective_clip_chars * REQUIRED_SHARE)
-        required: list[str] = []
-        for text in dict.fromkeys([*task, *carried, *red_lines(evicted)]):
-            room -= len(text) + 3
+        required: list[Fact] = []
+        if not known_task:
+            # Without a stated task the span's first request stands in for it; keep it if
+            # there is room, but do not roll back over it.
+            ledger = Ledger(tuple(f for f in ledger.facts if f.kind != "task"))
+        for fact in sorted(
+            ledger.facts,
+            key=lambda f: (
+                REQUIRED_KINDS.index(f.kind) if f.kind in REQUIRED_KINDS else len(REQUIRED_KINDS)
+            ),
+        ):
+            if fact.kind not in REQUIRED_KINDS:
+                break
+            room -= len(fact.text) + 3
             if room < 0 and required:
                 break
-            required.append(text)
+            required.append(fact)
         return tuple(required)
 
     async def _summarize(
@@ -319,17 +322,21 @@ class Compactor:
         )
         text = await asyncio.wait_for(self.summarizer.summarize(request), timeout=s.summary_timeout)
         text = clip_summary(text, clip)
-        required = self._required(plan.summarize, job)
-        kept = [*plan.pinned, *plan.keep]
+        ledger = self._ledger(plan.summarize, job)
+        required = self._required(ledger, job.task is not None)
         if s.guard:
-            # What the kept messages already hold need not be repeated in the summary.
-            text = guard_text(text, _missing(required, kept), clip)
+            # Facts the kept messages already hold need not be repeated in the summary.
+            kept_text = context_text([*plan.pinned, *plan.keep])
+            needed = Ledger(tuple(missing_facts(ledger.facts, kept_text)))
+            text = apply_guard(
+                text, needed, clip_chars=self._guard_budget(text, plan, required)
+            ).text
         self._step("summarized")
         metadata: dict[str, Any] = {
             "summary": text,
             "mode": plan.mode,
             "summarizer": self.summarizer.name,
-            "retained": [r for r in required if _folded(r) in _folded(text)],
+            "ledger": ledger.to_json(),
         }
         if job.phase:
             metadata["phase"] = job.phase
@@ -344,6 +351,7 @@ class Compactor:
             job,
             summarized=len(plan.summarize),
             required=required,
+            ledger=ledger,
         )
 
     def _packed(
@@ -358,7 +366,8 @@ class Compactor:
         job: CompactionJob,
         *,
         summarized: int,
-        required: tuple[str, ...],
+        required: tuple[Fact, ...],
+        ledger: Ledger,
     ) -> _Candidate:
         """The system_alert summary message and the context [pinned, summary, kept]."""
         kept = [*pinned, *keep]
@@ -397,7 +406,7 @@ class Compactor:
         )
         summary = packed(after)
         summary = replace(summary, metadata={**summary.metadata, "stats": stats.as_dict()})
-        return _Candidate(mode, summary, [*pinned, summary, *keep], stats, required)
+        return _Candidate(mode, summary, [*pinned, summary, *keep], stats, required, ledger)
 
     def _truncate(
         self, messages: Sequence[Message], before: int, job: CompactionJob
@@ -410,9 +419,10 @@ class Compactor:
         plan = plan_truncation(
             messages, counter=self.counter, budget_tokens=budget, floor_tokens=job.floor_tokens
         )
-        # The marker carries the dropped span's red lines; a bigger marker may drop more.
+        # The marker carries the dropped span's task and red lines; a bigger marker may drop more.
         for _ in range(3):
-            lines = list(_missing(self._required(plan.dropped, job), plan.kept))
+            required = self._required(self._ledger(plan.dropped, job), job.task is not None)
+            lines = [f.text for f in missing_facts(required, context_text(plan.kept))]
             if lines == found:
                 break
             found = lines
@@ -423,6 +433,7 @@ class Compactor:
                 floor_tokens=job.floor_tokens,
                 red_lines=found,
             )
+        ledger = self._ledger(plan.dropped, job)
         if plan.marker is None:
             return None
         now = self._clock()
@@ -433,7 +444,7 @@ class Compactor:
             metadata={
                 **plan.marker.metadata,
                 "summary": plan.marker.content,
-                "retained": found,
+                "ledger": ledger.to_json(),
             },
         )
         context = [marker if m is plan.marker else m for m in plan.kept]
@@ -451,7 +462,9 @@ class Compactor:
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
-        return _Candidate("truncate", marker, context, stats, self._required(plan.dropped, job))
+        return _Candidate(
+            "truncate", marker, context, stats, self._required(ledger, job.task is not None), ledger
+        )
 
     def _verify(
         self, candidate: _Candidate, messages: Sequence[Message], before: int
@@ -464,9 +477,9 @@ class Compactor:
         missing = [m.id for m in messages if m.pinned and m.id not in present]
         if missing:
             return f"pinned messages missing: {', '.join(missing)}"
-        lost = _missing(candidate.required, candidate.context)
+        lost = missing_facts(candidate.required, context_text(candidate.context))
         if lost:
-            return "dropped verbatim: " + "; ".join(repr(t[:80]) for t in lost)
+            return "dropped verbatim: " + "; ".join(repr(f.text[:80]) for f in lost)
         if candidate.stats.context_tokens_after >= before:
             return (
                 f"context did not shrink ({before} → {candidate.stats.context_tokens_after} tokens)"

@@ -186,19 +186,26 @@ def _pinned_groups(messages: Sequence[Message]) -> list[bool]:
     return mask
 
 
-def plan_all(messages: Sequence[Message]) -> CompactionPlan:
-    """Summarize everything, except a trailing assistant message whose tool call is pending."""
+def plan_all(messages: Sequence[Message], *, keep_newest: bool = False) -> CompactionPlan:
+    """Summarize everything, except a trailing assistant message whose tool call is pending.
+
+    With `keep_newest`, the newest message (with its tool call, when it is a result) is kept
+    too, so the turn the agent is answering is never summarized away.
+    """
     pinned_mask = _pinned_groups(messages)
-    keep: tuple[Message, ...]
+    start = len(messages)
     if messages and has_pending_tool_call(messages[-1]):
-        head, keep = messages[:-1], (messages[-1],)
-        pinned_mask = pinned_mask[:-1]
-    else:
-        head, keep = messages, ()
+        start = len(messages) - 1
+    elif messages and keep_newest:
+        start = len(messages) - 1
+        while start > 0 and messages[start].role == "tool":
+            start -= 1  # back to the assistant message that issued these results
+    head, keep = messages[:start], tuple(messages[start:])
+    head_mask = pinned_mask[:start]
     return CompactionPlan(
         mode="all",
         cutoff=None,
-        summarize=tuple(m for m, pin in zip(head, pinned_mask, strict=True) if not pin),
-        keep=tuple(keep),
-        pinned=tuple(m for m, pin in zip(head, pinned_mask, strict=True) if pin),
+        summarize=tuple(m for m, pin in zip(head, head_mask, strict=True) if not pin),
+        keep=keep,
+        pinned=tuple(m for m, pin in zip(head, head_mask, strict=True) if pin),
     )
