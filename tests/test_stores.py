@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -24,13 +27,50 @@ from precis.stores.sqlite import CONTEXT_SQL, MIGRATIONS
 
 try:  # tests/ as a package, or as a plain directory on sys.path (pytest's default)
     from .store_contract import *  # noqa: F403
-    from .store_contract import CID, compact, fill, user
+    from .store_contract import CID, assistant, compact, fill, user
 except ImportError:
     from store_contract import *  # type: ignore[no-redef]  # noqa: F403
-    from store_contract import CID, compact, fill, user  # type: ignore[no-redef]
+    from store_contract import CID, assistant, compact, fill, user  # type: ignore[no-redef]
 
 # One entry per backend; a PostgreSQL backend joins the contract by adding a parameter here.
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", "postgres"]
+
+# The PostgreSQL the suite runs on when PRECIS_DATABASE_URL is unset.
+DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The server to test on; skipped (loudly) only when no URL is set and none answers."""
+    url = os.environ.get("PRECIS_DATABASE_URL")
+    try:
+        import psycopg
+    except ImportError as exc:
+        if url:
+            pytest.fail(f"PRECIS_DATABASE_URL is set but psycopg is missing: {exc}")
+        pytest.skip(f"POSTGRESQL TESTS SKIPPED: psycopg is not installed ({exc})")
+    try:
+        psycopg.connect(url or DEFAULT_DATABASE_URL, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        if url:
+            pytest.fail(f"PRECIS_DATABASE_URL is set but its server does not answer: {exc}")
+        pytest.skip(
+            "POSTGRESQL TESTS SKIPPED: PRECIS_DATABASE_URL is unset and no server answers at "
+            f"{DEFAULT_DATABASE_URL} ({exc}); set PRECIS_DATABASE_URL to run them"
+        )
+    return url or DEFAULT_DATABASE_URL
+
+
+@pytest.fixture
+def pg_schema(postgres_url: str) -> Iterator[str]:
+    """A throwaway schema per test, dropped with everything in it afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"precis_test_{secrets.token_hex(6)}"
+    yield name
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 @pytest.fixture(params=BACKENDS)
@@ -38,6 +78,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Conversati
     backend: ConversationStore
     if request.param == "memory":
         backend = MemoryStore()
+    elif request.param == "postgres":
+        from precis.stores.postgres import PostgresStore
+
+        url = request.getfixturevalue("postgres_url")
+        schema = request.getfixturevalue("pg_schema")
+        backend = PostgresStore(url, schema=schema, max_size=5)
     else:
         backend = SQLiteStore(tmp_path / "home" / "precis.db")
     yield backend
@@ -74,7 +120,9 @@ def test_open_store_forms(tmp_path: Path) -> None:
     assert target.exists()
 
 
-@pytest.mark.parametrize("url", ["postgres://x", "sqlite:", "sqlite:///", "mem", ""])
+@pytest.mark.parametrize(
+    "url", ["postgres://", "postgresql:///", "mysql://x", "sqlite:", "sqlite:///", "mem", ""]
+)
 def test_open_store_rejects_unknown_urls(tmp_path: Path, url: str) -> None:
     with pytest.raises(StoreError, match="accepted") as info:
         open_store(url, home=tmp_path)
@@ -274,3 +322,159 @@ def test_sqlite_append_is_indexed(db_path: Path) -> None:
         ]:
             plan = _plan(raw, sql, *params)
             assert not any(p.startswith("SCAN") for p in plan), (sql, plan)
+
+
+# --- PostgreSQL only --------------------------------------------------------------------------
+
+
+def _pg_versions(url: str, schema: str) -> list[int]:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url) as conn:
+        query = sql.SQL("SELECT version FROM {}.schema_version ORDER BY 1").format(
+            sql.Identifier(schema)
+        )
+        return [int(row[0]) for row in conn.execute(query).fetchall()]
+
+
+def test_postgres_satisfies_the_protocol(postgres_url: str, pg_schema: str) -> None:
+    from precis.stores import PostgresStore as Exported
+    from precis.stores.postgres import PostgresStore
+
+    assert Exported is PostgresStore
+    with PostgresStore(postgres_url, schema=pg_schema) as pg:
+        assert isinstance(pg, ConversationStore)
+
+
+def test_postgres_reopen_keeps_everything(postgres_url: str, pg_schema: str) -> None:
+    from precis.stores.postgres import PostgresStore
+
+    first = PostgresStore(postgres_url, schema=pg_schema)
+    first.create(CID, system_prompt="prompt")
+    (port,) = first.append(CID, [user("our database port is 5433")])
+    fill(first, 6)
+    snap = compact(first, CID, keep=2)
+    first.set_pinned(CID, port.id, True)
+    history, events = first.history(CID), first.events(CID)
+    first.close()
+    with pytest.raises(StoreError, match="closed"):
+        first.count(CID)
+
+    again = PostgresStore(postgres_url, schema=pg_schema)
+    assert again.context(CID) == snap
+    assert again.history(CID) == history and history[0].pinned
+    assert again.events(CID) == events
+    assert again.system_prompt(CID) == ("prompt", True)
+    assert [h.id for h in again.recall(CID, "5433")] == [port.id]
+    more = fill(again, 1, prefix="after")
+    assert again.context(CID).messages[-1] == more[0]
+    again.close()
+
+
+def test_postgres_schema_version_and_idempotent_migrations(
+    postgres_url: str, pg_schema: str
+) -> None:
+    from precis.stores.postgres import MIGRATIONS, PostgresStore
+
+    PostgresStore(postgres_url, schema=pg_schema).close()
+    expected = list(range(1, len(MIGRATIONS) + 1))
+    assert _pg_versions(postgres_url, pg_schema) == expected
+    with PostgresStore(postgres_url, schema=pg_schema) as s:
+        s.append(CID, [user("x")])
+    # Several stores opening at once (as workers do) migrate once and see the same data.
+    with ThreadPoolExecutor(4) as pool:
+        counts = list(pool.map(lambda _: _count_in_new_store(postgres_url, pg_schema), range(4)))
+    assert counts == [1, 1, 1, 1]
+    assert _pg_versions(postgres_url, pg_schema) == expected
+
+
+def _count_in_new_store(url: str, schema: str) -> int:
+    from precis.stores.postgres import PostgresStore
+
+    with PostgresStore(url, schema=schema) as s:
+        return s.count(CID)
+
+
+def test_postgres_refuses_a_newer_schema(postgres_url: str, pg_schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from precis.stores.postgres import PostgresStore
+
+    PostgresStore(postgres_url, schema=pg_schema).close()
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute(
+            sql.SQL("INSERT INTO {}.schema_version VALUES (99, 'future')").format(
+                sql.Identifier(pg_schema)
+            )
+        )
+    with pytest.raises(StoreError, match="newer"):
+        PostgresStore(postgres_url, schema=pg_schema)
+
+
+def test_postgres_messages_are_immutable_rows(postgres_url: str, pg_schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from precis.stores.postgres import PostgresStore
+
+    with PostgresStore(postgres_url, schema=pg_schema) as s:
+        s.append(CID, [user("x")])
+    with (
+        psycopg.connect(postgres_url) as conn,
+        pytest.raises(psycopg.Error, match="immutable"),
+    ):
+        conn.execute(
+            sql.SQL("UPDATE {}.messages SET content = 'y'").format(sql.Identifier(pg_schema))
+        )
+
+
+def test_postgres_recall_chinese_uses_the_trigram_index(postgres_url: str, pg_schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from precis.stores.postgres import PostgresStore
+
+    with PostgresStore(postgres_url, schema=pg_schema) as s:
+        s.append("noise", [user(f"无关的消息 {i}") for i in range(50)])
+        (fact,) = s.append(CID, [user("数据库端口是 5433")])
+        s.append(CID, [assistant("好的，我记住了。"), user("端口号不对吗？")])
+        for query in ("数据库", "5433", "数据库 端口", "端口 5433"):
+            hits = s.recall(CID, query)
+            assert hits and hits[0].id == fact.id, (query, hits)
+            assert "端口" in hits[0].snippet and hits[0].score > 0
+        assert sorted(h.seq for h in s.recall(CID, "端口")) == [1, 3]
+        assert s.recall(CID, "端") and s.recall(CID, "口号")
+        assert s.recall(CID, "配置文件") == []
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(
+            str(row[0])
+            for row in conn.execute(
+                "EXPLAIN SELECT id FROM messages "
+                "WHERE (content || E'\\n' || calls_text) ILIKE '%端口号%'"
+            )
+        )
+    assert "messages_trgm" in plan, plan
+
+
+def test_postgres_error_names_the_store_and_hides_the_password() -> None:
+    from precis.stores.postgres import PostgresStore
+
+    url = "postgresql://someone:s3cret@127.0.0.1:1/nowhere"
+    with pytest.raises(StoreError, match=r"127\.0\.0\.1:1/nowhere") as info:
+        PostgresStore(url, connect_timeout=2)
+    assert "s3cret" not in str(info.value)
+    with pytest.raises(StoreError, match="schema name"):
+        PostgresStore(url, schema="no; drop")
+
+
+def test_open_store_postgres_urls(postgres_url: str, tmp_path: Path) -> None:
+    from precis.stores.postgres import DEFAULT_SCHEMA, PostgresStore
+
+    for scheme in ("postgresql://", "postgres://"):
+        opened = open_store(scheme + postgres_url.split("://", 1)[1], home=tmp_path)
+        assert isinstance(opened, PostgresStore) and opened.schema == DEFAULT_SCHEMA
+        opened.close()

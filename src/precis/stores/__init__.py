@@ -1,8 +1,9 @@
-"""Conversation stores: the protocol, the memory and SQLite backends, and `open_store`."""
+"""Conversation stores: the protocol, the memory, SQLite and PostgreSQL backends, `open_store`."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from precis.stores.base import (
     CompactionEvent,
@@ -17,6 +18,9 @@ from precis.stores.base import (
 from precis.stores.jsonl import JsonlLineError, export_jsonl, import_jsonl
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from precis.stores.postgres import PostgresStore
 
 __all__ = [
     "DB_FILENAME",
@@ -39,11 +43,43 @@ __all__ = [
 # The default store's file name under PRECIS_HOME.
 DB_FILENAME = "precis.db"
 _SQLITE_PREFIX = "sqlite://"
-_ACCEPTED = "'memory', 'memory:', 'sqlite' (PRECIS_HOME/precis.db) or 'sqlite:///path/to/file.db'"
+_POSTGRES_PREFIXES = ("postgresql://", "postgres://")
+_ACCEPTED = (
+    "'memory', 'memory:', 'sqlite' (PRECIS_HOME/precis.db), 'sqlite:///path/to/file.db' "
+    "or 'postgresql://user@host:5432/dbname'"
+)
+_POSTGRES_MISSING = (
+    "the PostgreSQL store needs psycopg 3 and psycopg-pool: pip install 'precis[postgres]'"
+)
+
+
+def __getattr__(name: str) -> Any:
+    """Export PostgresStore lazily, so precis without psycopg still imports."""
+    if name == "PostgresStore":
+        return _postgres_store_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _postgres_store_class() -> type[PostgresStore]:
+    """Import the PostgreSQL backend on first use, naming the extra to install if it is missing."""
+    try:
+        from precis.stores.postgres import PostgresStore
+    except ImportError as exc:
+        # Another module missing is a bug, not the extra; psycopg without libpq is the extra.
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] not in (
+            "psycopg",
+            "psycopg_pool",
+        ):
+            raise
+        raise StoreError(f"{_POSTGRES_MISSING} ({exc})") from exc
+    return PostgresStore
 
 
 def open_store(url: str | None, *, home: Path) -> ConversationStore:
-    """Open the store a URL names; None means the default SQLite file under `home`."""
+    """Open the store a URL names; None means the default SQLite file under `home`.
+
+    A postgresql:// or postgres:// URL opens a PostgresStore in the schema "precis".
+    """
     if url in ("memory", "memory:"):
         return MemoryStore()
     if url is None or url == "sqlite":
@@ -52,4 +88,6 @@ def open_store(url: str | None, *, home: Path) -> ConversationStore:
         path = url[len(_SQLITE_PREFIX) :]
         if path.strip("/"):
             return SQLiteStore(Path(path).expanduser())
+    if url.startswith(_POSTGRES_PREFIXES) and url.split("://", 1)[1].strip("/"):
+        return _postgres_store_class()(url)
     raise StoreError(f"unsupported store URL {url!r}; accepted: {_ACCEPTED}")
