@@ -34,6 +34,7 @@ ENV_SUMMARIZER = "PRECIS_SUMMARIZER"
 ENV_PROVIDER = "PRECIS_PROVIDER"
 ENV_MODEL = "PRECIS_MODEL"
 ENV_BASE_URL = "PRECIS_BASE_URL"
+ENV_API_KEY = "PRECIS_API_KEY"
 
 DEFAULT_HOME = "~/.precis"
 DEFAULT_CONTEXT_WINDOW = 8000
@@ -520,6 +521,56 @@ def export(
 
     with session_for(ctx) as session:
         export_jsonl(session.store, session.conversation_id, sys.stdout, context_only=context_only)
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8321,
+    store: Annotated[
+        str | None, typer.Option(help="Store URL (default: the global --store / PRECIS_STORE).")
+    ] = None,
+) -> None:
+    """Run the HTTP service; a non-loopback address needs PRECIS_API_KEY."""
+    import ipaddress
+
+    config: CliConfig = ctx.obj
+    api_key = os.environ.get(ENV_API_KEY) or None
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if api_key is None and not loopback:
+        _err(
+            f"precis: error: refusing to listen on {host} without an API key; "
+            f"set {ENV_API_KEY} (or listen on 127.0.0.1)"
+        )
+        raise typer.Exit(EXIT_USAGE)
+    if config.summarizer not in SUMMARIZERS:
+        _err(f"precis: invalid option: unknown summarizer {config.summarizer!r}")
+        raise typer.Exit(EXIT_USAGE)
+    import uvicorn
+
+    from precis.server import create_app
+    from precis.stores import open_store
+
+    url = store if store is not None else config.store_url
+    with _clean_errors():
+        settings = config_settings(config).settings
+        if url is None:
+            config.home.mkdir(parents=True, exist_ok=True)
+        opened = open_store(url, home=config.home)
+    try:
+        service = create_app(
+            opened,
+            settings=settings,
+            api_key=api_key,
+            summarizer_factory=lambda: make_summarizer(config),
+        )
+        uvicorn.run(service, host=host, port=port, log_level="info")
+    finally:
+        opened.close()
 
 
 @app.command()
