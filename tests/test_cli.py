@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conformance import TRAJECTORIES
 
 from precis.agent import MAX_OVERFLOW_RETRIES, Agent
 from precis.compactor import CompactionStats
@@ -232,3 +233,41 @@ def test_agent_compacts_before_dispatch_when_over_the_threshold() -> None:
     _, compactions = asyncio.run(Agent(session, MockProvider(400)).turn("next step?"))
     # Twelve turns in a 400-token window are far past the hard watermark: truncate first.
     assert compactions[0].trigger == "hard_watermark" and compactions[0].mode == "truncate"
+
+
+def test_eval_reference_beats_claude_codes_own_summary_at_no_larger_size(home: Path) -> None:
+    trajectories = str(TRAJECTORIES)
+    result = run_precis(home, "eval", "--reference", "--trajectories", trajectories, "--json")
+    report = json.loads(result.stdout)
+    rows = report["rows"]
+    assert len(rows) == 3
+    for row in rows:
+        assert row["precis_chars"] <= row["reference_chars"], row["conversation"]
+        assert row["precis"]["overall"] >= row["reference"]["overall"], row["conversation"]
+        assert row["violations"] == 0
+    assert report["overall"]["precis"]["overall"] >= 0.9
+
+
+def test_eval_replays_strategies_and_plots(home: Path, tmp_path: Path) -> None:
+    path = str(TRAJECTORIES / "tau-bench__gpt-4o-airline.top5_longest__task2_trial1.jsonl")
+    plot = tmp_path / "sawtooth.png"
+    result = run_precis(
+        home,
+        "eval",
+        path,
+        "-s",
+        "letta",
+        "-s",
+        "extractive+guard",
+        "--window",
+        "4000",
+        "--json",
+        "--plot",
+        str(plot),
+    )
+    report = json.loads(result.stdout)
+    assert {r["strategy"] for r in report["runs"]} == {"letta", "extractive+guard"}
+    assert all(r["violations"] == 0 for r in report["runs"])
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = run_precis(home, "eval", path, "-s", "magic", check=False)
+    assert bad.returncode != 0 and "magic" in bad.stderr

@@ -523,6 +523,63 @@ def export(
         export_jsonl(session.store, session.conversation_id, sys.stdout, context_only=context_only)
 
 
+@app.command("eval")
+def eval_command(
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Conversations (shared trajectory JSONL).")
+    ] = None,
+    strategy: Annotated[
+        list[str] | None, typer.Option("--strategy", "-s", help="Repeat to pick; default all.")
+    ] = None,
+    window: Annotated[int, typer.Option(min=1, help="Context window to replay at.")] = 8000,
+    at: Annotated[
+        int | None, typer.Option(min=1, help="Compact once, after the first K messages.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option(help="Write the sawtooth plot (PNG).")] = None,
+    reference: Annotated[
+        bool, typer.Option("--reference", help="Compare with Claude Code's own summaries.")
+    ] = False,
+    trajectories: Annotated[
+        Path, typer.Option(help="Folder with reference_summaries/ for --reference.")
+    ] = Path("../shared/data/trajectories"),
+) -> None:
+    """Replay conversations per strategy: violations, tokens, calls, time, fact retention."""
+    from rich.console import Console
+
+    from precis import evaluation
+
+    with _clean_errors():
+        if reference:
+            if not (trajectories / "reference_summaries").is_dir():
+                raise CliFailure(f"{trajectories}: no reference_summaries/ folder", EXIT_USAGE)
+            ref = evaluation.run_reference(trajectories)
+            if as_json:
+                print(json.dumps(evaluation.reference_json(ref), ensure_ascii=False))
+            else:
+                Console(width=160).print(evaluation.render_reference(ref))
+            return
+        if not files:
+            raise CliFailure("name the conversations to replay, or pass --reference", EXIT_USAGE)
+        for name in strategy or ():
+            evaluation.strategy(name)  # a clear error for an unknown name, before any work
+        missing = [str(f) for f in files if not f.is_file()]
+        if missing:
+            raise CliFailure(f"no such file: {', '.join(missing)}")
+        report = evaluation.run_eval(
+            files,
+            strategies=strategy or evaluation.STRATEGY_NAMES,
+            window=window,
+            at=at,
+        )
+        if plot is not None:
+            evaluation.plot_sawtooth(report, plot)
+        if as_json:
+            print(json.dumps(evaluation.report_json(report), ensure_ascii=False))
+        else:
+            Console(width=160).print(evaluation.render_table(report))
+
+
 @app.command()
 def serve(
     ctx: typer.Context,
