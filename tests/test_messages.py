@@ -220,3 +220,14 @@ def test_direct_construction_is_checked() -> None:
         Message(role="tool", content="x")
     with pytest.raises(InvalidMessage, match="cannot carry tool_calls"):
         Message(role="user", tool_calls=(ToolCall("c", "f", "{}"),))
+
+
+def test_anthropic_results_may_answer_calls_stored_earlier() -> None:
+    later = [
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "tu9", "content": "ok"}],
+        }
+    ]
+    (result,) = messages_from_anthropic(later, issued={"tu9"})
+    assert (result.role, result.tool_call_id, result.content) == ("tool", "tu9", "ok")

@@ -267,18 +267,22 @@ def messages_to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 def messages_from_anthropic(
-    items: Iterable[Mapping[str, Any]], *, system: str | Sequence[Mapping[str, Any]] | None = None
+    items: Iterable[Mapping[str, Any]],
+    *,
+    system: str | Sequence[Mapping[str, Any]] | None = None,
+    issued: Iterable[str] = (),
 ) -> list[Message]:
     """Convert Anthropic messages (`tool_use` / `tool_result` blocks) to precis messages.
 
     A user message holding tool results becomes one `tool` message per result, in order,
-    followed by a user message for any text it also held.
+    followed by a user message for any text it also held. `issued` names tool_use ids from
+    earlier messages (already stored) that results here may answer.
     """
     out: list[Message] = []
     if system:
         text = system if isinstance(system, str) else _anthropic_text(system, None)
         out.append(Message(role="system", content=text))
-    issued: set[str] = set()
+    known: set[str] = set(issued)
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise InvalidMessage(i, f"expected an object, got {type(item).__name__}")
@@ -319,7 +323,7 @@ def messages_from_anthropic(
                 if role != "user":
                     raise InvalidMessage(i, f"block {j}: tool_result only in user messages")
                 use_id = block.get("tool_use_id")
-                if not isinstance(use_id, str) or use_id not in issued:
+                if not isinstance(use_id, str) or use_id not in known:
                     raise InvalidMessage(
                         i, f"block {j}: tool_result for unknown tool_use_id {use_id!r}"
                     )
@@ -329,7 +333,7 @@ def messages_from_anthropic(
                 out.append(Message(role="tool", content=text, tool_call_id=use_id, metadata=meta))
             else:
                 raise InvalidMessage(i, f"block {j}: unsupported block type {btype!r}")
-        issued.update(c.id for c in calls)
+        known.update(c.id for c in calls)
         if texts or calls or images or thinking:
             out.append(
                 Message(

@@ -472,52 +472,22 @@ def _from_anthropic(
 ) -> tuple[list[Message], list[int]]:
     """Convert one Anthropic message at a time, so every result maps back to its input index.
 
-    A `tool_result` may answer a `tool_use` appended by an earlier request: the converter only
-    sees one request, so such calls are declared to it by a stand-in message, then dropped.
+    A `tool_result` may answer a `tool_use` appended by an earlier request (`known_calls`).
     """
     issued = set(known_calls)
     messages: list[Message] = []
     origin: list[int] = []
     for i, item in enumerate(items):
         _check_plain(item, i)
-        answered = _tool_use_ids(item) & issued
-        stand_in = (
-            [
-                {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "tool_use", "id": call, "name": "earlier", "input": {}}
-                        for call in sorted(answered)
-                    ],
-                }
-            ]
-            if answered
-            else []
-        )
         try:
-            converted = messages_from_anthropic([*stand_in, item])
+            converted = messages_from_anthropic([item], issued=issued)
         except InvalidMessage as exc:
             raise InvalidMessage(i, exc.reason) from None
-        converted = converted[len(stand_in) :]
         for message in converted:
             issued.update(tc.id for tc in message.tool_calls)
         messages += converted
         origin += [i] * len(converted)
     return messages, origin
-
-
-def _tool_use_ids(item: Mapping[str, Any]) -> set[str]:
-    """The tool_use ids an Anthropic message's tool_result blocks answer."""
-    content = item.get("content")
-    if not isinstance(content, list):
-        return set()
-    return {
-        block["tool_use_id"]
-        for block in content
-        if isinstance(block, Mapping)
-        and block.get("type") == "tool_result"
-        and isinstance(block.get("tool_use_id"), str)
-    }
 
 
 def _check_plain(value: Any, index: int) -> None:
