@@ -14,15 +14,14 @@ import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from precis.messages import Message, Role, ToolCall
+from precis.messages import Message, ToolCall
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -41,6 +40,14 @@ from precis.stores.base import (
     snippet,
     utc_now,
 )
+from precis.stores.rows import (
+    M_COLUMNS,
+    MESSAGE_COLUMNS,
+    apply_pins,
+    json_text,
+    message_from_row,
+    tool_calls_json,
+)
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "PostgresStore"]
 
@@ -53,17 +60,12 @@ POOL_TIMEOUT_S = 30.0
 _MIGRATION_LOCK_KEY = 0x70726563  # "prec"
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
-_MESSAGE_COLUMNS = (
-    "id, role, content, tool_calls, tool_call_id, kind, pinned, metadata, created_at, "
-    "reasoning, images, openai_extra"
-)
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _MESSAGE_COLUMNS.split(","))
 # The text recall searches: content plus tool-call names and arguments (base.search_text).
 _DOC = "(content || E'\\n' || calls_text)"
 
 # The context read walks the positions index, then fetches each message by (conversation, id).
 CONTEXT_SQL = (
-    f"SELECT {_M_COLUMNS} FROM in_context AS c JOIN messages AS m "
+    f"SELECT {M_COLUMNS} FROM in_context AS c JOIN messages AS m "
     "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
     "WHERE c.conversation_id = %s ORDER BY c.position"
 )
@@ -344,12 +346,12 @@ class PostgresStore:
         version, next_seq, _ = self._conversation_row(cur, conversation_id)
         if version == 0:
             cur.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s ORDER BY seq",
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s ORDER BY seq",
                 (conversation_id,),
             )
         else:
             cur.execute(CONTEXT_SQL, (conversation_id,))
-        messages = [_message_from_row(row) for row in cur.fetchall()]
+        messages = [message_from_row(row) for row in cur.fetchall()]
         return ContextSnapshot(
             messages=_with_pins(cur, conversation_id, messages),
             version=version,
@@ -421,22 +423,22 @@ class PostgresStore:
             self._conversation_row(cur, conversation_id)
             # seq runs 1, 2, 3… without gaps, so the offset is a seq bound, not a row skip.
             rows = cur.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s AND seq > %s "
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = %s AND seq > %s "
                 "ORDER BY seq LIMIT %s",
                 (conversation_id, offset, limit),
             ).fetchall()
-            return _with_pins(cur, conversation_id, [_message_from_row(row) for row in rows])
+            return _with_pins(cur, conversation_id, [message_from_row(row) for row in rows])
 
     def get(self, conversation_id: str, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids, in the order asked; UnknownMessage for a missing one."""
         with self._transaction(write=False) as cur:
             self._conversation_row(cur, conversation_id)
             rows = cur.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages "
+                f"SELECT {MESSAGE_COLUMNS} FROM messages "
                 "WHERE conversation_id = %s AND id = ANY(%s)",
                 (conversation_id, list(dict.fromkeys(ids))),
             ).fetchall()
-            found = {str(row[0]): _message_from_row(row) for row in rows}
+            found = {str(row[0]): message_from_row(row) for row in rows}
             for message_id in ids:
                 if message_id not in found:
                     raise UnknownMessage(conversation_id, message_id)
@@ -631,11 +633,7 @@ def _doc_text(content: str, calls_text: str) -> str:
 
 
 def _message_row(conversation_id: str, seq: int, m: Message) -> tuple[Any, ...]:
-    calls = (
-        json.dumps([[tc.id, tc.name, tc.arguments] for tc in m.tool_calls], ensure_ascii=False)
-        if m.tool_calls
-        else "[]"
-    )
+    calls = tool_calls_json(m.tool_calls)
     return (
         conversation_id,
         seq,
@@ -647,11 +645,11 @@ def _message_row(conversation_id: str, seq: int, m: Message) -> tuple[Any, ...]:
         m.tool_call_id,
         m.kind,
         m.pinned,
-        json.dumps(m.metadata, ensure_ascii=False) if m.metadata else "{}",
+        json_text(m.metadata),
         m.created_at,
         m.reasoning,
         m.images,
-        json.dumps(m.openai_extra, ensure_ascii=False) if m.openai_extra else "{}",
+        json_text(m.openai_extra),
     )
 
 
@@ -660,37 +658,4 @@ def _with_pins(cur: Cursor, conversation_id: str, messages: list[Message]) -> li
     rows = cur.execute(
         "SELECT message_id, pinned FROM pins WHERE conversation_id = %s", (conversation_id,)
     ).fetchall()
-    if not rows:
-        return messages
-    pins = {str(row[0]): bool(row[1]) for row in rows}
-    return [
-        replace(m, pinned=pins[m.id]) if m.id in pins and pins[m.id] != m.pinned else m
-        for m in messages
-    ]
-
-
-def _tool_calls(raw: str) -> tuple[ToolCall, ...]:
-    if raw == "[]":
-        return ()
-    return tuple(ToolCall(str(c[0]), str(c[1]), str(c[2])) for c in json.loads(raw))
-
-
-def _json_object(raw: str) -> dict[str, Any]:
-    return {} if raw == "{}" else cast(dict[str, Any], json.loads(raw))
-
-
-def _message_from_row(row: Sequence[Any]) -> Message:
-    return Message(
-        id=row[0],
-        role=cast(Role, row[1]),
-        content=row[2],
-        tool_calls=_tool_calls(row[3]),
-        tool_call_id=row[4],
-        kind=row[5],
-        pinned=bool(row[6]),
-        metadata=_json_object(row[7]),
-        created_at=row[8],
-        reasoning=row[9],
-        images=int(row[10]),
-        openai_extra=_json_object(row[11]),
-    )
+    return apply_pins(messages, {str(r[0]): bool(r[1]) for r in rows})

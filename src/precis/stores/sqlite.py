@@ -14,11 +14,10 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from precis.messages import Message, Role, ToolCall
+from precis.messages import Message
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -39,6 +38,15 @@ from precis.stores.base import (
     term_score,
     utc_now,
 )
+from precis.stores.rows import (
+    M_COLUMNS,
+    MESSAGE_COLUMNS,
+    apply_pins,
+    json_text,
+    message_from_row,
+    tool_calls_from_json,
+    tool_calls_json,
+)
 
 __all__ = ["CONTEXT_SQL", "MIGRATIONS", "SQLiteStore"]
 
@@ -53,16 +61,11 @@ SCAN_CANDIDATES = 500
 # SQLite's default cap on host parameters is 999 in old builds; stay under it.
 _IN_CHUNK = 500
 
-_MESSAGE_COLUMNS = (
-    "id, role, content, tool_calls, tool_call_id, kind, pinned, metadata, created_at, "
-    "reasoning, images, openai_extra"
-)
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _MESSAGE_COLUMNS.split(","))
 
 # The context read: walk the positions index, then fetch each message by its (conversation, id)
 # index. CROSS JOIN pins the loop order, so the cost is O(in-context), not O(history).
 CONTEXT_SQL = (
-    f"SELECT {_M_COLUMNS} FROM in_context AS c CROSS JOIN messages AS m "
+    f"SELECT {M_COLUMNS} FROM in_context AS c CROSS JOIN messages AS m "
     "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
     "WHERE c.conversation_id = ? ORDER BY c.position"
 )
@@ -331,13 +334,13 @@ class SQLiteStore:
         version, next_seq, _ = self._conversation_row(db, conversation_id)
         if version == 0:
             cursor = db.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY seq",
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
             )
         else:
             cursor = db.execute(CONTEXT_SQL, (conversation_id,))
         return ContextSnapshot(
-            messages=_with_pins(db, conversation_id, [_message_from_row(row) for row in cursor]),
+            messages=_with_pins(db, conversation_id, [message_from_row(row) for row in cursor]),
             version=version,
             last_seq=next_seq - 1,
             compacted=version > 0,
@@ -403,11 +406,11 @@ class SQLiteStore:
             self._conversation_row(db, conversation_id)
             # seq runs 1, 2, 3… without gaps, so the offset is a seq bound, not a row skip.
             cursor = db.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND seq > ? "
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND seq > ? "
                 "ORDER BY seq LIMIT ?",
                 (conversation_id, offset, -1 if limit is None else limit),
             )
-            return _with_pins(db, conversation_id, [_message_from_row(row) for row in cursor])
+            return _with_pins(db, conversation_id, [message_from_row(row) for row in cursor])
 
     def get(self, conversation_id: str, ids: Sequence[str]) -> list[Message]:
         """The messages with these ids, in the order asked; UnknownMessage for a missing one."""
@@ -419,11 +422,11 @@ class SQLiteStore:
                 chunk = unique[start : start + _IN_CHUNK]
                 marks = ", ".join("?" * len(chunk))
                 for row in db.execute(
-                    f"SELECT {_MESSAGE_COLUMNS} FROM messages "
+                    f"SELECT {MESSAGE_COLUMNS} FROM messages "
                     f"WHERE conversation_id = ? AND id IN ({marks})",
                     (conversation_id, *chunk),
                 ):
-                    found[row[0]] = _message_from_row(row)
+                    found[row[0]] = message_from_row(row)
             for message_id in ids:
                 if message_id not in found:
                     raise UnknownMessage(conversation_id, message_id)
@@ -639,11 +642,7 @@ def _duplicate(conversation_id: str, message_id: str) -> StoreError:
 
 
 def _message_row(row_id: int, conversation_id: str, seq: int, m: Message) -> tuple[Any, ...]:
-    calls = (
-        json.dumps([[tc.id, tc.name, tc.arguments] for tc in m.tool_calls], ensure_ascii=False)
-        if m.tool_calls
-        else "[]"
-    )
+    calls = tool_calls_json(m.tool_calls)
     return (
         row_id,
         conversation_id,
@@ -655,11 +654,11 @@ def _message_row(row_id: int, conversation_id: str, seq: int, m: Message) -> tup
         m.tool_call_id,
         m.kind,
         int(m.pinned),
-        json.dumps(m.metadata, ensure_ascii=False) if m.metadata else "{}",
+        json_text(m.metadata),
         m.created_at,
         m.reasoning,
         m.images,
-        json.dumps(m.openai_extra, ensure_ascii=False) if m.openai_extra else "{}",
+        json_text(m.openai_extra),
     )
 
 
@@ -667,47 +666,13 @@ def _with_pins(
     db: sqlite3.Connection, conversation_id: str, messages: list[Message]
 ) -> list[Message]:
     """Apply the pin overlay: one indexed read of this conversation's (few) pin rows."""
-    pins = dict(
-        db.execute(
-            "SELECT message_id, pinned FROM pins WHERE conversation_id = ?", (conversation_id,)
-        ).fetchall()
-    )
-    if not pins:
-        return messages
-    return [
-        replace(m, pinned=bool(pins[m.id])) if m.id in pins and bool(pins[m.id]) != m.pinned else m
-        for m in messages
-    ]
-
-
-def _tool_calls(raw: str) -> tuple[ToolCall, ...]:
-    if raw == "[]":
-        return ()
-    return tuple(ToolCall(str(c[0]), str(c[1]), str(c[2])) for c in json.loads(raw))
-
-
-def _json_object(raw: str) -> dict[str, Any]:
-    return {} if raw == "{}" else cast(dict[str, Any], json.loads(raw))
-
-
-def _message_from_row(row: Sequence[Any]) -> Message:
-    return Message(
-        id=row[0],
-        role=cast(Role, row[1]),
-        content=row[2],
-        tool_calls=_tool_calls(row[3]),
-        tool_call_id=row[4],
-        kind=row[5],
-        pinned=bool(row[6]),
-        metadata=_json_object(row[7]),
-        created_at=row[8],
-        reasoning=row[9],
-        images=int(row[10]),
-        openai_extra=_json_object(row[11]),
-    )
+    rows = db.execute(
+        "SELECT message_id, pinned FROM pins WHERE conversation_id = ?", (conversation_id,)
+    ).fetchall()
+    return apply_pins(messages, {str(r[0]): bool(r[1]) for r in rows})
 
 
 def _row_search_text(content: str, tool_calls: str) -> str:
     return search_text(
-        Message(role="assistant", content=content, tool_calls=_tool_calls(tool_calls))
+        Message(role="assistant", content=content, tool_calls=tool_calls_from_json(tool_calls))
     )

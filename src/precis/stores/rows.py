@@ -1,0 +1,67 @@
+"""How the SQL backends write a message as a row and read it back, and the pin overlay."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, cast
+
+from precis.messages import Message, Role, ToolCall
+
+# The columns every message read selects, in the order `message_from_row` expects.
+MESSAGE_COLUMNS = (
+    "id, role, content, tool_calls, tool_call_id, kind, pinned, metadata, created_at, "
+    "reasoning, images, openai_extra"
+)
+M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+
+
+def tool_calls_json(calls: Sequence[ToolCall]) -> str:
+    return (
+        json.dumps([[tc.id, tc.name, tc.arguments] for tc in calls], ensure_ascii=False)
+        if calls
+        else "[]"
+    )
+
+
+def json_text(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False) if value else "{}"
+
+
+def tool_calls_from_json(raw: str) -> tuple[ToolCall, ...]:
+    if raw == "[]":
+        return ()
+    return tuple(ToolCall(str(c[0]), str(c[1]), str(c[2])) for c in json.loads(raw))
+
+
+def _json_object(raw: str) -> dict[str, Any]:
+    return {} if raw == "{}" else cast(dict[str, Any], json.loads(raw))
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
+    """A message from a row selected with MESSAGE_COLUMNS."""
+    return Message(
+        id=row[0],
+        role=cast(Role, row[1]),
+        content=row[2],
+        tool_calls=tool_calls_from_json(row[3]),
+        tool_call_id=row[4],
+        kind=row[5],
+        pinned=bool(row[6]),
+        metadata=_json_object(row[7]),
+        created_at=row[8],
+        reasoning=row[9],
+        images=int(row[10]),
+        openai_extra=_json_object(row[11]),
+    )
+
+
+def apply_pins(messages: list[Message], pins: Mapping[str, bool]) -> list[Message]:
+    """Overlay pin flags set after append: message rows themselves never change."""
+    if not pins:
+        return messages
+    return [
+        replace(m, pinned=pins[m.id]) if m.id in pins and pins[m.id] != m.pinned else m
+        for m in messages
+    ]
