@@ -385,6 +385,8 @@ def _present(fact: Fact, folded: str) -> bool:
     needle = _fold(fact.text)
     if fact.kind in {FILE_MODIFIED, FILE_READ}:
         needle = needle.removeprefix("./")
+        if not needle or needle not in folded:
+            return False  # the cheap test first; the pattern only confirms token edges
         pattern = rf"(?<![\w.\-]){re.escape(needle)}(?![\w\-]|\.\w)"
         return bool(needle) and re.search(pattern, folded) is not None
     if fact.kind == IDENTIFIER:
@@ -393,6 +395,8 @@ def _present(fact: Fact, folded: str) -> bool:
             number = ticket.group(1)
             pattern = rf"(?:#|\b(?:pr|issue|ticket)\s*#?\s*){number}(?!\d)"
             return re.search(pattern, folded) is not None
+        if needle not in folded:
+            return False
         pattern = rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])"
         return re.search(pattern, folded) is not None
     return bool(needle) and needle in folded
