@@ -271,3 +271,32 @@ def test_absorb_returns_only_the_sub_agents_brief() -> None:
     assert result.role == "tool" and result.tool_call_id == "task_1"
     assert "never edit legacy/" in result.content
     assert len(parent.context()) == 3 and check(parent.context()) == []
+
+
+class UselessSummarizer(DroppingSummarizer):
+    """Answers "ok" to everything."""
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        self.requests.append(request)
+        return "ok"
+
+
+def test_useless_summary_still_leaves_every_red_line_and_the_task_for_ten_rounds() -> None:
+    settings = CompactionSettings(context_window=3000, pin_task=False)
+    session = Session(MemoryStore(), "c", LettaEstimator(), UselessSummarizer(), settings)
+    task = "Port the CSV exporter to the new reports API."
+    rules = ["Never use npm; only pnpm.", RED_LINE, "Do not change the public API of reports/."]
+    session.append(Message(role="user", content=task))
+    for i, rule in enumerate(rules):
+        session.append(Message(role="assistant", content=f"Understood ({i})."))
+        session.append(Message(role="user", content=rule))
+    for round_ in range(10):
+        turns(session, 6, start=round_ * 6)
+        asyncio.run(session.compact())
+        text = "\n".join(
+            [m.content for m in session.context()]
+            + [str(m.metadata.get("summary", "")) for m in session.context()]
+        )
+        assert all(rule in text for rule in rules), round_
+        assert task in text, round_
+    assert len(session.events()) == 10
