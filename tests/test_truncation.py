@@ -12,14 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from precis.messages import KIND_MARKER, KIND_SUMMARY, Message, ToolCall, messages_from_openai
+from precis.planning import call_groups, pinned_mask
 from precis.tokens import LettaEstimator
-from precis.truncation import (
-    TruncationPlan,
-    call_groups,
-    context_after,
-    pinned_mask,
-    plan_truncation,
-)
+from precis.truncation import TruncationPlan, context_after, plan_truncation
 from precis.validity import check
 
 

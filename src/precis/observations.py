@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from precis.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.truncation import pinned_mask
+from precis.planning import pinned_mask
 
 # Longest first line a table of contents shows per section, so the table stays small.
 PREVIEW_CHARS = 60

@@ -94,10 +94,10 @@ def plan_sliding_window(
     if n < 4:
         raise PlanningError(NOT_ENOUGH_MESSAGES)
     counts = token_list(messages, tokens)
-    pinned_mask = _pinned_groups(messages)
+    pins = pinned_mask(messages)
     max_cut = n - 2 if has_pending_tool_call(messages[-1]) else n - 1
     p = normalize_percentage(percentage)
-    args = (messages, counts, pinned_mask, p, context_window, max_cut, reserved_tokens)
+    args = (messages, counts, pins, p, context_window, max_cut, reserved_tokens)
     try:
         cut = _search_cut(*args, roles=("assistant",))
     except PlanningError:
@@ -108,16 +108,16 @@ def plan_sliding_window(
     return CompactionPlan(
         mode="sliding_window",
         cutoff=cut,
-        summarize=tuple(m for m, pin in zip(head, pinned_mask, strict=False) if not pin),
+        summarize=tuple(m for m, pin in zip(head, pins, strict=False) if not pin),
         keep=tuple(messages[cut:]),
-        pinned=tuple(m for m, pin in zip(head, pinned_mask, strict=False) if pin),
+        pinned=tuple(m for m, pin in zip(head, pins, strict=False) if pin),
     )
 
 
 def _search_cut(
     messages: Sequence[Message],
     counts: list[int],
-    pinned_mask: list[bool],
+    pins: list[bool],
     p: float,
     context_window: int | None,
     max_cut: int,
@@ -130,7 +130,7 @@ def _search_cut(
     # Kept tokens = the tail from the cut plus pinned messages before it, kept as running sums
     # because the cut only moves forward: the whole search is one pass over the counts.
     total = sum(counts)
-    any_pinned = any(pinned_mask)
+    any_pinned = any(pins)
     evicted = 0
     scanned = 0
     cut: int | None = None
@@ -144,7 +144,7 @@ def _search_cut(
         if cut > scanned:
             evicted += sum(counts[scanned:cut])
             if any_pinned:
-                evicted -= sum(compress(counts[scanned:cut], pinned_mask[scanned:cut]))
+                evicted -= sum(compress(counts[scanned:cut], pins[scanned:cut]))
             scanned = cut
         approx = total - evicted
     met_goal = goal is not None and approx + reserved < goal
@@ -165,24 +165,28 @@ def _last_valid_cut(
 _PINNED = attrgetter("pinned")
 
 
-def _pinned_groups(messages: Sequence[Message]) -> list[bool]:
+def call_groups(messages: Sequence[Message]) -> list[tuple[int, ...]]:
+    """Indices grouped so that a tool call and its results are one unit; others stand alone."""
+    groups: list[list[int]] = []
+    owner: dict[str, int] = {}  # tool call id → index of the group of the message that issued it
+    for i, message in enumerate(messages):
+        if message.role == "tool" and message.tool_call_id in owner:
+            groups[owner[message.tool_call_id]].append(i)
+        else:
+            groups.append([i])
+        for call in message.tool_calls:
+            owner[call.id] = len(groups) - 1
+    return [tuple(g) for g in groups]
+
+
+def pinned_mask(messages: Sequence[Message]) -> list[bool]:
     """Pinned flags, widened so a pinned call keeps its results and a pinned result its call."""
     mask = list(map(_PINNED, messages))
-    if not any(mask):
-        return mask
-    owner: dict[str, int] = {}
-    for i, m in enumerate(messages):
-        for tc in m.tool_calls:
-            owner[tc.id] = i
-    groups: dict[int, list[int]] = {}
-    for i, m in enumerate(messages):
-        if m.role == "tool" and m.tool_call_id in owner:
-            groups.setdefault(owner[m.tool_call_id], []).append(i)
-    for call_index, results in groups.items():
-        members = [call_index, *results]
-        if any(mask[j] for j in members):
-            for j in members:
-                mask[j] = True
+    if any(mask):
+        for group in call_groups(messages):
+            if any(mask[i] for i in group):
+                for i in group:
+                    mask[i] = True
     return mask
 
 
@@ -192,7 +196,7 @@ def plan_all(messages: Sequence[Message], *, keep_newest: bool = False) -> Compa
     With `keep_newest`, the newest message (with its tool call, when it is a result) is kept
     too, so the turn the agent is answering is never summarized away.
     """
-    pinned_mask = _pinned_groups(messages)
+    pins = pinned_mask(messages)
     start = len(messages)
     if messages and has_pending_tool_call(messages[-1]):
         start = len(messages) - 1
@@ -201,7 +205,7 @@ def plan_all(messages: Sequence[Message], *, keep_newest: bool = False) -> Compa
         while start > 0 and messages[start].role == "tool":
             start -= 1  # back to the assistant message that issued these results
     head, keep = messages[:start], tuple(messages[start:])
-    head_mask = pinned_mask[:start]
+    head_mask = pins[:start]
     return CompactionPlan(
         mode="all",
         cutoff=None,

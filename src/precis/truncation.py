@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from precis.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.planning import call_groups, pinned_mask
 from precis.tokens import TokenCounter
 
 
@@ -21,31 +22,6 @@ class TruncationPlan:
     dropped: tuple[Message, ...]
     kept: tuple[Message, ...]
     marker: Message | None
-
-
-def call_groups(messages: Sequence[Message]) -> list[tuple[int, ...]]:
-    """Indices grouped so that a tool call and its results are one unit; others stand alone."""
-    groups: list[list[int]] = []
-    owner: dict[str, int] = {}  # tool call id → index of the group of the message that issued it
-    for i, message in enumerate(messages):
-        if message.role == "tool" and message.tool_call_id in owner:
-            groups[owner[message.tool_call_id]].append(i)
-        else:
-            groups.append([i])
-        for call in message.tool_calls:
-            owner[call.id] = len(groups) - 1
-    return [tuple(g) for g in groups]
-
-
-def pinned_mask(messages: Sequence[Message]) -> list[bool]:
-    """Pinned flags widened to whole call groups, so a pinned call keeps its results and back."""
-    mask = [m.pinned for m in messages]
-    if any(mask):
-        for group in call_groups(messages):
-            if any(mask[i] for i in group):
-                for i in group:
-                    mask[i] = True
-    return mask
 
 
 def marker_text(omitted: int, red_lines: Sequence[str] = ()) -> str:
