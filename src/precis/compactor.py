@@ -22,7 +22,14 @@ from precis.stores.base import (
     utc_now,
 )
 from precis.summarize.base import Summarizer, SummaryRequest
-from precis.summarize.guard import Fact, Ledger, apply_guard, extract_facts, missing_facts
+from precis.summarize.guard import (
+    Fact,
+    Ledger,
+    apply_guard,
+    context_text,
+    extract_facts,
+    missing_facts,
+)
 from precis.summarize.packaging import clip_summary, package_summary
 from precis.tokens import TokenCounter
 from precis.truncation import plan_truncation
@@ -98,13 +105,6 @@ class _Candidate:
     stats: CompactionStats
     required: tuple[Fact, ...]  # what the new context must hold verbatim (task, red lines)
     ledger: Ledger
-
-
-def context_text(context: Sequence[Message]) -> str:
-    """Everything the model will read: message texts and the raw text of summaries."""
-    parts = [m.content for m in context]
-    parts += [str(m.metadata.get("summary", "")) for m in context if m.kind == KIND_SUMMARY]
-    return "\n".join(parts)
 
 
 def capped_ledger(ledger: Ledger) -> Ledger:

@@ -27,13 +27,11 @@ from precis.session import Session
 from precis.stores.memory import MemoryStore
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import MAX_BRIEF_CHARS, ExtractiveSummarizer
-from precis.summarize.transcript import raw_summary_text
+from precis.summarize.guard import Fact, context_text, extract_facts, retention
 from precis.validity import check
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-    from precis.summarize.guard import Fact
 
 DEFAULT_WINDOW = 8000
 REFERENCE_DIR = "reference_summaries"
@@ -193,8 +191,6 @@ def _ordered_kinds(kinds: Iterable[str]) -> list[str]:
 
 def _retention(facts: Sequence[Fact], text: str) -> Retention:
     """Count, per kind, the facts `precis.summarize.guard.retention` finds in the text."""
-    from precis.summarize.guard import retention
-
     by_kind: dict[str, list[Fact]] = {}
     for fact in facts:
         by_kind.setdefault(fact.kind, []).append(fact)
@@ -209,21 +205,8 @@ def _retention(facts: Sequence[Fact], text: str) -> Retention:
 
 
 def _extract(messages: Sequence[Message], task: str | None = None) -> list[Fact]:
-    from precis.summarize.guard import extract_facts
 
     return extract_facts(messages, task=task)
-
-
-def context_text(messages: Sequence[Message]) -> str:
-    """Everything a model reads of these messages: contents, tool calls and summaries' raw text."""
-    parts: list[str] = []
-    for m in messages:
-        parts.append(m.content)
-        raw = raw_summary_text(m)
-        if raw is not None and raw != m.content:
-            parts.append(raw)
-        parts.extend(f"{call.name} {call.arguments}" for call in m.tool_calls)
-    return "\n".join(parts)
 
 
 # --- Loading ------------------------------------------------------------------------------------

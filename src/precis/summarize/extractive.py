@@ -584,17 +584,6 @@ def _is_chinese(texts: Iterable[str]) -> bool:
     return cjk > 0 and cjk * 3 >= latin
 
 
-def red_lines(messages: Sequence[Message]) -> list[str]:
-    """The rules users stated in these messages (don't / never / must / 不要 …), verbatim, once."""
-    found: dict[str, None] = {}
-    for message in messages:
-        if message.role == "user" and message.kind not in {"summary", "marker"}:
-            for sentence in _constraint_sentences(message.content):
-                if not sentence.rstrip().endswith(("?", "？")):  # a question states no rule
-                    found.setdefault(sentence)
-    return list(found)
-
-
 def _constraint_sentences(text: str) -> list[str]:
     """The sentences of `text` that state a rule (don't / never / must / 不要 …), verbatim."""
     found: list[str] = []

@@ -30,6 +30,7 @@ from precis.summarize.extractive import (
     _project_root,
     _Tally,
 )
+from precis.summarize.transcript import raw_summary_text
 
 CONSTRAINT: Final = "constraint"
 TASK: Final = "task"
@@ -400,6 +401,19 @@ def _present(fact: Fact, folded: str) -> bool:
         pattern = rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])"
         return re.search(pattern, folded) is not None
     return bool(needle) and needle in folded
+
+
+def context_text(messages: Sequence[Message]) -> str:
+    """Everything a model reads of these messages, the text facts are looked for in: contents,
+    tool calls, and the raw text of summaries and markers."""
+    parts: list[str] = []
+    for m in messages:
+        parts.append(m.content)
+        raw = raw_summary_text(m)
+        if raw is not None and raw != m.content:
+            parts.append(raw)
+        parts.extend(f"{call.name} {call.arguments}" for call in m.tool_calls)
+    return "\n".join(parts)
 
 
 def fact_present(fact: Fact, text: str) -> bool:
