@@ -9,6 +9,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from precis.evaluation import load_conversation
+from precis.messages import Message, messages_from_openai
+
 # The shared folder sits beside the repository; PRECIS_SHARED points elsewhere if it does not.
 SHARED = Path(os.environ.get("PRECIS_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 VECTORS = SHARED / "conformance" / "letta-vectors.json"
@@ -36,17 +39,10 @@ def expand_placeholders(value: Any) -> Any:
 
 def trajectory_as_openai(path: Path) -> list[dict[str, Any]]:
     """A shared trajectory file as OpenAI messages (its tool calls spelled the OpenAI way)."""
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if "tool_calls" in row:
-            row["tool_calls"] = [
-                {
-                    "id": c["id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": c["arguments"]},
-                }
-                for c in row["tool_calls"]
-            ]
-        out.append(row)
-    return out
+    return load_conversation(path)
+
+
+@cache
+def trajectory_messages(path: Path) -> list[Message]:
+    """A shared trajectory as precis messages, read once per test run."""
+    return messages_from_openai(trajectory_as_openai(path))

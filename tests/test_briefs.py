@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from scripted import ScriptedProvider
 
 from precis.jscompat import utf16_len
 from precis.messages import Message, ToolCall
-from precis.providers.base import Completion
 from precis.summarize.base import SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 from precis.summarize.llm import LLMSummarizer
@@ -239,26 +239,6 @@ def test_defaults_keep_the_letta_brief() -> None:
 
 
 # --- the model-backed summarizer --------------------------------------------------------------
-
-
-class ScriptedProvider:
-    """Plays back answers and records every request it was sent."""
-
-    def __init__(self, *answers: str) -> None:
-        self.answers = list(answers)
-        self.sent: list[list[Mapping[str, Any]]] = []
-
-    @property
-    def context_window(self) -> int | None:
-        return 8192
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> Completion:
-        self.sent.append(list(messages))
-        return Completion({"role": "assistant", "content": self.answers.pop(0)}, {})
 
 
 def llm(provider: ScriptedProvider, messages: Sequence[Message], **kw: Any) -> str:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance import TRAJECTORIES, trajectory_messages
 
 from precis.jscompat import utf16_len
-from precis.messages import Message, ToolCall, messages_from_openai
+from precis.messages import Message, ToolCall
 from precis.summarize.base import SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 from precis.summarize.guard import (
@@ -27,7 +27,6 @@ from precis.summarize.guard import (
     retention,
 )
 
-TRAJECTORIES = Path("/work/shared/data/trajectories")
 REFERENCES = TRAJECTORIES / "reference_summaries"
 TRAJECTORY_FILES = sorted(TRAJECTORIES.glob("*.jsonl"))
 REFERENCE_FILES = sorted(REFERENCES.glob("*.json"))
@@ -216,30 +215,9 @@ def test_the_body_is_cut_before_any_fact_is_dropped() -> None:
     assert "…" in result.text
 
 
-@cache
-def load(path: Path) -> list[Message]:
-    items: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        raw = json.loads(line)
-        item: dict[str, Any] = {"role": raw["role"], "content": raw.get("content") or ""}
-        if raw.get("tool_calls"):
-            item["tool_calls"] = [
-                {
-                    "id": c["id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": c["arguments"]},
-                }
-                for c in raw["tool_calls"]
-            ]
-        if raw.get("tool_call_id"):
-            item["tool_call_id"] = raw["tool_call_id"]
-        items.append(item)
-    return messages_from_openai(items)
-
-
 @pytest.mark.parametrize("path", TRAJECTORY_FILES, ids=lambda p: p.stem[:40])
 def test_the_guard_never_passes_the_clip_on_real_trajectories(path: Path) -> None:
-    messages = load(path)
+    messages = trajectory_messages(path)
     ledger = Ledger(tuple(extract_facts(messages)))
     assert ledger.facts
     for clip in (200, 350, 700, 1200, 2000, 4000):
@@ -318,7 +296,7 @@ def test_the_first_rounds_red_lines_survive_ten_compactions() -> None:
 def test_retention_against_claude_codes_own_summary(path: Path) -> None:
     reference = json.loads(path.read_text(encoding="utf-8"))
     compaction = reference["compactions"][0]
-    messages = load(TRAJECTORIES / f"{reference['conversation']}.jsonl")
+    messages = trajectory_messages(TRAJECTORIES / f"{reference['conversation']}.jsonl")
     span = tuple(messages[: compaction["message_index"]])
     claude = compaction["summary"]
     clip = utf16_len(claude)

@@ -3,41 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from scripted import ScriptedProvider
 
 from precis.errors import ContextOverflow, SummarizerError
 from precis.messages import Message
-from precis.providers.base import Completion
 from precis.summarize.base import SummaryRequest
 from precis.summarize.llm import LLMSummarizer
 from precis.summarize.prompts import ALL_PROMPT, SLIDING_WINDOW_PROMPT
-
-
-class ScriptedProvider:
-    """Plays back a script of answers or errors; records what it was sent."""
-
-    def __init__(self, *script: str | Exception) -> None:
-        self.script = list(script)
-        self.sent: list[list[Mapping[str, Any]]] = []
-
-    @property
-    def context_window(self) -> int | None:
-        return 4096
-
-    async def complete(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> Completion:
-        self.sent.append(list(messages))
-        step = self.script.pop(0)
-        if isinstance(step, Exception):
-            raise step
-        return Completion({"role": "assistant", "content": step}, {"total_tokens": 10})
-
 
 SPAN = tuple(
     Message(role="user" if i % 2 == 0 else "assistant", content=f"message {i} " + "w" * 60_000)

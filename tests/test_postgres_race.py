@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import secrets
 import select
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,6 @@ from precis.messages import KIND_SUMMARY, Message
 from precis.validity import check
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
 CID = "race"
 # Seconds a child may take to reach the barrier or to finish, so a hang fails instead of blocking.
 STEP_TIMEOUT_S = 60
@@ -62,40 +59,6 @@ CHILD = textwrap.dedent(
     store.close()
     """
 )
-
-
-@pytest.fixture(scope="module")
-def postgres_url() -> str:
-    """The server to test on; skipped (loudly) only when no URL is set and none answers."""
-    url = os.environ.get("PRECIS_DATABASE_URL")
-    try:
-        import psycopg
-    except ImportError as exc:
-        if url:
-            pytest.fail(f"PRECIS_DATABASE_URL is set but psycopg is missing: {exc}")
-        pytest.skip(f"POSTGRESQL TESTS SKIPPED: psycopg is not installed ({exc})")
-    try:
-        psycopg.connect(url or DEFAULT_DATABASE_URL, connect_timeout=5).close()
-    except psycopg.Error as exc:
-        if url:
-            pytest.fail(f"PRECIS_DATABASE_URL is set but its server does not answer: {exc}")
-        pytest.skip(
-            "POSTGRESQL TESTS SKIPPED: PRECIS_DATABASE_URL is unset and no server answers at "
-            f"{DEFAULT_DATABASE_URL} ({exc}); set PRECIS_DATABASE_URL to run them"
-        )
-    return url or DEFAULT_DATABASE_URL
-
-
-@pytest.fixture
-def pg_schema(postgres_url: str) -> Iterator[str]:
-    """A throwaway schema, dropped with everything in it afterwards."""
-    import psycopg
-    from psycopg import sql
-
-    name = f"precis_test_{secrets.token_hex(6)}"
-    yield name
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def _chat(n: int, chars: int = 200) -> list[Message]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import secrets
 import sqlite3
 import subprocess
 import sys
@@ -34,43 +32,6 @@ except ImportError:
 
 # One entry per backend; a PostgreSQL backend joins the contract by adding a parameter here.
 BACKENDS = ["memory", "sqlite", "postgres"]
-
-# The PostgreSQL the suite runs on when PRECIS_DATABASE_URL is unset.
-DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """The server to test on; skipped (loudly) only when no URL is set and none answers."""
-    url = os.environ.get("PRECIS_DATABASE_URL")
-    try:
-        import psycopg
-    except ImportError as exc:
-        if url:
-            pytest.fail(f"PRECIS_DATABASE_URL is set but psycopg is missing: {exc}")
-        pytest.skip(f"POSTGRESQL TESTS SKIPPED: psycopg is not installed ({exc})")
-    try:
-        psycopg.connect(url or DEFAULT_DATABASE_URL, connect_timeout=5).close()
-    except psycopg.Error as exc:
-        if url:
-            pytest.fail(f"PRECIS_DATABASE_URL is set but its server does not answer: {exc}")
-        pytest.skip(
-            "POSTGRESQL TESTS SKIPPED: PRECIS_DATABASE_URL is unset and no server answers at "
-            f"{DEFAULT_DATABASE_URL} ({exc}); set PRECIS_DATABASE_URL to run them"
-        )
-    return url or DEFAULT_DATABASE_URL
-
-
-@pytest.fixture
-def pg_schema(postgres_url: str) -> Iterator[str]:
-    """A throwaway schema per test, dropped with everything in it afterwards."""
-    import psycopg
-    from psycopg import sql
-
-    name = f"precis_test_{secrets.token_hex(6)}"
-    yield name
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 @pytest.fixture(params=BACKENDS)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance import vectors
 from letta_shape import letta_to_message, letta_to_messages
 
 from precis.errors import ContextOverflow, SummarizerError
@@ -29,8 +28,7 @@ from precis.summarize import (
     summarize_with_ladder,
 )
 
-VECTORS_PATH = Path("/work/shared/conformance/letta-vectors.json")
-VECTORS: dict[str, Any] = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))
+VECTORS: dict[str, Any] = vectors()
 FIXED_TIME = "2026-01-01T00:00:00.000Z"
 
 

@@ -6,21 +6,20 @@ import asyncio
 import json
 import re
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conformance import TRAJECTORIES, trajectory_messages
 
 from precis.jscompat import utf16_len
-from precis.messages import KIND_SUMMARY, Message, ToolCall, messages_from_openai
+from precis.messages import KIND_SUMMARY, Message, ToolCall
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 from precis.summarize.mock import MockSummarizer
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
 from precis.summarize.transcript import render_transcript
 
-TRAJECTORIES = Path("/work/shared/data/trajectories")
 REFERENCES = TRAJECTORIES / "reference_summaries"
 TRAJECTORY_FILES = sorted(TRAJECTORIES.glob("*.jsonl"))
 REFERENCE_FILES = sorted(REFERENCES.glob("*.json"))
@@ -32,28 +31,6 @@ def summarize(summarizer: Summarizer, messages: list[Message], **kw: Any) -> str
 
 def extractive(messages: list[Message], **kw: Any) -> str:
     return summarize(ExtractiveSummarizer(), messages, **kw)
-
-
-@cache
-def load_trajectory(path: Path) -> list[Message]:
-    """A shared trajectory as precis messages (its tool calls turned into OpenAI's shape)."""
-    items: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        raw = json.loads(line)
-        item: dict[str, Any] = {"role": raw["role"], "content": raw.get("content") or ""}
-        if raw.get("tool_calls"):
-            item["tool_calls"] = [
-                {
-                    "id": call["id"],
-                    "type": "function",
-                    "function": {"name": call["name"], "arguments": call["arguments"]},
-                }
-                for call in raw["tool_calls"]
-            ]
-        if raw.get("tool_call_id"):
-            item["tool_call_id"] = raw["tool_call_id"]
-        items.append(item)
-    return messages_from_openai(items)
 
 
 def call(call_id: str, name: str, **arguments: Any) -> ToolCall:
@@ -215,7 +192,7 @@ def test_shell_writes_count_as_modified_and_pending_work_as_open() -> None:
 def test_extractive_output_is_deterministic() -> None:
     assert extractive(SESSION) == extractive(list(SESSION))
     for path in TRAJECTORY_FILES[:3]:
-        messages = load_trajectory(path)
+        messages = trajectory_messages(path)
         assert extractive(messages, clip_chars=1500) == extractive(messages, clip_chars=1500)
 
 
@@ -300,7 +277,7 @@ def test_empty_span_needs_no_brief() -> None:
 @pytest.mark.parametrize("clip", [200, 500, 1000, 4000])
 @pytest.mark.parametrize("path", TRAJECTORY_FILES, ids=lambda p: p.stem[:48])
 def test_the_clip_is_respected_on_every_trajectory(path: Path, clip: int) -> None:
-    brief = extractive(load_trajectory(path), clip_chars=clip)
+    brief = extractive(trajectory_messages(path), clip_chars=clip)
     assert 0 < utf16_len(brief) <= clip
     assert brief.startswith("## ")
 
@@ -338,7 +315,7 @@ def test_time_grows_linearly_with_the_span() -> None:
 
 def test_without_a_clip_the_brief_stays_small() -> None:
     for path in TRAJECTORY_FILES:
-        assert utf16_len(extractive(load_trajectory(path))) <= 4000
+        assert utf16_len(extractive(trajectory_messages(path))) <= 4000
 
 
 def test_non_bmp_text_is_measured_in_utf16_units() -> None:
@@ -363,7 +340,7 @@ def test_keeps_reference_paths_at_least_as_well_as_a_naive_prefix(path: Path) ->
     data = json.loads(path.read_text(encoding="utf-8"))
     compaction = data["compactions"][0]
     reference: str = compaction["summary"]
-    messages = load_trajectory(TRAJECTORIES / f"{data['conversation']}.jsonl")
+    messages = trajectory_messages(TRAJECTORIES / f"{data['conversation']}.jsonl")
     span = messages[: compaction["message_index"]]
     span_text = _span_text(span)
     paths = sorted({p for p in _PATH_IN_REFERENCE.findall(reference) if p in span_text})
