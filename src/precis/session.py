@@ -231,10 +231,12 @@ class Session:
         letta's threshold; strict >): summarize. After `turn_limit` turns: summarize.
         """
         done: list[CompactionStats] = []
-        hard = self.settings.hard_limit
-        if hard is not None and self.tokens() > hard:
+        hard, soft = self.settings.hard_limit, self.settings.threshold
+        tokens = self.tokens()  # one estimate per check: it reads the whole context
+        if hard is not None and tokens > hard:
             done.append(await self.compact("truncate", trigger="hard_watermark"))
-        if self.needs_compaction():
+            tokens = self.tokens()
+        if soft is not None and tokens > soft:
             done.append(await self.compact(trigger="context_window_limit"))
         elif (
             self.settings.turn_limit is not None
