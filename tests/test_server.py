@@ -261,9 +261,11 @@ def test_event_stream_ends_when_the_client_goes_away(
 ) -> None:
     conversation_id = new_conversation(client)
     streams = service.app.state.streams
+    started = streams.started
     with client.stream("GET", f"/v1/conversations/{conversation_id}/events/stream") as stream:
+        assert stream.status_code == 200, stream.read()
         next(stream.iter_lines())
-        assert streams.open >= 1
+        assert streams.started == started + 1  # counted, whether or not it is still open
     deadline = time.monotonic() + 10
     while streams.open and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -92,9 +92,10 @@ ConversationId = Annotated[str, Path(description="The conversation's id.")]
 
 @dataclass(slots=True)
 class StreamGauge:
-    """How many event streams are open, so tests and operators can see disconnects land."""
+    """How many event streams are open (and were ever opened), so disconnects can be seen."""
 
     open: int = 0
+    started: int = 0
 
 
 def create_app(
@@ -411,6 +412,7 @@ async def _event_frames(
 ) -> AsyncIterator[str]:
     """Poll the store's event log (another worker may commit) and frame each new event."""
     gauge.open += 1
+    gauge.started += 1
     try:
         yield f"retry: {int(limits.event_poll_seconds * 2000)}\n\n"
         sent = 0
