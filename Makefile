@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-llm demo lint bench clean
+.PHONY: test test-properties test-llm demo lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy --strict src
 
+# Two workers on the two cores; the ten slowest tests are printed so a slow one is seen.
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --durations=10
+
+# The hypothesis properties at 2000 examples each (make test runs 150).
+test-properties: $(STAMP)
+	$(BIN)/pytest -q -n 2 -m property --hypothesis-profile=thorough
 
 # Real small models: builds llama-cpp-python from source on first install (pip caches the wheel).
 $(VENV)/.installed-local: $(STAMP)

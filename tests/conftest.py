@@ -7,6 +7,17 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests: a modest run in `make test`, the thorough one in `make test-properties` (CI).
+settings.register_profile("fast", max_examples=150, deadline=None)
+settings.register_profile(
+    "thorough",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("fast")  # --hypothesis-profile=thorough overrides it
 
 # The PostgreSQL the suite runs on when PRECIS_DATABASE_URL is unset.
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"

@@ -1,16 +1,14 @@
-"""The `precis` command as a user runs it: a real subprocess in a throwaway home."""
+"""The `precis` command as a user runs it, in a throwaway home (in-process; a few subprocesses)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conformance import TRAJECTORIES
+from conformance import trajectory
+from run_cli import run_precis
 
 from precis.agent import MAX_OVERFLOW_RETRIES, Agent
 from precis.compactor import CompactionStats
@@ -29,37 +27,13 @@ TURN_TEXT = (
 )
 
 
-def run_precis(
-    home: Path, *args: str, check: bool = True, timeout: float = 60, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run `python -m precis.cli` with HOME-independent settings and UTF-8 output."""
-    env = {**os.environ, "PRECIS_HOME": str(home), "PYTHONIOENCODING": "utf-8"}
-    env.pop("PRECIS_CONTEXT_WINDOW", None)
-    env.pop("PRECIS_STORE", None)
-    for name in ("PRECIS_SUMMARIZER", "PRECIS_PROVIDER", "PRECIS_MODEL", "PRECIS_BASE_URL"):
-        env.pop(name, None)
-    result = subprocess.run(
-        [sys.executable, "-m", "precis.cli", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env,
-        timeout=timeout,
-        input=stdin,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
-
-
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
 def test_demo_compacts_at_least_twice_and_recalls_the_port(home: Path) -> None:
-    result = run_precis(home, "demo", timeout=30)
+    result = run_precis(home, "demo", subprocess=True)
     lines = result.stdout.splitlines()
     assert sum(line.startswith(COMPACTION_PREFIX) for line in result.stderr.splitlines()) >= 2
     assert any(
@@ -180,7 +154,9 @@ def test_openai_provider_without_a_model_is_a_usage_error(home: Path) -> None:
 
 
 def test_bad_options_exit_2_without_a_traceback(home: Path) -> None:
-    assert run_precis(home, "compact", "--mode", "bogus", check=False).returncode == 2
+    assert (
+        run_precis(home, "compact", "--mode", "bogus", check=False, subprocess=True).returncode == 2
+    )
     assert run_precis(home, "--context-window", "0", "context", check=False).returncode == 2
     assert run_precis(home, "--summarizer", "nope", "context", check=False).returncode == 2
     missing = run_precis(home, "import", str(home / "missing.jsonl"), check=False)
@@ -235,21 +211,8 @@ def test_agent_compacts_before_dispatch_when_over_the_threshold() -> None:
     assert compactions[0].trigger == "hard_watermark" and compactions[0].mode == "truncate"
 
 
-def test_eval_reference_beats_claude_codes_own_summary_at_no_larger_size(home: Path) -> None:
-    trajectories = str(TRAJECTORIES)
-    result = run_precis(home, "eval", "--reference", "--trajectories", trajectories, "--json")
-    report = json.loads(result.stdout)
-    rows = report["rows"]
-    assert len(rows) == 3
-    for row in rows:
-        assert row["precis_chars"] <= row["reference_chars"], row["conversation"]
-        assert row["precis"]["overall"] >= row["reference"]["overall"], row["conversation"]
-        assert row["violations"] == 0
-    assert report["overall"]["precis"]["overall"] >= 0.9
-
-
 def test_eval_replays_strategies_and_plots(home: Path, tmp_path: Path) -> None:
-    path = str(TRAJECTORIES / "tau-bench__gpt-4o-airline.top5_longest__task2_trial1.jsonl")
+    path = str(trajectory("tau-bench__gpt-4o-airline.top5_longest__task2_trial1.jsonl"))
     plot = tmp_path / "sawtooth.png"
     result = run_precis(
         home,

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conformance import TRAJECTORIES, trajectory_as_openai
+from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
 from precis.compactor import Compactor
 from precis.errors import CompactionError, SummarizerError
@@ -285,7 +285,7 @@ def test_compact_messages_stateless_entry_point() -> None:
     assert len(again) == len(out)
 
 
-@pytest.mark.parametrize("path", sorted(TRAJECTORIES.glob("*.jsonl")), ids=lambda p: p.stem[:50])
+@pytest.mark.parametrize("path", TRAJECTORY_FILES, ids=lambda p: p.stem[:50])
 def test_real_trajectories_compact_until_they_fit(path: Path, tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "precis.db")
     rows = trajectory_as_openai(path)

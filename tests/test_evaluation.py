@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conformance import TRAJECTORIES
+from conformance import TRAJECTORIES, trajectory
 from rich.console import Console
 
 from precis.evaluation import (
@@ -22,10 +22,6 @@ from precis.evaluation import (
     run_reference,
 )
 
-pytestmark = pytest.mark.skipif(
-    not TRAJECTORIES.is_dir(), reason=f"shared trajectories not found at {TRAJECTORIES}"
-)
-
 SMALL = (
     "SWE-agent__demo_ctf_web__i_got_id.jsonl",
     "tau-bench__gpt-4o-airline.top5_longest__task2_trial1.jsonl",
@@ -35,7 +31,7 @@ WINDOW = 4000
 
 @pytest.fixture(scope="module")
 def report() -> EvalReport:
-    paths = [TRAJECTORIES / name for name in SMALL]
+    paths = [trajectory(name) for name in SMALL]
     return run_eval(paths, strategies=["extractive+guard", "letta"], window=WINDOW)
 
 
@@ -55,7 +51,7 @@ def test_every_strategy_has_a_name_and_unknown_ones_are_refused() -> None:
         "truncation",
     }
     with pytest.raises(ValueError, match="unknown strategy"):
-        run_eval([TRAJECTORIES / SMALL[0]], strategies=["nope"])
+        run_eval([trajectory(SMALL[0])], strategies=["nope"])
 
 
 def test_replay_compacts_validly_and_keeps_the_context_in_bounds(report: EvalReport) -> None:
@@ -84,7 +80,7 @@ def test_replay_compacts_validly_and_keeps_the_context_in_bounds(report: EvalRep
 
 
 def test_at_compacts_exactly_once() -> None:
-    path = TRAJECTORIES / SMALL[1]
+    path = trajectory(SMALL[1])
     report = run_eval([path], strategies=["extractive+guard", "truncation"], window=WINDOW, at=30)
     for run in report.runs:
         assert len(run.compactions) == 1, run.strategy
@@ -95,7 +91,7 @@ def test_at_compacts_exactly_once() -> None:
 
 def test_masking_never_compacts_and_measures_the_masked_view() -> None:
     # Masking counts turns by user messages: the tau-bench chat has many, SWE-agent's run one.
-    path = TRAJECTORIES / SMALL[1]
+    path = trajectory(SMALL[1])
     report = run_eval([path], strategies=["masking", "letta"], window=WINDOW)
     masking, letta = report.runs
     assert masking.compactions == () and masking.summarizer_calls == 0

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance import TRAJECTORIES, trajectory_as_openai
+from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
 from precis.messages import (
     InvalidMessage,
@@ -16,8 +16,6 @@ from precis.messages import (
     messages_from_openai,
     messages_to_anthropic,
 )
-
-TRAJECTORY_FILES = sorted(TRAJECTORIES.glob("*.jsonl"))
 
 
 def test_all_trajectories_are_present() -> None:

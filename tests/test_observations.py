@@ -6,8 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conformance import TRAJECTORIES, trajectory_as_openai
-from hypothesis import given, settings
+from conformance import TRAJECTORY_FILES, trajectory_as_openai
+from hypothesis import given
 from hypothesis import strategies as st
 
 from precis.messages import KIND_SUMMARY, Message, ToolCall, messages_from_openai
@@ -71,7 +71,7 @@ def test_head_tail_with_a_tiny_limit_is_just_the_note() -> None:
     assert view == "[… 1000 lines omitted; read_original(m, section) …]"
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.property
 @given(
     text=st.text(alphabet="ab \n", max_size=3000),
     max_chars=st.integers(0, 2000),
@@ -186,7 +186,7 @@ def test_masking_spares_pinned_groups_and_short_outputs() -> None:
 
 
 @pytest.mark.parametrize("keep", [1, 3])
-@pytest.mark.parametrize("path", sorted(TRAJECTORIES.glob("*.jsonl")), ids=lambda p: p.stem[:50])
+@pytest.mark.parametrize("path", TRAJECTORY_FILES, ids=lambda p: p.stem[:50])
 def test_masking_keeps_shared_trajectories_valid_and_smaller(path: Path, keep: int) -> None:
     messages = messages_from_openai(trajectory_as_openai(path))
     assert check(messages) == []
@@ -207,7 +207,7 @@ def test_masking_keeps_shared_trajectories_valid_and_smaller(path: Path, keep: i
 def test_masking_shrinks_the_shared_trajectories_overall() -> None:
     counter = LettaEstimator()
     before = after = 0
-    for path in sorted(TRAJECTORIES.glob("*.jsonl")):
+    for path in TRAJECTORY_FILES:
         messages = messages_from_openai(trajectory_as_openai(path))
         before += sum(counter.count(m) for m in messages)
         after += sum(counter.count(m) for m in mask_observations(messages, keep_last_turns=1))
@@ -250,7 +250,7 @@ def test_table_of_contents_previews_are_short() -> None:
     assert toc.split("\n")[1] == "section 1: lines 1-4: " + ("word " * 12)[:59] + "…"
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.property
 @given(text=st.text(alphabet="ab\n\r é", max_size=2000), per=st.integers(1, 40))
 def test_sections_reassemble_the_original_exactly(text: str, per: int) -> None:
     pages = sections(text, lines_per_section=per)

@@ -7,7 +7,7 @@ import contextlib
 
 import pytest
 from conversations import tool_conversations
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from precis.messages import KIND_SUMMARY, Message, ToolCall
@@ -127,7 +127,7 @@ def test_token_list_length_mismatch_is_a_clear_error() -> None:
 SUMMARY = Message(role="user", content="summary", id="summary", kind=KIND_SUMMARY)
 
 
-@settings(max_examples=2000, deadline=None)
+@pytest.mark.property
 @given(
     conversation=tool_conversations(),
     window=st.one_of(st.none(), st.integers(0, 20000)),

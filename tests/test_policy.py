@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import pytest
+from run_cli import Ran, run_precis
 
 from precis.policy import (
     CompactionSettings,
@@ -49,18 +47,6 @@ def load(
 
 
 # --- The settings object -----------------------------------------------------------------------
-
-
-def test_new_fields_have_their_agreed_defaults() -> None:
-    s = CompactionSettings()
-    assert s.soft_watermark is None
-    assert s.hard_watermark == 0.95
-    assert s.turn_limit is None
-    assert s.tool_output_max_chars == 20000
-    assert (s.tool_output_head_lines, s.tool_output_tail_lines) == (40, 20)
-    assert s.mask_after_turns is None
-    assert (s.summary_style, s.merge_policy, s.pin_task) == ("letta", "regenerate", True)
-    assert (s.pre_compact_hooks, s.post_compact_hooks, s.hook_timeout) == ((), (), 30.0)
 
 
 def test_threshold_is_letta_without_a_soft_watermark_and_floor_of_soft_times_w_with_one() -> None:
@@ -307,23 +293,9 @@ def test_other_precis_variables_are_ignored(tmp_path: Path) -> None:
 # --- `precis config` as a user runs it ----------------------------------------------------------
 
 
-def run_config(
-    home: Path, cwd: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run `python -m precis.cli` in `cwd` with no PRECIS_* variables but PRECIS_HOME and `env`."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PRECIS_")}
-    full_env = {**base, "PRECIS_HOME": str(home), "PYTHONIOENCODING": "utf-8", **(env or {})}
-    result = subprocess.run(
-        [sys.executable, "-m", "precis.cli", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=full_env,
-        cwd=cwd,
-        timeout=60,
-    )
-    assert "Traceback" not in result.stderr, result.stderr
-    return result
+def run_config(home: Path, cwd: Path, *args: str, env: dict[str, str] | None = None) -> Ran:
+    """Run `precis ARGS` in `cwd` with no PRECIS_* variables but PRECIS_HOME and `env`."""
+    return run_precis(home, *args, cwd=cwd, env=env, clear_all=True, check=False)
 
 
 def test_precis_config_json_shows_values_and_sources(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance import TRAJECTORIES, trajectory_as_openai
+from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
 from precis.errors import CompactionVetoed
 from precis.messages import KIND_MARKER, KIND_SUMMARY, Message, ToolCall, messages_from_openai
@@ -100,7 +100,7 @@ def test_soft_watermark_summarizes() -> None:
 
 
 def test_fifty_compactions_keep_the_task_and_pinned_items_verbatim(tmp_path: Path) -> None:
-    path = max(TRAJECTORIES.glob("spotter__*.jsonl"), key=lambda p: p.stat().st_size)
+    path = max(TRAJECTORY_FILES, key=lambda p: p.stat().st_size)
     messages = messages_from_openai(trajectory_as_openai(path))
     settings = CompactionSettings(context_window=8000)
     session = Session(SQLiteStore(tmp_path / "precis.db"), "long", LettaEstimator(), None, settings)
@@ -247,7 +247,7 @@ def test_long_tool_output_is_shown_head_tail_and_read_back_whole(tmp_path: Path)
     assert all(f"line {k * 50}:" in piece for k, piece in enumerate(pieces))
 
 
-@pytest.mark.parametrize("path", sorted(TRAJECTORIES.glob("*.jsonl")), ids=lambda p: p.stem[:40])
+@pytest.mark.parametrize("path", TRAJECTORY_FILES, ids=lambda p: p.stem[:40])
 def test_masking_keeps_every_trajectory_valid(path: Path) -> None:
     settings = CompactionSettings(context_window=100_000, mask_after_turns=1)
     session = Session(MemoryStore(), "m", LettaEstimator(), None, settings)

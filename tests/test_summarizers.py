@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conformance import TRAJECTORIES, trajectory_messages
+from conformance import REFERENCE_FILES, TRAJECTORY_FILES, trajectory, trajectory_messages
 
 from precis.jscompat import utf16_len
 from precis.messages import KIND_SUMMARY, Message, ToolCall
@@ -19,10 +18,6 @@ from precis.summarize.extractive import ExtractiveSummarizer
 from precis.summarize.mock import MockSummarizer
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
 from precis.summarize.transcript import render_transcript
-
-REFERENCES = TRAJECTORIES / "reference_summaries"
-TRAJECTORY_FILES = sorted(TRAJECTORIES.glob("*.jsonl"))
-REFERENCE_FILES = sorted(REFERENCES.glob("*.json"))
 
 
 def summarize(summarizer: Summarizer, messages: list[Message], **kw: Any) -> str:
@@ -293,26 +288,6 @@ def test_task_and_red_lines_come_first_under_a_tight_clip(clip: int) -> None:
         assert "Never use npm" in brief or "不要修改测试文件" in brief
 
 
-def test_time_grows_linearly_with_the_span() -> None:
-    line = "/srv/app/x.py:12: error: bad port 5433 #12 v1.2.3 see https://h.example/a\n"
-
-    def seconds(copies: int) -> float:
-        span = [
-            Message(role="user", content="Fix it."),
-            Message(role="assistant", content="", tool_calls=(call("t", "bash", command="make"),)),
-            Message(role="tool", tool_call_id="t", content=line * copies),
-        ]
-        best = float("inf")
-        for _ in range(3):
-            start = time.perf_counter()
-            extractive(span)
-            best = min(best, time.perf_counter() - start)
-        return best
-
-    small, large = seconds(2000), seconds(8000)
-    assert large < small * 4 * 2.5  # 4x the text: well under quadratic (16x)
-
-
 def test_without_a_clip_the_brief_stays_small() -> None:
     for path in TRAJECTORY_FILES:
         assert utf16_len(extractive(trajectory_messages(path))) <= 4000
@@ -340,7 +315,7 @@ def test_keeps_reference_paths_at_least_as_well_as_a_naive_prefix(path: Path) ->
     data = json.loads(path.read_text(encoding="utf-8"))
     compaction = data["compactions"][0]
     reference: str = compaction["summary"]
-    messages = trajectory_messages(TRAJECTORIES / f"{data['conversation']}.jsonl")
+    messages = trajectory_messages(trajectory(f"{data['conversation']}.jsonl"))
     span = messages[: compaction["message_index"]]
     span_text = _span_text(span)
     paths = sorted({p for p in _PATH_IN_REFERENCE.findall(reference) if p in span_text})

@@ -6,11 +6,10 @@ import math
 from pathlib import Path
 
 import pytest
-from conformance import TRAJECTORIES, trajectory_as_openai
+from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
 from precis.messages import Message, ToolCall, messages_from_openai
 from precis.tokens import (
-    MESSAGE_OVERHEAD_TOKENS,
     TextEstimator,
     TiktokenCounter,
     TokenizerUnavailable,
@@ -45,7 +44,7 @@ def test_chars_over_four_really_fails_on_chinese() -> None:
 def test_default_estimate_on_real_trajectories() -> None:
     estimator = TextEstimator()
     worst = []
-    for path in sorted(TRAJECTORIES.glob("*.jsonl")):
+    for path in TRAJECTORY_FILES:
         messages = messages_from_openai(trajectory_as_openai(path))
         texts = [t for m in messages for t in (*m.text_parts, *(c.arguments for c in m.tool_calls))]
         exact = sum(O200K.count(t) for t in texts)
@@ -66,17 +65,21 @@ def test_exact_counter_matches_quicktok_and_tiktoken() -> None:
     ]
 
 
-def test_message_cost_adds_framing_tool_calls_and_images() -> None:
+def test_message_cost_counts_framing_tool_calls_and_images() -> None:
     counter = TiktokenCounter()
+    plain = Message(role="assistant", content="ok")
     call = Message(
         role="assistant", content="ok", tool_calls=(ToolCall("c", "bash", '{"cmd":"ls"}'),)
     )
-    assert counter.count(call) == (
-        MESSAGE_OVERHEAD_TOKENS
-        + O200K.count("ok")
-        + O200K.count("bash")
-        + O200K.count('{"cmd":"ls"}')
+    longer = Message(
+        role="assistant",
+        content="ok",
+        tool_calls=(ToolCall("c", "bash", '{"cmd":"ls -la /srv/app/releases"}'),),
     )
+    # Every message costs its framing even when empty; a tool call adds its name and arguments.
+    assert counter.count(Message(role="assistant", content="")) > 0
+    assert counter.count(plain) < counter.count(call) < counter.count(longer)
+    assert counter.count(longer) - counter.count(call) >= 5
     image = Message.from_openai(
         {
             "role": "user",
@@ -86,6 +89,7 @@ def test_message_cost_adds_framing_tool_calls_and_images() -> None:
             ],
         }
     )
+    # OpenAI bills a high-detail image at hundreds of tokens, never at the length of its URL.
     assert counter.count(image) > 700
 
 

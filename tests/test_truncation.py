@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from conformance import TRAJECTORIES, trajectory_as_openai
+from conformance import TRAJECTORY_FILES, trajectory_as_openai
 from conversations import tool_conversations
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from precis.messages import KIND_MARKER, KIND_SUMMARY, Message, ToolCall, messages_from_openai
@@ -158,7 +158,7 @@ def test_call_groups_keep_calls_with_their_results() -> None:
     assert pinned_mask(pinned_result) == [False, True, True]
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.property
 @given(
     messages=tool_conversations(),
     budget=st.integers(0, 8000),
@@ -202,7 +202,7 @@ def test_property_never_splits_pairs_and_fits_or_only_protected_remain(
                 assert any(messages[i].id in protected for i in group)
 
 
-@pytest.mark.parametrize("path", sorted(TRAJECTORIES.glob("*.jsonl")), ids=lambda p: p.stem[:50])
+@pytest.mark.parametrize("path", TRAJECTORY_FILES, ids=lambda p: p.stem[:50])
 def test_shared_trajectories_fit_4000_tokens_or_keep_only_the_undroppable(path: Path) -> None:
     messages = messages_from_openai(trajectory_as_openai(path))
     messages = [m.with_id(f"m{i:04d}") for i, m in enumerate(messages)]
