@@ -15,6 +15,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy --strict src
+	$(BIN)/lint-imports
 
 # Two workers on the two cores; the ten slowest tests are printed so a slow one is seen.
 test: lint

@@ -7,10 +7,10 @@ would: precis's `Session.maybe_compact`, LangChain's `SummarizationMiddleware.be
 summaries come from `fake_summary`, so the systems differ only in what they keep and when.
 
 What the table reports, for the context each system would send (measured with precis's
-`TextEstimator` for all, checked with `precis.validity.check`): tool-pair violations, the share of
-model calls over the window, tokens after a compaction (median, as a share of the window), the
-number of compactions, the share of compactions that removed the newest message, and the median
-time of one compaction as a ratio to precis's.
+`TextEstimator` for all, checked with `precis.core.validity.check`): tool-pair violations, the
+share of model calls over the window, tokens after a compaction (median, as a share of the
+window), the number of compactions, the share of compactions that removed the newest message, and
+the median time of one compaction as a ratio to precis's.
 
 The peers need their own interpreters (LangChain 1.x; OpenHands SDK wants Python >= 3.12), so
 this script re-runs itself under each peer's venv and reads back JSON:
@@ -98,15 +98,15 @@ class Meter:
     """Measures what a system would send with one counter and one validity check for all."""
 
     def __init__(self, window: int) -> None:
-        from precis.tokens import TextEstimator
+        from precis.core.tokens import TextEstimator
 
         self.window = window
         self.counter = TextEstimator()
 
     def sent(self, run: ConversationRun, context: Sequence[Mapping[str, Any]]) -> int:
         """Record one model call's context (OpenAI dicts); returns its tokens."""
-        from precis.messages import Message
-        from precis.validity import check
+        from precis.core.messages import Message
+        from precis.core.validity import check
 
         messages = [Message.from_openai(item, index=i) for i, item in enumerate(context)]
         tokens = sum(self.counter.count(m) for m in messages)
@@ -121,7 +121,7 @@ class Meter:
 
 def load(path: Path) -> list[dict[str, Any]]:
     """A shared conversation as OpenAI dicts, as `precis eval` reads it."""
-    from precis.evaluation import load_conversation
+    from precis.eval.evaluation import load_conversation
 
     return load_conversation(path)
 
@@ -166,8 +166,8 @@ class FixedSummarizer:
 
 
 async def _precis_conversation(path: Path, window: int, meter: Meter) -> ConversationRun:
-    from precis.errors import CompactionError
-    from precis.policy import CompactionSettings
+    from precis.core.errors import CompactionError
+    from precis.engine.settings import CompactionSettings
     from precis.session import Session
     from precis.stores.memory import MemoryStore
 

@@ -12,8 +12,8 @@ import sys
 import timeit
 from collections.abc import Callable
 
-from precis.messages import Message, ToolCall
-from precis.planning import plan_sliding_window
+from precis.core.messages import Message, ToolCall
+from precis.core.planning import plan_sliding_window
 
 SIZES = (1_000, 10_000, 100_000)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from precis.agent import Agent
-from precis.cli import DEMO_FACT, DEMO_TURNS
-from precis.compactor import CompactionStats
-from precis.policy import CompactionSettings
+from precis.cli.app import DEMO_FACT, DEMO_TURNS
+from precis.engine.compactor import CompactionStats
+from precis.engine.settings import CompactionSettings
 from precis.providers.mock import MockProvider
 from precis.session import Session
+from precis.session.agent import Agent
 from precis.stores.memory import MemoryStore
 from precis.summarize.extractive import ExtractiveSummarizer
 

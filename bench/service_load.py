@@ -35,8 +35,8 @@ import httpx
 import psycopg
 from psycopg import sql
 
-from precis.messages import Message
-from precis.validity import check
+from precis.core.messages import Message
+from precis.core.validity import check
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SCHEMA = "precis"  # the schema open_store puts a postgresql:// store in

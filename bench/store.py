@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from precis.messages import KIND_SUMMARY, Message
+from precis.core.messages import KIND_SUMMARY, Message
 from precis.stores import CompactionEvent, SQLiteStore
 
 CID = "bench"

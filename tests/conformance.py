@@ -12,8 +12,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from precis.evaluation import load_conversation
-from precis.messages import Message, messages_from_openai
+from precis.core.messages import Message, messages_from_openai
+from precis.eval.evaluation import load_conversation
 
 DATA = Path(__file__).resolve().parent / "data"
 VECTORS = DATA / "conformance" / "letta-vectors.json"

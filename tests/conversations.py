@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from precis.messages import Message, ToolCall
+from precis.core.messages import Message, ToolCall
 
 
 @st.composite

@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from precis.jscompat import js_json_stringify
-from precis.messages import KIND_MESSAGE, KIND_SUMMARY, Message
+from precis.core.jscompat import js_json_stringify
+from precis.core.messages import KIND_MESSAGE, KIND_SUMMARY, Message
 
 _LETTA_ROLES = {"user": "user", "assistant": "assistant", "toolResult": "tool"}
 _LETTA_FIELDS = (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from precis.messages import KIND_SUMMARY, Message, ToolCall
+from precis.core.messages import KIND_SUMMARY, Message, ToolCall
 from precis.stores import (
     CompactionEvent,
     ContextSnapshot,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from scripted import ScriptedProvider
 
-from precis.jscompat import utf16_len
-from precis.messages import Message, ToolCall
+from precis.core.jscompat import utf16_len
+from precis.core.messages import Message, ToolCall
 from precis.summarize.base import SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 from precis.summarize.llm import LLMSummarizer

@@ -10,15 +10,15 @@ import pytest
 from conformance import trajectory
 from run_cli import run_precis
 
-from precis.agent import MAX_OVERFLOW_RETRIES, Agent
-from precis.compactor import CompactionStats
-from precis.errors import CompactionError, ContextOverflow
-from precis.policy import CompactionSettings
+from precis.core.errors import CompactionError, ContextOverflow
+from precis.core.tokens import LettaEstimator
+from precis.engine.compactor import CompactionStats
+from precis.engine.settings import CompactionSettings
 from precis.providers.mock import MockProvider, estimate_prompt_tokens
 from precis.session import Session
+from precis.session.agent import MAX_OVERFLOW_RETRIES, Agent
 from precis.stores import MemoryStore
 from precis.summarize.mock import MockSummarizer
-from precis.tokens import LettaEstimator
 
 COMPACTION_PREFIX = "⇣ compacted ("
 TURN_TEXT = (

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
-from precis.compactor import Compactor
-from precis.errors import CompactionError, SummarizerError
-from precis.messages import KIND_SUMMARY, Message, messages_from_openai
-from precis.policy import CompactionSettings
+from precis.core.errors import CompactionError, SummarizerError
+from precis.core.messages import KIND_SUMMARY, Message, messages_from_openai
+from precis.core.tokens import LettaEstimator
+from precis.core.validity import check
+from precis.engine.compactor import Compactor
+from precis.engine.settings import CompactionSettings
 from precis.session import Session, compact_messages, compact_messages_sync
 from precis.stores.base import ConversationStore, VersionConflict
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
 from precis.summarize.base import SummaryRequest
 from precis.summarize.mock import MockSummarizer
-from precis.tokens import LettaEstimator
-from precis.validity import check
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -317,11 +317,11 @@ def test_kill_between_summary_and_commit_leaves_store_unchanged(tmp_path: Path) 
     code = """
         import asyncio, sys, time
         sys.path.insert(0, sys.argv[2])
-        from precis.compactor import Compactor
-        from precis.policy import CompactionSettings
+        from precis.engine.compactor import Compactor
+        from precis.engine.settings import CompactionSettings
         from precis.stores.sqlite import SQLiteStore
         from precis.summarize.mock import MockSummarizer
-        from precis.tokens import LettaEstimator
+        from precis.core.tokens import LettaEstimator
 
         def progress(step):
             if step == "verified":  # the summary exists; the commit has not begun
@@ -354,7 +354,7 @@ def test_appends_from_another_process_during_summary_stay_in_context(tmp_path: P
     writer = """
         import sys
         sys.path.insert(0, sys.argv[2])
-        from precis.messages import Message
+        from precis.core.messages import Message
         from precis.stores.sqlite import SQLiteStore
         store = SQLiteStore(sys.argv[1])
         for i in range(200):

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_messages
 
-from precis.jscompat import utf16_len
-from precis.messages import Message, ToolCall
+from precis.core.jscompat import utf16_len
+from precis.core.messages import Message, ToolCall
 from precis.summarize.guard import (
     KINDS,
     PRIORITY,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from precis.hooks import (
+from precis.engine.hooks import (
     HookContext,
     Hooks,
     HookVeto,

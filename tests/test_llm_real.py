@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from precis.agent import Agent
-from precis.messages import KIND_SUMMARY
-from precis.policy import CompactionSettings
+from precis.core.messages import KIND_SUMMARY
+from precis.core.validity import check
+from precis.engine.settings import CompactionSettings
 from precis.providers.base import ChatProvider
 from precis.session import Session
+from precis.session.agent import Agent
 from precis.stores.sqlite import SQLiteStore
 from precis.summarize.llm import LLMSummarizer
-from precis.validity import check
 
 pytestmark = pytest.mark.llm
 

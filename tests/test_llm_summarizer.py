@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from scripted import ScriptedProvider
 
-from precis.errors import ContextOverflow, SummarizerError
-from precis.messages import Message
+from precis.core.errors import ContextOverflow, SummarizerError
+from precis.core.messages import Message
 from precis.summarize.base import SummaryRequest
 from precis.summarize.llm import LLMSummarizer
 

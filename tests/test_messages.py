@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
-from precis.messages import (
+from precis.core.messages import (
     InvalidMessage,
     Message,
     ToolCall,

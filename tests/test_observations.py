@@ -10,16 +10,16 @@ from conformance import TRAJECTORY_FILES, trajectory_as_openai
 from hypothesis import given
 from hypothesis import strategies as st
 
-from precis.messages import KIND_SUMMARY, Message, ToolCall, messages_from_openai
-from precis.observations import (
+from precis.core.messages import KIND_SUMMARY, Message, ToolCall, messages_from_openai
+from precis.core.tokens import LettaEstimator
+from precis.core.validity import check
+from precis.engine.views import (
     display_message,
     head_tail,
     mask_observations,
     read_section,
     sections,
 )
-from precis.tokens import LettaEstimator
-from precis.validity import check
 
 NUMBERED = "\n".join(f"line {i}" for i in range(1, 1001))
 

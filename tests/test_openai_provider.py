@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from precis.errors import ContextOverflow
+from precis.core.errors import ContextOverflow
 from precis.providers.openai import OpenAIProvider
 
 openai = pytest.importorskip("openai")

@@ -10,16 +10,16 @@ from conversations import tool_conversations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from precis.messages import KIND_SUMMARY, Message, ToolCall
-from precis.planning import (
+from precis.core.messages import KIND_SUMMARY, Message, ToolCall
+from precis.core.planning import (
     NO_ASSISTANT_MESSAGE,
     PlanningError,
     eviction_steps,
     plan_all,
     plan_sliding_window,
 )
-from precis.tokens import LettaEstimator
-from precis.validity import check
+from precis.core.tokens import LettaEstimator
+from precis.core.validity import check
 
 
 def alternating(n: int, chars: int = 108) -> list[Message]:

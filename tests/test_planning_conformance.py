@@ -9,9 +9,9 @@ import pytest
 from conformance import expand_placeholders, vectors
 from letta_shape import letta_to_message
 
-from precis.messages import Message
-from precis.planning import PlanningError, plan_all, plan_sliding_window
-from precis.tokens import LettaEstimator, estimate_context, letta_threshold
+from precis.core.messages import Message
+from precis.core.planning import PlanningError, plan_all, plan_sliding_window
+from precis.core.tokens import LettaEstimator, estimate_context, letta_threshold
 
 PLANNER = vectors()["planner"]
 

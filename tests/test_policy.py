@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from run_cli import Ran, run_precis
 
-from precis.policy import (
+from precis.core.tokens import letta_threshold
+from precis.engine.settings import (
     CompactionSettings,
     InvalidSetting,
     LoadedSettings,
@@ -18,7 +19,6 @@ from precis.policy import (
     env_name,
     load_settings,
 )
-from precis.tokens import letta_threshold
 
 
 def write_toml(directory: Path, text: str) -> Path:

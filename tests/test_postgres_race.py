@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from precis.messages import KIND_SUMMARY, Message
-from precis.validity import check
+from precis.core.messages import KIND_SUMMARY, Message
+from precis.core.validity import check
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 CID = "race"
@@ -25,12 +25,12 @@ STEP_TIMEOUT_S = 60
 CHILD = textwrap.dedent(
     """
     import asyncio, sys
-    from precis.compactor import Compactor
-    from precis.policy import CompactionSettings
+    from precis.engine.compactor import Compactor
+    from precis.engine.settings import CompactionSettings
     from precis.stores.base import VersionConflict
     from precis.stores.postgres import PostgresStore
     from precis.summarize.mock import MockSummarizer
-    from precis.tokens import LettaEstimator
+    from precis.core.tokens import LettaEstimator
 
     gate = ["closed"]
 

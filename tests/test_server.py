@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from precis.policy import CompactionSettings
+from precis.engine.settings import CompactionSettings
 from precis.server import ServiceLimits, create_app
 from precis.stores import MemoryStore, SQLiteStore
 

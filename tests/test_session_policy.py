@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
-from precis.errors import CompactionVetoed
-from precis.messages import KIND_MARKER, KIND_SUMMARY, Message, ToolCall, messages_from_openai
-from precis.policy import CompactionSettings
+from precis.core.errors import CompactionVetoed
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message, ToolCall, messages_from_openai
+from precis.core.tokens import LettaEstimator
+from precis.core.validity import check
+from precis.engine.settings import CompactionSettings
 from precis.providers.base import Completion
 from precis.session import Session
+from precis.session.tools import handle_tool_call
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
 from precis.summarize.base import SummaryRequest
 from precis.summarize.llm import LLMSummarizer
-from precis.tokens import LettaEstimator
-from precis.tools import handle_tool_call
-from precis.validity import check
 
 RED_LINE = "不许动 legacy/ 目录，只加新模块"
 

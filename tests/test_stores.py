@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from precis.messages import Message
+from precis.core.messages import Message
 from precis.stores import (
     ConversationStore,
     MemoryStore,
@@ -196,7 +196,7 @@ def test_sqlite_two_objects_see_each_other(db_path: Path) -> None:
 CHILD = textwrap.dedent(
     """
     import sys
-    from precis.messages import Message
+    from precis.core.messages import Message
     from precis.stores import SQLiteStore
 
     store = SQLiteStore(sys.argv[1])

@@ -9,9 +9,10 @@ import pytest
 from conformance import vectors
 from letta_shape import letta_to_message, letta_to_messages
 
-from precis.errors import ContextOverflow, SummarizerError
-from precis.jscompat import utf16_len
-from precis.messages import Message, ToolCall
+from precis.core.errors import ContextOverflow, SummarizerError
+from precis.core.jscompat import utf16_len
+from precis.core.messages import Message, ToolCall
+from precis.providers.overflow import is_context_overflow, is_letta_context_overflow
 from precis.summarize import (
     ALL_PROMPT,
     LADDER_STEPS,
@@ -20,8 +21,6 @@ from precis.summarize import (
     SUMMARY_TRUNCATION_SUFFIX,
     clip_summary,
     default_clip_chars,
-    is_context_overflow,
-    is_letta_context_overflow,
     middle_truncate,
     package_summary,
     render_transcript,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from conformance import REFERENCE_FILES, TRAJECTORY_FILES, trajectory, trajectory_messages
 
-from precis.jscompat import utf16_len
-from precis.messages import KIND_SUMMARY, Message, ToolCall
+from precis.core.jscompat import utf16_len
+from precis.core.messages import KIND_SUMMARY, Message, ToolCall
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 from precis.summarize.mock import MockSummarizer

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
-from precis.messages import Message, ToolCall, messages_from_openai
-from precis.tokens import (
+from precis.core.messages import Message, ToolCall, messages_from_openai
+from precis.core.tokens import (
     TextEstimator,
     TiktokenCounter,
     TokenizerUnavailable,

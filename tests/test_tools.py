@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from precis.messages import Message, ToolCall
+from precis.core.messages import Message, ToolCall
+from precis.core.tokens import LettaEstimator
 from precis.session import Session
+from precis.session.tools import READ_ORIGINAL, SEARCH_HISTORY, handle_tool_call, tool_definitions
 from precis.stores.sqlite import SQLiteStore
 from precis.summarize.mock import MockSummarizer
-from precis.tokens import LettaEstimator
-from precis.tools import READ_ORIGINAL, SEARCH_HISTORY, handle_tool_call, tool_definitions
 
 OUTPUT = "\n".join(
     "pangolin checksum mismatch in vendor/lib.rs" if i == 120 else f"build step {i} ok"

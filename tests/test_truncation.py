@@ -11,11 +11,11 @@ from conversations import tool_conversations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from precis.messages import KIND_MARKER, KIND_SUMMARY, Message, ToolCall, messages_from_openai
-from precis.planning import call_groups, pinned_mask
-from precis.tokens import LettaEstimator
-from precis.truncation import TruncationPlan, context_after, plan_truncation
-from precis.validity import check
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message, ToolCall, messages_from_openai
+from precis.core.planning import call_groups, pinned_mask
+from precis.core.tokens import LettaEstimator
+from precis.core.validity import check
+from precis.engine.truncation import TruncationPlan, context_after, plan_truncation
 
 
 def user(i: int, chars: int = 400, **kw: object) -> Message:

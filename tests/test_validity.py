@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from precis.messages import Message, ToolCall
-from precis.validity import (
+from precis.core.messages import Message, ToolCall
+from precis.core.validity import (
     DUPLICATE_CALL,
     DUPLICATE_RESULT,
     FIRST_NOT_USER,

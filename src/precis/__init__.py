@@ -1,8 +1,8 @@
 """precis: keep a long-running LLM agent inside its context window without losing what mattered."""
 
-from precis.compactor import CompactionStats, Compactor
-from precis.messages import InvalidMessage, Message, ToolCall
-from precis.policy import CompactionSettings
+from precis.core.messages import InvalidMessage, Message, ToolCall
+from precis.engine.compactor import CompactionStats, Compactor
+from precis.engine.settings import CompactionSettings
 from precis.session import Session, compact_messages, compact_messages_sync
 
 __all__ = [

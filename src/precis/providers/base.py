@@ -21,7 +21,7 @@ class Completion:
 
 
 class ChatProvider(Protocol):
-    """A chat-completions model; a context overflow is raised as `precis.errors.ContextOverflow`."""
+    """A chat-completions model; a context overflow is raised as `ContextOverflow`."""
 
     @property
     def context_window(self) -> int | None: ...

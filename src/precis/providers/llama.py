@@ -7,9 +7,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precis.errors import ContextOverflow
+from precis.core.errors import ContextOverflow
 from precis.providers.base import Completion, fold_system_into_user
-from precis.summarize.overflow import is_context_overflow
+from precis.providers.overflow import is_context_overflow
 
 # llama-cpp-python's own wording when a prompt does not fit n_ctx.
 _LLAMA_OVERFLOW = "exceed context window"

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precis.errors import ContextOverflow
+from precis.core.errors import ContextOverflow
 from precis.providers.base import Completion
 
 # Characters of the last user message echoed back in the default reply.

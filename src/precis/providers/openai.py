@@ -6,9 +6,9 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precis.errors import ContextOverflow
+from precis.core.errors import ContextOverflow
 from precis.providers.base import Completion, fold_system_into_user
-from precis.summarize.overflow import is_context_overflow
+from precis.providers.overflow import is_context_overflow
 
 # The SDK insists on a key; local servers ignore it.
 LOCAL_PLACEHOLDER_KEY = "not-needed"

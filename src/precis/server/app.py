@@ -23,11 +23,12 @@ from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from precis import __version__
-from precis.compactor import CompactionResult
-from precis.errors import CompactionError, ContextOverflow, SummarizerError
-from precis.messages import InvalidMessage, Message, messages_from_anthropic
-from precis.planning import PlanningError
-from precis.policy import CompactionSettings
+from precis.core.errors import CompactionError, ContextOverflow, SummarizerError
+from precis.core.messages import InvalidMessage, Message, messages_from_anthropic
+from precis.core.planning import PlanningError
+from precis.core.tokens import TokenCounter, default_counter
+from precis.engine.compactor import CompactionResult
+from precis.engine.settings import CompactionSettings
 from precis.server.limits import BodyLimit, ServiceLimits
 from precis.server.models import (
     AppendedOut,
@@ -59,7 +60,6 @@ from precis.stores.base import (
 )
 from precis.summarize.base import Summarizer
 from precis.summarize.extractive import ExtractiveSummarizer
-from precis.tokens import TokenCounter, default_counter
 
 SummarizerFactory = Callable[[], Summarizer]
 CounterFactory = Callable[[], TokenCounter]

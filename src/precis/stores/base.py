@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from precis.messages import Message
+from precis.core.messages import Message
 
 __all__ = [
     "SNIPPET_CHARS",

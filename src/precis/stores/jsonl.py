@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
-from precis.messages import InvalidMessage, Message
+from precis.core.messages import InvalidMessage, Message
 from precis.stores.base import ConversationStore, StoreError
 
 __all__ = ["JsonlLineError", "export_jsonl", "import_jsonl"]

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from precis.messages import Message
+from precis.core.messages import Message
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,

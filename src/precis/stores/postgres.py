@@ -21,7 +21,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from precis.messages import Message, ToolCall
+from precis.core.messages import Message, ToolCall
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,

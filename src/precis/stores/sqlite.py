@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from precis.messages import Message
+from precis.core.messages import Message
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,

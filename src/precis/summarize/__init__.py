@@ -10,16 +10,9 @@ from precis.summarize.base import (
     split_previous,
 )
 from precis.summarize.extractive import ExtractiveSummarizer, build_brief, span_language
+from precis.summarize.ladder import LADDER_STEPS, SummaryCall, summarize_with_ladder
 from precis.summarize.llm import LLMSummarizer
 from precis.summarize.mock import MockSummarizer
-from precis.summarize.overflow import (
-    LADDER_STEPS,
-    LETTA_OVERFLOW_MARKERS,
-    SummaryCall,
-    is_context_overflow,
-    is_letta_context_overflow,
-    summarize_with_ladder,
-)
 from precis.summarize.packaging import (
     LETTA_CLIP_CHARS,
     NO_MESSAGES_SUMMARY,
@@ -54,7 +47,6 @@ __all__ = [
     "DEFAULT_TOOL_RESULT_CHARS",
     "LADDER_STEPS",
     "LETTA_CLIP_CHARS",
-    "LETTA_OVERFLOW_MARKERS",
     "NOTES_PROMPT",
     "NOTES_PROMPT_ZH",
     "NO_MESSAGES_SUMMARY",
@@ -71,8 +63,6 @@ __all__ = [
     "build_brief",
     "clip_summary",
     "default_clip_chars",
-    "is_context_overflow",
-    "is_letta_context_overflow",
     "js_trim",
     "middle_truncate",
     "package_summary",

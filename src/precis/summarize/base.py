@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from precis.messages import KIND_SUMMARY, Message
+from precis.core.messages import KIND_SUMMARY, Message
 from precis.summarize.transcript import raw_summary_text
 
 SummaryMode = Literal["sliding_window", "all"]

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from precis.jscompat import utf16_len
-from precis.messages import Message
+from precis.core.jscompat import utf16_len
+from precis.core.messages import Message
 from precis.summarize.base import SummaryRequest, earlier_summary_text, split_previous
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
 from precis.summarize.prompts import (

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from precis.jscompat import utf16_len
-from precis.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
+from precis.core.jscompat import utf16_len
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
 from precis.summarize.extractive import (
     _W_OUTPUT,
     _W_SPOKEN,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from precis.jscompat import utf16_slice
-from precis.messages import KIND_SUMMARY, Message
+from precis.core.jscompat import utf16_slice
+from precis.core.messages import KIND_SUMMARY, Message
 from precis.summarize.base import SummaryRequest
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
 from precis.summarize.transcript import raw_summary_text

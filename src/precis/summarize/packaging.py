@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from precis.jscompat import js_json_stringify, js_number, utf16_len, utf16_slice
+from precis.core.jscompat import js_json_stringify, js_number, utf16_len, utf16_slice
 
 NO_MESSAGES_SUMMARY = "No prior conversation messages."
 SUMMARY_TRUNCATION_SUFFIX = "... [summary truncated to fit]"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from precis.jscompat import utf16_len, utf16_slice
-from precis.messages import Message
+from precis.core.jscompat import utf16_len, utf16_slice
+from precis.core.messages import Message
 
 DEFAULT_TOOL_RESULT_CHARS = 2000
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from precis.compactor import CompactionStats, Trigger
-from precis.errors import ContextOverflow
-from precis.messages import Message
+from precis.core.errors import ContextOverflow
+from precis.core.messages import Message
+from precis.engine.compactor import CompactionStats, Trigger
 from precis.providers.base import ChatProvider
 from precis.session import Session
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from precis.messages import Message, ToolCall
+from precis.core.messages import Message, ToolCall
 from precis.summarize.base import SummaryRequest
 
 RED_LINE_TASK = "Add a CSV export module for the reports page under src/exporter/."

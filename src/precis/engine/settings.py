@@ -13,9 +13,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from precis.core.tokens import letta_threshold
 from precis.summarize.packaging import default_clip_chars
 from precis.summarize.transcript import DEFAULT_TOOL_RESULT_CHARS
-from precis.tokens import letta_threshold
 
 # The system_alert JSON around a summary ("Note: N messages … hidden …", time, stats), in tokens.
 SUMMARY_WRAPPER_TOKENS = 64

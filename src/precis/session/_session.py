@@ -8,15 +8,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from precis.compactor import CompactionResult, CompactionStats, Compactor, Mode, Trigger
-from precis.hooks import Hooks
-from precis.messages import KIND_MESSAGE, KIND_TASK, InvalidMessage, Message
-from precis.observations import display_message, mask_observations
-from precis.policy import CompactionSettings
+from precis.core.messages import KIND_MESSAGE, KIND_TASK, InvalidMessage, Message
+from precis.core.tokens import TokenCounter, default_counter, estimate_context
+from precis.engine.compactor import CompactionResult, CompactionStats, Compactor, Mode, Trigger
+from precis.engine.hooks import Hooks
+from precis.engine.settings import CompactionSettings
+from precis.engine.views import display_message, mask_observations
 from precis.stores.base import CompactionEvent, ConversationStore, RecallHit
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
-from precis.tokens import TokenCounter, default_counter, estimate_context
 
 SystemPromptCompiler = Callable[[str, list[Message]], str]
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from precis.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.planning import pinned_mask
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.planning import pinned_mask
 
 # Longest first line a table of contents shows per section, so the table stays small.
 PREVIEW_CHARS = 60

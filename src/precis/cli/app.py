@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 if TYPE_CHECKING:
-    from precis.compactor import CompactionStats, Mode
-    from precis.messages import Message
-    from precis.policy import CompactionSettings, LoadedSettings
+    from precis.core.messages import Message
+    from precis.engine.compactor import CompactionStats, Mode
+    from precis.engine.settings import CompactionSettings, LoadedSettings
     from precis.providers.base import ChatProvider
     from precis.session import Session
     from precis.summarize.base import Summarizer
@@ -141,10 +141,10 @@ def report_compaction(stats: CompactionStats) -> None:
 @contextmanager
 def _clean_errors() -> Iterator[None]:
     """Turn the library's expected failures into one stderr line and an exit code."""
-    from precis.errors import CompactionError, ContextOverflow, SummarizerError
-    from precis.messages import InvalidMessage
-    from precis.planning import PlanningError
-    from precis.policy import SettingsError
+    from precis.core.errors import CompactionError, ContextOverflow, SummarizerError
+    from precis.core.messages import InvalidMessage
+    from precis.core.planning import PlanningError
+    from precis.engine.settings import SettingsError
     from precis.stores.base import StoreError
 
     try:
@@ -212,7 +212,7 @@ def make_summarizer(config: CliConfig) -> Summarizer:
 
 def resolve_settings(home: Path, options: Mapping[str, Any]) -> LoadedSettings:
     """precis.toml and PRECIS_* under the given options; the CLI's window when none is set."""
-    from precis.policy import LoadedSettings, load_settings
+    from precis.engine.settings import LoadedSettings, load_settings
 
     overrides = {name: value for name, value in options.items() if value is not None}
     loaded = load_settings(home=home, cwd=Path.cwd(), env=os.environ, overrides=overrides)
@@ -269,7 +269,7 @@ def message_json(message: Message, session: Session) -> dict[str, Any]:
 
 
 def _preview(message: Message) -> str:
-    from precis.messages import KIND_SUMMARY
+    from precis.core.messages import KIND_SUMMARY
 
     raw = message.metadata.get("summary")
     text = raw if message.kind == KIND_SUMMARY and isinstance(raw, str) else message.content
@@ -379,7 +379,7 @@ def chat(
     ] = None,
 ) -> None:
     """One turn with -p, else an interactive chat (an empty line or EOF ends it)."""
-    from precis.agent import Agent
+    from precis.session.agent import Agent
 
     with session_for(ctx) as session:
         agent = Agent(session, make_provider(ctx.obj), on_compaction=report_compaction)
@@ -547,7 +547,7 @@ def eval_command(
     """Replay conversations per strategy: violations, tokens, calls, time, fact retention."""
     from rich.console import Console
 
-    from precis import evaluation
+    from precis.eval import evaluation
 
     with _clean_errors():
         if reference:
@@ -657,9 +657,9 @@ def _demo_session(home: Path, settings: CompactionSettings, summarizer: Summariz
 
 def run_demo(home: Path) -> None:
     """S1's session in `home`: a fact, 16 unrelated turns, the context, then recall."""
-    from precis.agent import Agent
-    from precis.policy import CompactionSettings
+    from precis.engine.settings import CompactionSettings
     from precis.providers.mock import MockProvider
+    from precis.session.agent import Agent
     from precis.summarize.extractive import ExtractiveSummarizer
 
     started = time.perf_counter()
@@ -698,14 +698,14 @@ def run_demo(home: Path) -> None:
 
 def run_red_line_demo(home: Path) -> None:
     """S3's catastrophic-forgetting story with a summarizer that drops everything the user said."""
-    from precis.demos import (
+    from precis.cli.demos import (
         RED_LINE,
         RED_LINE_WINDOW,
         DroppingSummarizer,
         red_line_in,
         red_line_steps,
     )
-    from precis.policy import CompactionSettings
+    from precis.engine.settings import CompactionSettings
 
     settings = CompactionSettings(context_window=RED_LINE_WINDOW)
     summarizer = DroppingSummarizer()

@@ -8,11 +8,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from precis.errors import CompactionError, CompactionVetoed
-from precis.hooks import HookContext, Hooks, PostCompactContext
-from precis.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.planning import CompactionPlan, PlanningError, plan_all, plan_sliding_window
-from precis.policy import CompactionSettings
+from precis.core.errors import CompactionError, CompactionVetoed
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.planning import CompactionPlan, PlanningError, plan_all, plan_sliding_window
+from precis.core.tokens import TokenCounter
+from precis.core.validity import check
+from precis.engine.hooks import HookContext, Hooks, PostCompactContext
+from precis.engine.settings import CompactionSettings
+from precis.engine.truncation import plan_truncation
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -31,9 +34,6 @@ from precis.summarize.guard import (
     missing_facts,
 )
 from precis.summarize.packaging import clip_summary, package_summary
-from precis.tokens import TokenCounter
-from precis.truncation import plan_truncation
-from precis.validity import check
 
 View = Callable[[list[Message]], list[Message]]
 # Share of the summary budget that the task and red lines may claim as must-keep text.

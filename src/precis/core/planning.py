@@ -14,9 +14,9 @@ from itertools import compress
 from operator import attrgetter
 from typing import Literal
 
-from precis.jscompat import js_round
-from precis.messages import Message
-from precis.tokens import TokenCounter
+from precis.core.jscompat import js_round
+from precis.core.messages import Message
+from precis.core.tokens import TokenCounter
 
 Mode = Literal["sliding_window", "all"]
 

@@ -19,16 +19,16 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from precis.compactor import Mode, Trigger
-from precis.errors import CompactionError
-from precis.messages import KIND_MARKER, KIND_SUMMARY, InvalidMessage, Message
-from precis.policy import CompactionSettings
+from precis.core.errors import CompactionError
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, InvalidMessage, Message
+from precis.core.validity import check
+from precis.engine.compactor import Mode, Trigger
+from precis.engine.settings import CompactionSettings
 from precis.session import Session
 from precis.stores.memory import MemoryStore
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import MAX_BRIEF_CHARS, ExtractiveSummarizer
 from precis.summarize.guard import Fact, context_text, extract_facts, retention
-from precis.validity import check
 
 if TYPE_CHECKING:
     from rich.table import Table

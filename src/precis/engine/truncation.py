@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from precis.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.planning import call_groups, pinned_mask
-from precis.tokens import TokenCounter
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.planning import call_groups, pinned_mask
+from precis.core.tokens import TokenCounter
 
 
 @dataclass(frozen=True, slots=True)

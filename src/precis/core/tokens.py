@@ -10,8 +10,8 @@ from itertools import repeat
 from operator import add, floordiv, mul
 from typing import Any, Protocol, runtime_checkable
 
-from precis.jscompat import js_json_stringify, utf16_len
-from precis.messages import Message
+from precis.core.jscompat import js_json_stringify, utf16_len
+from precis.core.messages import Message
 
 # letta-code counts an image as 1200 tokens, i.e. 4800 characters before the divide by four.
 IMAGE_CHARS = 4800

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from precis.messages import Message
+from precis.core.messages import Message
 
 Dialect = Literal["openai", "anthropic"]
 

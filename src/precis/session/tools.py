@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from precis.messages import Message
-from precis.observations import read_section, sections
+from precis.core.messages import Message
+from precis.engine.views import read_section, sections
 from precis.stores.base import RecallHit, UnknownMessage
 
 Dialect = Literal["openai", "anthropic"]

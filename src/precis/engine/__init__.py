@@ -1,0 +1,1 @@
+"""The compaction engine: settings, triggers, hooks, truncation, views, the compaction itself."""

@@ -1,0 +1,1 @@
+"""`precis eval`: replay conversations per strategy and measure what survives."""
