@@ -15,7 +15,7 @@ from precis.stores import (
     ContextSnapshot,
     ConversationNotFound,
     ConversationStore,
-    JsonlLineError,
+    ImportLineError,
     StoreError,
     UnknownMessage,
     VersionConflict,
@@ -532,11 +532,11 @@ def test_jsonl_import_of_a_bad_line_names_it_and_imports_nothing(
 ) -> None:
     store.append(CID, [user("already here")])
     lines = [json.dumps({"role": "user", "content": "ok"}), "", bad, json.dumps({"role": "user"})]
-    with pytest.raises(JsonlLineError, match=f"line 3: .*{reason}") as info:
+    with pytest.raises(ImportLineError, match=f"line 3: .*{reason}") as info:
         import_jsonl(store, CID, lines)
     assert info.value.line == 3
     assert isinstance(info.value, StoreError)
     assert store.count(CID) == 1
-    with pytest.raises(JsonlLineError):
+    with pytest.raises(ImportLineError):
         import_jsonl(store, "fresh", lines)
     assert not store.exists("fresh")

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
-from precis.core.errors import CompactionError, SummarizerError
+from precis.core.errors import CompactionError, SummarizerError, VersionConflict
 from precis.core.messages import KIND_SUMMARY, Message, messages_from_openai
 from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
 from precis.engine.compactor import Compactor
 from precis.engine.settings import CompactionSettings
 from precis.session import Session, compact_messages, compact_messages_sync
-from precis.stores.base import ConversationStore, VersionConflict
+from precis.stores.base import ConversationStore
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
 from precis.summarize.base import SummaryRequest

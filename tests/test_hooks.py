@@ -12,13 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from precis.engine.hooks import (
-    HookContext,
-    Hooks,
-    HookVeto,
-    PostCompactContext,
-    PreCompactOutcome,
-)
+from precis.core.errors import HookVeto
+from precis.engine.hooks import HookContext, Hooks, PostCompactContext, PreCompactOutcome
 
 CONTEXT = HookContext(
     trigger="manual", conversation_id="conv-42", custom_instructions="Keep file paths."

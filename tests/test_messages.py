@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
+from precis.core.errors import InvalidMessage
 from precis.core.messages import (
-    InvalidMessage,
     Message,
     ToolCall,
     messages_from_anthropic,

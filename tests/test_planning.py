@@ -10,14 +10,9 @@ from conversations import tool_conversations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from precis.core.errors import PlanningError
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall
-from precis.core.planning import (
-    NO_ASSISTANT_MESSAGE,
-    PlanningError,
-    eviction_steps,
-    plan_all,
-    plan_sliding_window,
-)
+from precis.core.planning import NO_ASSISTANT_MESSAGE, eviction_steps, plan_all, plan_sliding_window
 from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
 

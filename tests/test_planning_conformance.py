@@ -9,8 +9,9 @@ import pytest
 from conformance import expand_placeholders, vectors
 from letta_shape import letta_to_message
 
+from precis.core.errors import PlanningError
 from precis.core.messages import Message
-from precis.core.planning import PlanningError, plan_all, plan_sliding_window
+from precis.core.planning import plan_all, plan_sliding_window
 from precis.core.tokens import LettaEstimator, estimate_context, letta_threshold
 
 PLANNER = vectors()["planner"]

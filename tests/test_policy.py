@@ -10,15 +10,9 @@ from typing import Any
 import pytest
 from run_cli import Ran, run_precis
 
+from precis.core.errors import InvalidSetting, SettingsError
 from precis.core.tokens import letta_threshold
-from precis.engine.settings import (
-    CompactionSettings,
-    InvalidSetting,
-    LoadedSettings,
-    SettingsError,
-    env_name,
-    load_settings,
-)
+from precis.engine.settings import CompactionSettings, LoadedSettings, env_name, load_settings
 
 
 def write_toml(directory: Path, text: str) -> Path:

@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     import asyncio, sys
     from precis.engine.compactor import Compactor
     from precis.engine.settings import CompactionSettings
-    from precis.stores.base import VersionConflict
+    from precis.core.errors import VersionConflict
     from precis.stores.postgres import PostgresStore
     from precis.summarize.mock import MockSummarizer
     from precis.core.tokens import LettaEstimator

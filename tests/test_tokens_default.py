@@ -8,12 +8,9 @@ from pathlib import Path
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
+from precis.core.errors import TokenizerUnavailable
 from precis.core.messages import Message, ToolCall, messages_from_openai
-from precis.core.tokens import (
-    TextEstimator,
-    TiktokenCounter,
-    TokenizerUnavailable,
-)
+from precis.core.tokens import TextEstimator, TiktokenCounter
 
 quicktok = pytest.importorskip("quicktok", reason="quicktok-v1 gives the exact o200k reference")
 O200K = quicktok.get_encoding("o200k_base")

@@ -1,6 +1,7 @@
 """precis: keep a long-running LLM agent inside its context window without losing what mattered."""
 
-from precis.core.messages import InvalidMessage, Message, ToolCall
+from precis.core.errors import InvalidMessage
+from precis.core.messages import Message, ToolCall
 from precis.engine.compactor import CompactionStats, Compactor
 from precis.engine.settings import CompactionSettings
 from precis.session import Session, compact_messages, compact_messages_sync

@@ -141,11 +141,15 @@ def report_compaction(stats: CompactionStats) -> None:
 @contextmanager
 def _clean_errors() -> Iterator[None]:
     """Turn the library's expected failures into one stderr line and an exit code."""
-    from precis.core.errors import CompactionError, ContextOverflow, SummarizerError
-    from precis.core.messages import InvalidMessage
-    from precis.core.planning import PlanningError
-    from precis.engine.settings import SettingsError
-    from precis.stores.base import StoreError
+    from precis.core.errors import (
+        CompactionError,
+        ContextOverflow,
+        InvalidMessage,
+        PlanningError,
+        SettingsError,
+        StoreError,
+        SummarizerError,
+    )
 
     try:
         yield

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
 
+from precis.core.errors import InvalidMessage
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
@@ -20,16 +22,6 @@ KIND_TASK = "task"
 _ROLE_ALIASES = {"developer": "system"}
 _IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
-
-
-class InvalidMessage(ValueError):
-    """A message that precis refuses to take, with where it is and why."""
-
-    def __init__(self, index: int | None, reason: str) -> None:
-        self.index = index
-        self.reason = reason
-        where = f"message {index}" if index is not None else "message"
-        super().__init__(f"{where}: {reason}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from itertools import compress
 from operator import attrgetter
 from typing import Literal
 
+from precis.core.errors import PlanningError
 from precis.core.jscompat import js_round
 from precis.core.messages import Message
 from precis.core.tokens import TokenCounter
@@ -23,10 +24,6 @@ Mode = Literal["sliding_window", "all"]
 DEFAULT_PERCENTAGE = 0.3
 NOT_ENOUGH_MESSAGES = "Not enough messages for sliding window compaction."
 NO_ASSISTANT_MESSAGE = "No assistant message found for sliding window compaction."
-
-
-class PlanningError(Exception):
-    """No acceptable cut exists; the engine falls back to all-mode on this error only."""
 
 
 @dataclass(frozen=True, slots=True)

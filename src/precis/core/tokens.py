@@ -10,6 +10,7 @@ from itertools import repeat
 from operator import add, floordiv, mul
 from typing import Any, Protocol, runtime_checkable
 
+from precis.core.errors import TokenizerUnavailable
 from precis.core.jscompat import js_json_stringify, utf16_len
 from precis.core.messages import Message
 
@@ -275,10 +276,6 @@ def _message_tokens(message: Message, count_text: Callable[[str], int]) -> int:
     for call in message.tool_calls:
         tokens += count_text(call.name) + count_text(call.arguments)
     return tokens
-
-
-class TokenizerUnavailable(RuntimeError):
-    """No exact tokenizer for the encoding can be loaded here; says what to install."""
 
 
 class TiktokenCounter(_CachedCounter):

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from precis.core.errors import CompactionError, CompactionVetoed
+from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.core.planning import CompactionPlan, PlanningError, plan_all, plan_sliding_window
+from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window
 from precis.core.tokens import TokenCounter
 from precis.core.validity import check
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
@@ -21,7 +21,6 @@ from precis.stores.base import (
     ContextSnapshot,
     ConversationStore,
     MessageIds,
-    VersionConflict,
     utc_now,
 )
 from precis.summarize.base import Summarizer, SummaryRequest

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from precis.core.errors import HookVeto
+
 __all__ = [
     "HookContext",
     "HookVeto",
@@ -54,10 +56,6 @@ class PostCompactContext:
     conversation_id: str
     stats: Mapping[str, Any]
     summary: str
-
-
-class HookVeto(Exception):
-    """Raised by a Python pre-hook to stop this compaction; the message is the reason."""
 
 
 @dataclass

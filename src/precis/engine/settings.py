@@ -13,6 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from precis.core.errors import InvalidSetting, SettingsError
 from precis.core.tokens import letta_threshold
 from precis.summarize.packaging import default_clip_chars
 from precis.summarize.transcript import DEFAULT_TOOL_RESULT_CHARS
@@ -43,19 +44,6 @@ HOOK_KEYS: Mapping[str, str] = MappingProxyType(
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 NONE_WORD = "none"
-
-
-class InvalidSetting(ValueError):
-    """A settings value out of range, naming the key so a person knows what to fix."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"{key}: {reason}")
-        self.key = key
-        self.reason = reason
-
-
-class SettingsError(ValueError):
-    """A setting that cannot be loaded, naming where it was set (file and key, or variable)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from precis.core.errors import CompactionError
-from precis.core.messages import KIND_MARKER, KIND_SUMMARY, InvalidMessage, Message
+from precis.core.errors import CompactionError, InvalidMessage
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.validity import check
 from precis.engine.compactor import Mode, Trigger
 from precis.engine.settings import CompactionSettings

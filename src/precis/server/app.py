@@ -23,9 +23,17 @@ from starlette.routing import Match, Route
 from starlette.types import Scope
 
 from precis import __version__
-from precis.core.errors import CompactionError, ContextOverflow, SummarizerError
-from precis.core.messages import InvalidMessage, Message, messages_from_anthropic
-from precis.core.planning import PlanningError
+from precis.core.errors import (
+    CompactionError,
+    ContextOverflow,
+    ConversationNotFound,
+    InvalidMessage,
+    PlanningError,
+    StoreError,
+    SummarizerError,
+    VersionConflict,
+)
+from precis.core.messages import Message, messages_from_anthropic
 from precis.core.tokens import TokenCounter, default_counter
 from precis.engine.compactor import CompactionResult
 from precis.engine.settings import CompactionSettings
@@ -51,13 +59,7 @@ from precis.server.models import (
     RecallOut,
 )
 from precis.session import Session
-from precis.stores.base import (
-    CompactionEvent,
-    ConversationNotFound,
-    ConversationStore,
-    StoreError,
-    VersionConflict,
-)
+from precis.stores.base import CompactionEvent, ConversationStore
 from precis.summarize.base import Summarizer
 from precis.summarize.extractive import ExtractiveSummarizer
 

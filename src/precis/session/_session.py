@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from precis.core.messages import KIND_MESSAGE, KIND_TASK, InvalidMessage, Message
+from precis.core.errors import InvalidMessage
+from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
 from precis.engine.compactor import CompactionResult, CompactionStats, Compactor, Mode, Trigger
 from precis.engine.hooks import Hooks

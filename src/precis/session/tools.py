@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from precis.core.errors import UnknownMessage
 from precis.core.messages import Message
 from precis.engine.views import read_section, sections
-from precis.stores.base import RecallHit, UnknownMessage
+from precis.stores.base import RecallHit
 
 Dialect = Literal["openai", "anthropic"]
 

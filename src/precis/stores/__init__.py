@@ -5,17 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from precis.stores.base import (
-    CompactionEvent,
-    ContextSnapshot,
+from precis.core.errors import (
     ConversationNotFound,
-    ConversationStore,
-    RecallHit,
+    ImportLineError,
     StoreError,
     UnknownMessage,
     VersionConflict,
 )
-from precis.stores.jsonl import JsonlLineError, export_jsonl, import_jsonl
+from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
+from precis.stores.jsonl import export_jsonl, import_jsonl
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
 
@@ -28,7 +26,7 @@ __all__ = [
     "ContextSnapshot",
     "ConversationNotFound",
     "ConversationStore",
-    "JsonlLineError",
+    "ImportLineError",
     "MemoryStore",
     "RecallHit",
     "SQLiteStore",

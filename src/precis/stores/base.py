@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
 from precis.core.messages import Message
 
 __all__ = [
@@ -40,40 +41,6 @@ __all__ = [
 
 # Longest snippet a recall hit carries, so a hit list stays small enough to show a model.
 SNIPPET_CHARS = 200
-
-
-class StoreError(Exception):
-    """A store operation that could not be done; the text names what and where."""
-
-
-class ConversationNotFound(StoreError):
-    """The conversation id is not in the store."""
-
-    def __init__(self, conversation_id: str) -> None:
-        self.conversation_id = conversation_id
-        super().__init__(f"conversation {conversation_id!r} not found")
-
-
-class VersionConflict(StoreError):
-    """Another compaction committed first; the caller must re-read the context and retry."""
-
-    def __init__(self, conversation_id: str, expected: int, actual: int) -> None:
-        self.conversation_id = conversation_id
-        self.expected = expected
-        self.actual = actual
-        super().__init__(
-            f"conversation {conversation_id!r}: expected context version {expected}, "
-            f"found {actual} (a concurrent compaction won)"
-        )
-
-
-class UnknownMessage(StoreError):
-    """A message id that the conversation does not hold."""
-
-    def __init__(self, conversation_id: str, message_id: str) -> None:
-        self.conversation_id = conversation_id
-        self.message_id = message_id
-        super().__init__(f"conversation {conversation_id!r} has no message {message_id!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,22 +6,14 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
-from precis.core.messages import InvalidMessage, Message
-from precis.stores.base import ConversationStore, StoreError
+from precis.core.errors import ImportLineError, InvalidMessage
+from precis.core.messages import Message
+from precis.stores.base import ConversationStore
 
-__all__ = ["JsonlLineError", "export_jsonl", "import_jsonl"]
+__all__ = ["ImportLineError", "export_jsonl", "import_jsonl"]
 
 # Messages read per history page while exporting, so a long log never sits in memory at once.
 EXPORT_PAGE = 1000
-
-
-class JsonlLineError(StoreError):
-    """A JSONL line that cannot be imported; names its 1-based line number."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        self.line = line
-        self.reason = reason
-        super().__init__(f"line {line}: {reason}")
 
 
 def _messages_to_export(
@@ -60,13 +52,13 @@ def parse_jsonl(lines: Iterable[str]) -> list[Message]:
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise JsonlLineError(number, f"not JSON: {exc}") from None
+            raise ImportLineError(number, f"not JSON: {exc}") from None
         try:
             message = Message.from_openai(data, index=number)
         except InvalidMessage as exc:
-            raise JsonlLineError(number, exc.reason) from None
+            raise ImportLineError(number, exc.reason) from None
         if message.role == "tool" and message.tool_call_id not in issued:
-            raise JsonlLineError(
+            raise ImportLineError(
                 number,
                 f"tool result for unknown tool_call_id {message.tool_call_id!r} (no earlier call)",
             )

@@ -6,16 +6,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
 from precis.core.messages import Message
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
-    ConversationNotFound,
     MessageIds,
     RecallHit,
-    StoreError,
-    UnknownMessage,
-    VersionConflict,
     check_context_ids,
     check_page,
     check_summary,

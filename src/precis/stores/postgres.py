@@ -21,16 +21,13 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
 from precis.core.messages import Message, ToolCall
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
-    ConversationNotFound,
     MessageIds,
     RecallHit,
-    StoreError,
-    UnknownMessage,
-    VersionConflict,
     check_context_ids,
     check_page,
     check_summary,

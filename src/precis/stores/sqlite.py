@@ -17,16 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
 from precis.core.messages import Message
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
-    ConversationNotFound,
     MessageIds,
     RecallHit,
-    StoreError,
-    UnknownMessage,
-    VersionConflict,
     check_context_ids,
     check_page,
     check_summary,
