@@ -18,7 +18,8 @@ import typer
 
 if TYPE_CHECKING:
     from precis.core.messages import Message
-    from precis.engine.compactor import CompactionStats, Mode
+    from precis.core.types import CompactionMode
+    from precis.engine.compactor import CompactionStats
     from precis.engine.settings import CompactionSettings, LoadedSettings
     from precis.providers.base import ChatProvider
     from precis.session import Session
@@ -417,7 +418,9 @@ def compact(
             raise CliFailure(
                 f"conversation {session.conversation_id!r} has no messages; nothing to compact"
             )
-        result = asyncio.run(session.compact_result(cast("Mode | None", mode), trigger="manual"))
+        result = asyncio.run(
+            session.compact_result(cast("CompactionMode | None", mode), trigger="manual")
+        )
         report_compaction(result.stats)
         print(json.dumps(result.stats.as_dict()))
         summary = result.summary.metadata.get("summary")

@@ -12,14 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
-from typing import Literal
 
 from precis.core.errors import PlanningError
 from precis.core.jscompat import js_round
 from precis.core.messages import Message
 from precis.core.tokens import TokenCounter
-
-Mode = Literal["sliding_window", "all"]
+from precis.core.types import PlanMode
 
 DEFAULT_PERCENTAGE = 0.3
 NOT_ENOUGH_MESSAGES = "Not enough messages for sliding window compaction."
@@ -30,7 +28,7 @@ NO_ASSISTANT_MESSAGE = "No assistant message found for sliding window compaction
 class CompactionPlan:
     """The planner's answer: summarize `summarize`, keep `pinned` then `keep` verbatim."""
 
-    mode: Mode
+    mode: PlanMode
     cutoff: int | None
     summarize: tuple[Message, ...]
     keep: tuple[Message, ...]

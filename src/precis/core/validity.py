@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from precis.core.messages import Message
-
-Dialect = Literal["openai", "anthropic"]
+from precis.core.types import Dialect
 
 ORPHAN_RESULT = "orphan_tool_result"
 UNKNOWN_CALL = "unknown_tool_call_id"

@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window
 from precis.core.tokens import TokenCounter
+from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.settings import CompactionSettings
@@ -41,17 +42,6 @@ REQUIRED_SHARE = 0.6
 REQUIRED_KINDS = ("task", "constraint")
 VITAL_KINDS = frozenset({"constraint", "task", "pinned"})
 LEDGER_LIMIT = 200
-
-
-Trigger = Literal[
-    "manual",
-    "context_window_limit",
-    "context_window_overflow",
-    "hard_watermark",
-    "turn_limit",
-    "phase_complete",
-]
-Mode = Literal["sliding_window", "all", "truncate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +79,7 @@ class CompactionJob:
     """What one call asks for; `floor_tokens` is what each request carries besides messages."""
 
     trigger: str
-    mode: Mode | None
+    mode: CompactionMode | None
     instructions: str | None = None
     floor_tokens: int = 0
     task: str | None = None
@@ -151,7 +141,7 @@ class Compactor:
         self,
         conversation_id: str,
         trigger: Trigger = "manual",
-        mode: Mode | None = None,
+        mode: CompactionMode | None = None,
         *,
         instructions: str | None = None,
         floor_tokens: int = 0,

@@ -15,16 +15,13 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from precis.core.errors import InvalidSetting, SettingsError
 from precis.core.tokens import letta_threshold
+from precis.core.types import MERGE_POLICIES, SUMMARY_STYLES, MergePolicy, SummaryStyle
 from precis.summarize.packaging import default_clip_chars
 from precis.summarize.transcript import DEFAULT_TOOL_RESULT_CHARS
 
 # The system_alert JSON around a summary ("Note: N messages … hidden …", time, stats), in tokens.
 SUMMARY_WRAPPER_TOKENS = 64
 
-SummaryStyle = Literal["letta", "brief", "notes"]
-MergePolicy = Literal["regenerate", "anchored"]
-SUMMARY_STYLES: tuple[str, ...] = get_args(SummaryStyle)
-MERGE_POLICIES: tuple[str, ...] = get_args(MergePolicy)
 
 # Where settings come from, weakest first: defaults, HOME/precis.toml, CWD/precis.toml,
 # PRECIS_<FIELD> environment variables, explicit overrides (command-line options).

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from precis.core.errors import CompactionError, InvalidMessage
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
-from precis.engine.compactor import Mode, Trigger
 from precis.engine.settings import CompactionSettings
 from precis.session import Session
 from precis.stores.memory import MemoryStore
@@ -66,7 +66,7 @@ class Strategy:
     name: str
     description: str
     configure: Callable[[CompactionSettings], CompactionSettings]
-    mode: Mode | None = None
+    mode: CompactionMode | None = None
     compacts: bool = True
 
 
@@ -480,7 +480,7 @@ class _Replay:
         elif s.turn_limit is not None and self.session.turns_since_compaction() >= s.turn_limit:
             await self._compact(index, self.plan.mode, "turn_limit")
 
-    async def _compact(self, index: int, mode: Mode | None, trigger: Trigger) -> None:
+    async def _compact(self, index: int, mode: CompactionMode | None, trigger: Trigger) -> None:
         before = self.session.context()
         tokens_before = self.session.tokens()
         start = time.perf_counter()

@@ -11,7 +11,8 @@ from typing import Any
 from precis.core.errors import InvalidMessage
 from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
-from precis.engine.compactor import CompactionResult, CompactionStats, Compactor, Mode, Trigger
+from precis.core.types import CompactionMode, Trigger
+from precis.engine.compactor import CompactionResult, CompactionStats, Compactor
 from precis.engine.hooks import Hooks
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, mask_observations
@@ -196,7 +197,7 @@ class Session:
 
     async def compact(
         self,
-        mode: Mode | None = None,
+        mode: CompactionMode | None = None,
         *,
         trigger: Trigger = "manual",
         instructions: str | None = None,
@@ -209,7 +210,7 @@ class Session:
 
     async def compact_result(
         self,
-        mode: Mode | None = None,
+        mode: CompactionMode | None = None,
         *,
         trigger: Trigger = "manual",
         instructions: str | None = None,
@@ -273,7 +274,7 @@ class Session:
         )
         return result
 
-    def compact_sync(self, mode: Mode | None = None, **kw: Any) -> CompactionStats:
+    def compact_sync(self, mode: CompactionMode | None = None, **kw: Any) -> CompactionStats:
         return asyncio.run(self.compact(mode, **kw))
 
     def recall(self, query: str, limit: int = 10) -> list[RecallHit]:
@@ -293,7 +294,7 @@ async def compact_messages(
     summarizer: Summarizer | None = None,
     settings: CompactionSettings | None = None,
     counter: TokenCounter | None = None,
-    mode: Mode | None = None,
+    mode: CompactionMode | None = None,
 ) -> tuple[list[dict[str, Any]], CompactionStats]:
     """Compact a plain OpenAI message list once; returns the new list and what happened."""
     from precis.stores.memory import MemoryStore

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from precis.core.errors import ContextOverflow
 from precis.core.messages import Message
-from precis.engine.compactor import CompactionStats, Trigger
+from precis.core.types import Trigger
+from precis.engine.compactor import CompactionStats
 from precis.providers.base import ChatProvider
 from precis.session import Session
 

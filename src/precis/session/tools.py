@@ -13,10 +13,9 @@ from typing import Any, Literal, Protocol
 
 from precis.core.errors import UnknownMessage
 from precis.core.messages import Message
+from precis.core.types import Dialect
 from precis.engine.views import read_section, sections
 from precis.stores.base import RecallHit
-
-Dialect = Literal["openai", "anthropic"]
 
 DEFAULT_SEARCH_LIMIT = 10
 MAX_SEARCH_LIMIT = 50

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from precis.core.messages import Message, Role, ToolCall
+from precis.core.messages import Message, ToolCall
+from precis.core.types import Role
 
 # The columns every message read selects, in the order `message_from_row` expects.
 MESSAGE_COLUMNS = (

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from precis.summarize.base import (
-    MergePolicy,
-    Summarizer,
-    SummaryRequest,
-    SummaryStyle,
-    split_previous,
-)
+from precis.summarize.base import Summarizer, SummaryRequest, split_previous
 from precis.summarize.extractive import ExtractiveSummarizer, build_brief, span_language
 from precis.summarize.ladder import LADDER_STEPS, SummaryCall, summarize_with_ladder
 from precis.summarize.llm import LLMSummarizer
@@ -54,12 +48,10 @@ __all__ = [
     "SUMMARY_TRUNCATION_SUFFIX",
     "ExtractiveSummarizer",
     "LLMSummarizer",
-    "MergePolicy",
     "MockSummarizer",
     "Summarizer",
     "SummaryCall",
     "SummaryRequest",
-    "SummaryStyle",
     "build_brief",
     "clip_summary",
     "default_clip_chars",

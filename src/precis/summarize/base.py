@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import Final, Protocol
 
 from precis.core.messages import KIND_SUMMARY, Message
+from precis.core.types import MergePolicy, PlanMode, SummaryStyle
 from precis.summarize.transcript import raw_summary_text
-
-SummaryMode = Literal["sliding_window", "all"]
-SummaryStyle = Literal["letta", "brief", "notes"]
-MergePolicy = Literal["regenerate", "anchored"]
 
 _PACKED_SUMMARY_MARK: Final = "The following is a summary of the previous messages:"
 
@@ -33,7 +30,7 @@ class SummaryRequest:
     """
 
     messages: tuple[Message, ...]
-    mode: SummaryMode = "sliding_window"
+    mode: PlanMode = "sliding_window"
     clip_chars: int | None = None
     instructions: str | None = None
     style: SummaryStyle = "letta"

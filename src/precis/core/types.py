@@ -1,0 +1,41 @@
+"""The vocabulary, defined once: modes, triggers, styles, merge policies, dialects, fact kinds."""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+Role = Literal["system", "user", "assistant", "tool"]
+# What a planner (and so a summary) can do; a compaction may also truncate, with no model call.
+PlanMode = Literal["sliding_window", "all"]
+CompactionMode = Literal["sliding_window", "all", "truncate"]
+Trigger = Literal[
+    "manual",
+    "context_window_limit",
+    "context_window_overflow",
+    "hard_watermark",
+    "turn_limit",
+    "phase_complete",
+]
+# letta's sections, S3's five-part task brief, S2's notes.
+SummaryStyle = Literal["letta", "brief", "notes"]
+# An earlier summary is rebuilt from scratch, or kept section by section with new items added.
+MergePolicy = Literal["regenerate", "anchored"]
+# Whose tool-pairing rules a context must satisfy.
+Dialect = Literal["openai", "anthropic"]
+# What a fact is, most vital first: a short budget keeps the head of this order.
+FactKind = Literal[
+    "constraint",
+    "task",
+    "pinned",
+    "file_modified",
+    "identifier",
+    "error",
+    "file_read",
+    "request",
+]
+
+COMPACTION_MODES: Final[tuple[CompactionMode, ...]] = get_args(CompactionMode)
+TRIGGERS: Final[tuple[Trigger, ...]] = get_args(Trigger)
+SUMMARY_STYLES: Final[tuple[SummaryStyle, ...]] = get_args(SummaryStyle)
+MERGE_POLICIES: Final[tuple[MergePolicy, ...]] = get_args(MergePolicy)
+FACT_KINDS: Final[tuple[FactKind, ...]] = get_args(FactKind)
