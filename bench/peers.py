@@ -25,7 +25,6 @@ reported as "not run: <reason>" and the others go on.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -161,11 +160,14 @@ class FixedSummarizer:
 
     name = "fixed-fake"
 
-    async def summarize(self, request: Any) -> str:
+    def summarize(self, request: Any) -> str:
         return fake_summary("\n".join(m.content for m in request.messages))
 
+    async def asummarize(self, request: Any) -> str:
+        return self.summarize(request)
 
-async def _precis_conversation(path: Path, window: int, meter: Meter) -> ConversationRun:
+
+def _precis_conversation(path: Path, window: int, meter: Meter) -> ConversationRun:
     from precis.core.errors import CompactionError
     from precis.engine.settings import CompactionSettings
     from precis.session import Session
@@ -191,7 +193,7 @@ async def _precis_conversation(path: Path, window: int, meter: Meter) -> Convers
             continue
         start = time.perf_counter()
         try:
-            done = await session.maybe_compact()
+            done = session.maybe_compact()
         except CompactionError as exc:
             run.errors.append(f"message {i}: {exc}")
             done = []
@@ -211,11 +213,8 @@ def run_precis(window: int) -> list[SystemRun]:
         "precis", f"Session.maybe_compact, CompactionSettings(context_window={window})"
     )
 
-    async def all_runs() -> None:
-        for path in conversations():
-            system.runs.append(await _precis_conversation(path, window, meter))
-
-    asyncio.run(all_runs())
+    for path in conversations():
+        system.runs.append(_precis_conversation(path, window, meter))
     return [system]
 
 

@@ -7,7 +7,6 @@ threshold again within a turn or two; counting the floor keeps the tail small en
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from precis.cli.app import DEMO_FACT, DEMO_TURNS
@@ -60,9 +59,14 @@ def replay(reserve_floor: bool) -> list[CompactionStats]:
     session = Session(MemoryStore(), "demo", None, ExtractiveSummarizer(), settings, tools=TOOLS)
     session.set_system_prompt(SYSTEM_PROMPT)
     compactions: list[CompactionStats] = []
-    agent = Agent(session, MockProvider(WINDOW, reply=REPLY), on_compaction=compactions.append)
+    agent = Agent(
+        session,
+        MockProvider(WINDOW, reply=REPLY),
+        on_compaction=compactions.append,
+        history_tools=False,
+    )
     for text in (DEMO_FACT, *DEMO_TURNS):
-        asyncio.run(agent.turn(text))
+        agent.turn(text)
     return compactions
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Sequence
@@ -73,7 +72,7 @@ CHINESE: tuple[Message, ...] = (
 
 def extractive(messages: Sequence[Message], **kw: Any) -> str:
     request = SummaryRequest(tuple(messages), **kw)
-    return asyncio.run(ExtractiveSummarizer().summarize(request))
+    return ExtractiveSummarizer().summarize(request)
 
 
 def headings(text: str) -> list[str]:
@@ -243,7 +242,7 @@ def test_defaults_keep_the_letta_brief() -> None:
 
 def llm(provider: ScriptedProvider, messages: Sequence[Message], **kw: Any) -> str:
     summarizer = LLMSummarizer(provider, prompt=kw.pop("prompt", None))
-    return asyncio.run(summarizer.summarize(SummaryRequest(tuple(messages), **kw)))
+    return summarizer.summarize(SummaryRequest(tuple(messages), **kw))
 
 
 def test_llm_defaults_send_todays_prompts_and_transcript() -> None:

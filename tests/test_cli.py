@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -183,9 +182,11 @@ def test_agent_compacts_and_retries_when_the_model_overflows() -> None:
     session = _session_with_turns(8, context_window=None)
     prompt_tokens = estimate_prompt_tokens(session.prompt())
     seen: list[CompactionStats] = []
-    agent = Agent(session, MockProvider(prompt_tokens), on_compaction=seen.append)
+    agent = Agent(
+        session, MockProvider(prompt_tokens), on_compaction=seen.append, history_tools=False
+    )
 
-    reply, compactions = asyncio.run(agent.turn("and the port again?"))
+    reply, compactions = agent.turn("and the port again?")
 
     assert reply == "Noted: and the port again?"
     assert compactions and compactions == seen
@@ -197,16 +198,16 @@ def test_agent_compacts_and_retries_when_the_model_overflows() -> None:
 
 def test_agent_gives_up_after_three_overflow_retries() -> None:
     session = _session_with_turns(20, context_window=None)
-    agent = Agent(session, MockProvider(1))
+    agent = Agent(session, MockProvider(1), history_tools=False)
     with pytest.raises((ContextOverflow, CompactionError)):
-        asyncio.run(agent.turn("hello"))
+        agent.turn("hello")
     assert len(session.events()) <= MAX_OVERFLOW_RETRIES
 
 
 def test_agent_compacts_before_dispatch_when_over_the_threshold() -> None:
     session = _session_with_turns(12, context_window=400)
     assert session.needs_compaction()
-    _, compactions = asyncio.run(Agent(session, MockProvider(400)).turn("next step?"))
+    _, compactions = Agent(session, MockProvider(400), history_tools=False).turn("next step?")
     # Twelve turns in a 400-token window are far past the hard watermark: truncate first.
     assert compactions[0].trigger == "hard_watermark" and compactions[0].mode == "truncate"
 

@@ -18,17 +18,17 @@ from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
 from precis.engine.compactor import Compactor
 from precis.engine.settings import CompactionSettings
-from precis.session import Session, compact_messages, compact_messages_sync
+from precis.session import AsyncSession, Session, acompact_messages, compact_messages, drive
 from precis.stores.base import ConversationStore
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
-from precis.summarize.base import SummaryRequest
+from precis.summarize.base import LocalSummarizer, SummaryRequest
 from precis.summarize.mock import MockSummarizer
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-class ScriptedSummarizer:
+class ScriptedSummarizer(LocalSummarizer):
     """Answers with fixed text and records requests: for tests of how the engine treats output."""
 
     def __init__(self, answer: str = "the summary", fail: Exception | None = None) -> None:
@@ -40,7 +40,7 @@ class ScriptedSummarizer:
     def name(self) -> str:
         return "scripted"
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str:
         self.requests.append(request)
         if self.fail is not None:
             raise self.fail
@@ -85,7 +85,7 @@ def test_s1_recall_finds_what_only_evicted_messages_held(store: ConversationStor
     for i in range(16):
         session.append(Message(role="user", content=f"unrelated question {i} " + "y" * 150))
         session.append(Message(role="assistant", content=f"unrelated answer {i} " + "z" * 150))
-    stats = asyncio.run(session.compact())
+    stats = session.compact()
     assert stats.summarized >= 2
     in_context = " ".join(m.content for m in session.context() if m.kind != KIND_SUMMARY)
     assert "5433" not in in_context
@@ -99,7 +99,7 @@ def test_commit_records_event_marks_prompt_and_keeps_pairs(store: ConversationSt
     session = Session(store, "c", LettaEstimator(), ScriptedSummarizer(), settings)
     session.set_system_prompt("You are precise.")
     session.append(*chat(30))
-    result = asyncio.run(session.compact_result())
+    result = session.compact_result()
     context = session.context()
     assert context[0].id == result.summary.id and context[0].kind == KIND_SUMMARY
     packed = json.loads(context[0].content)
@@ -125,9 +125,9 @@ def test_second_compaction_folds_the_first_summary(store: ConversationStore) -> 
         store, "c", LettaEstimator(), summarizer, CompactionSettings(context_window=2000)
     )
     session.append(*chat(30))
-    asyncio.run(session.compact())
+    session.compact()
     session.append(*chat(30))
-    asyncio.run(session.compact())
+    session.compact()
     assert any(m.kind == KIND_SUMMARY for m in summarizer.requests[1].messages)
     assert sum(m.kind == KIND_SUMMARY for m in session.context()) == 1
     assert len(session.events()) == 2
@@ -147,24 +147,24 @@ def test_failing_summarizer_changes_nothing(store: ConversationStore, failure: E
     session.append(*chat(30))
     before = state(store, "c")
     with pytest.raises(type(failure)):
-        asyncio.run(session.compact())
+        session.compact()
     assert state(store, "c") == before
 
 
 def test_slow_summarizer_times_out_and_changes_nothing(store: ConversationStore) -> None:
     class Hanging(ScriptedSummarizer):
-        async def summarize(self, request: SummaryRequest) -> str:
+        async def asummarize(self, request: SummaryRequest) -> str:
             await asyncio.Event().wait()  # never set: only the timeout ends this
             return ""
 
-    session = Session(
+    session = AsyncSession(
         store,
         "c",
         LettaEstimator(),
         Hanging(),
         CompactionSettings(context_window=2000, summary_timeout=0.05),
     )
-    session.append(*chat(30))
+    asyncio.run(session.append(*chat(30)))
     before = state(store, "c")
     with pytest.raises(TimeoutError):
         asyncio.run(session.compact())
@@ -180,7 +180,7 @@ def test_runaway_summary_is_clipped_to_the_window(store: ConversationStore) -> N
         CompactionSettings(context_window=2000),
     )
     session.append(*chat(30))
-    result = asyncio.run(session.compact_result())
+    result = session.compact_result()
     raw = result.summary.metadata["summary"]
     assert raw.startswith("blah blah") and len(raw) <= 800  # the clip, retained facts included
     assert result.stats.context_tokens_after < 2000
@@ -192,7 +192,7 @@ def test_sliding_falls_back_to_all_and_keeps_custom_instructions(store: Conversa
     session = Session(store, "c", LettaEstimator(), summarizer, settings)
     # No assistant message to cut before: the sliding planner raises, all-mode runs.
     session.append(*[Message(role="user", content=f"note {i} " + "n" * 300) for i in range(10)])
-    stats = asyncio.run(session.compact(instructions="Keep every port number."))
+    stats = session.compact(instructions="Keep every port number.")
     assert stats.mode == "all"
     assert [r.instructions for r in summarizer.requests] == ["Keep every port number."]
     # Everything is summarized but the newest message, the turn being answered.
@@ -207,7 +207,7 @@ def test_result_still_over_threshold_falls_back_to_all(store: ConversationStore)
     settings = CompactionSettings(context_window=1000, sliding_window_percentage=0.05)
     session = Session(store, "c", LettaEstimator(), summarizer, settings)
     session.append(*chat(20))
-    stats = asyncio.run(session.compact(instructions="mine"))
+    stats = session.compact(instructions="mine")
     assert [r.mode for r in summarizer.requests] == ["sliding_window", "all"]
     assert [r.instructions for r in summarizer.requests] == ["mine", "mine"]
     assert stats.mode == "all"
@@ -219,7 +219,7 @@ def test_pinned_message_survives_and_leads_the_context(store: ConversationStore)
     )
     session.append(Message(role="user", content="never use npm", pinned=True))
     session.append(*chat(30))
-    asyncio.run(session.compact())
+    session.compact()
     context = session.context()
     assert context[0].content == "never use npm" and context[1].kind == KIND_SUMMARY
     assert session.prompt()[0]["content"] == "never use npm"
@@ -228,7 +228,7 @@ def test_pinned_message_survives_and_leads_the_context(store: ConversationStore)
 def test_nothing_to_compact_is_a_clear_error(store: ConversationStore) -> None:
     session = Session(store, "c", LettaEstimator(), ScriptedSummarizer())
     with pytest.raises(CompactionError, match="nothing to summarize"):
-        asyncio.run(session.compact())
+        session.compact()
 
 
 def test_concurrent_compaction_cannot_both_win(store: ConversationStore) -> None:
@@ -238,14 +238,14 @@ def test_concurrent_compaction_cannot_both_win(store: ConversationStore) -> None
     snapshot = store.context("c")
 
     class RacingSummarizer(ScriptedSummarizer):
-        async def summarize(self, request: SummaryRequest) -> str:
+        def summarize(self, request: SummaryRequest) -> str:
             if not self.requests:
-                await a.compact("c")  # another worker commits while this one summarizes
-            return await super().summarize(request)
+                drive(a.compaction("c"))  # another worker commits while this one summarizes
+            return super().summarize(request)
 
     b = Compactor(store, LettaEstimator(), RacingSummarizer("B"), settings)
     with pytest.raises(VersionConflict):
-        asyncio.run(b.compact("c"))
+        drive(b.compaction("c"))
     assert [e.summary_id for e in store.events("c")] == [
         m.id for m in store.history("c") if m.kind == KIND_SUMMARY
     ]
@@ -254,7 +254,7 @@ def test_concurrent_compaction_cannot_both_win(store: ConversationStore) -> None
     retrying = Compactor(
         store, LettaEstimator(), ScriptedSummarizer("C"), CompactionSettings(context_window=500)
     )
-    asyncio.run(retrying.compact("c"))
+    drive(retrying.compaction("c"))
     assert check(store.context("c").messages) == []
 
 
@@ -276,12 +276,14 @@ def test_compact_messages_stateless_entry_point() -> None:
             }
         )
         rows.append({"role": "tool", "tool_call_id": f"c{i}", "content": "r" * 300})
-    out, stats = compact_messages_sync(rows, context_window=4000, summarizer=MockSummarizer())
+    out, stats = compact_messages(rows, context_window=4000, summarizer=MockSummarizer())
     assert out[0] == {"role": "system", "content": "Be brief."}
     assert out[-1] == rows[-1] and len(out) < len(rows)
     assert check(messages_from_openai(out[1:])) == []
     assert stats.messages_count_before == 60
-    again, _ = asyncio.run(compact_messages(rows, context_window=4000, summarizer=MockSummarizer()))
+    again, _ = asyncio.run(
+        acompact_messages(rows, context_window=4000, summarizer=MockSummarizer())
+    )
     assert len(again) == len(out)
 
 
@@ -298,7 +300,7 @@ def test_real_trajectories_compact_until_they_fit(path: Path, tmp_path: Path) ->
     while session.needs_compaction():
         rounds += 1
         assert rounds <= 20, f"still {session.tokens()} tokens after 20 compactions"
-        asyncio.run(session.compact())
+        session.compact()
         assert check(session.context()) == []
         history_ids = {m.id for m in session.history()}
         assert history_ids.issuperset(originals)
@@ -315,13 +317,14 @@ def test_kill_between_summary_and_commit_leaves_store_unchanged(tmp_path: Path) 
     store.append("c", chat(30))
     before = state(store, "c")
     code = """
-        import asyncio, sys, time
+        import sys, time
         sys.path.insert(0, sys.argv[2])
         from precis.engine.compactor import Compactor
         from precis.engine.settings import CompactionSettings
         from precis.stores.sqlite import SQLiteStore
         from precis.summarize.mock import MockSummarizer
         from precis.core.tokens import LettaEstimator
+        from precis.session import drive
 
         def progress(step):
             if step == "verified":  # the summary exists; the commit has not begun
@@ -332,7 +335,7 @@ def test_kill_between_summary_and_commit_leaves_store_unchanged(tmp_path: Path) 
         store = SQLiteStore(sys.argv[1])
         compactor = Compactor(store, LettaEstimator(), MockSummarizer(),
                               CompactionSettings(context_window=2000), progress=progress)
-        asyncio.run(compactor.compact("c"))
+        drive(compactor.compaction("c"))
     """
     child = subprocess.Popen(_child(code, db), stdout=subprocess.PIPE, text=True)
     try:
@@ -363,15 +366,15 @@ def test_appends_from_another_process_during_summary_stay_in_context(tmp_path: P
     """
 
     class SlowSummarizer(ScriptedSummarizer):
-        async def summarize(self, request: SummaryRequest) -> str:
-            done = await asyncio.to_thread(subprocess.run, _child(writer, db), check=True)
+        def summarize(self, request: SummaryRequest) -> str:
+            done = subprocess.run(_child(writer, db), check=True)
             assert done.returncode == 0
-            return await super().summarize(request)
+            return super().summarize(request)
 
     compactor = Compactor(
         store, LettaEstimator(), SlowSummarizer(), CompactionSettings(context_window=2000)
     )
-    result = asyncio.run(compactor.compact("c"))
+    result = drive(compactor.compaction("c"))
     late = [m for m in store.history("c") if m.content.startswith("late ")]
     assert len(late) == 200
     context_ids = [m.id for m in store.context("c").messages]
@@ -395,7 +398,7 @@ def test_usage_reported_before_a_compaction_is_stale(store: ConversationStore) -
         ]
     )
     assert session.tokens() == 99_999  # the last reply's usage anchors; nothing after it
-    asyncio.run(session.compact())
+    session.compact()
     assert session.tokens() < 2000  # the kept replies' old usage no longer anchors the estimate
     session.append(
         Message(role="assistant", content="fresh", metadata={"usage": {"total_tokens": 700}})

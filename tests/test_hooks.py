@@ -14,6 +14,7 @@ import pytest
 
 from precis.core.errors import HookVeto
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext, PreCompactOutcome
+from precis.session import adrive, drive
 
 CONTEXT = HookContext(
     trigger="manual", conversation_id="conv-42", custom_instructions="Keep file paths."
@@ -34,13 +35,13 @@ def script(tmp_path: Path, name: str, body: str) -> str:
 
 
 def run_pre(hooks: Hooks, context: HookContext = CONTEXT) -> PreCompactOutcome:
-    """Runs the pre-hooks to completion from synchronous test code."""
-    return asyncio.run(hooks.run_pre(context))
+    """Runs the pre-hooks as an async session does (async hooks included)."""
+    return asyncio.run(adrive(hooks.pre_steps(context)))
 
 
 def run_post(hooks: Hooks, context: PostCompactContext = POST) -> list[str]:
-    """Runs the post-hooks to completion from synchronous test code."""
-    return asyncio.run(hooks.run_post(context))
+    """Runs the post-hooks as an async session does."""
+    return asyncio.run(adrive(hooks.post_steps(context)))
 
 
 def alive(pid: int) -> bool:
@@ -343,3 +344,35 @@ def test_from_commands_takes_a_lone_string_as_one_command() -> None:
 def test_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="timeout"):
         Hooks(timeout=0)
+
+
+# --- the sync driver: what a plain `Session` runs --------------------------------------------
+
+
+def test_sync_driver_runs_shell_and_plain_hooks_in_order() -> None:
+    hooks = Hooks(pre=["echo from-shell", lambda _c: "from-python"])
+    outcome = drive(hooks.pre_steps(CONTEXT))
+    assert outcome.instructions == "Keep file paths.\n\nfrom-shell\n\nfrom-python"
+    assert drive(hooks.pre_steps(CONTEXT)) == outcome  # and again: nothing kept between runs
+
+
+def test_sync_driver_kills_a_hanging_shell_hook_with_its_children(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    hang = script(tmp_path, "hang.sh", f"sleep 30 &\necho $$ $! > {shlex.quote(str(pids))}\nwait\n")
+    outcome = drive(Hooks(pre=[hang], timeout=2).pre_steps(CONTEXT))
+    (report,) = outcome.reports
+    assert report.endswith("timed out after 2s and was killed")
+    # The driver drained the pipes the children held, so they are gone when it returns.
+    assert not any(alive(int(pid)) for pid in pids.read_text().split())
+
+
+def test_sync_driver_reports_an_async_hook_instead_of_running_it() -> None:
+    ran: list[str] = []
+
+    async def async_hook(_c: HookContext) -> str:
+        ran.append("ran")
+        return "never"
+
+    outcome = drive(Hooks(pre=[async_hook]).pre_steps(CONTEXT))
+    assert ran == [] and outcome.instructions == "Keep file paths."
+    assert outcome.reports and "needs an AsyncSession" in outcome.reports[0]

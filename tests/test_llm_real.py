@@ -4,7 +4,6 @@ and in-process. Its summaries are poor; the store must stay right anyway. Run by
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -116,9 +115,9 @@ def chat_until_two_compactions(provider: ChatProvider, db: Path) -> Session:
     )
     session.set_system_prompt("You are a concise assistant. Answer in at most three sentences.")
     compactions = []
-    agent = Agent(session, provider, on_compaction=compactions.append)
+    agent = Agent(session, provider, on_compaction=compactions.append, history_tools=False)
     for question in QUESTIONS:
-        asyncio.run(agent.turn(question))
+        agent.turn(question)
         if len(compactions) >= 2:
             break
     assert len(compactions) >= 2, f"only {len(compactions)} compactions in {len(QUESTIONS)} turns"

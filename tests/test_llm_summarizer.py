@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ SPAN = tuple(
 
 
 def run(summarizer: LLMSummarizer, **kw: Any) -> str:
-    return asyncio.run(summarizer.summarize(SummaryRequest(SPAN, **kw)))
+    return summarizer.summarize(SummaryRequest(SPAN, **kw))
 
 
 def test_overflow_climbs_the_ladder_then_succeeds() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
@@ -100,18 +100,19 @@ def base_url() -> Iterator[str]:
         server.shutdown()
 
 
-def ask(base_url: str, text: str) -> Any:
+@pytest.fixture(params=["sync", "async"])
+def ask(request: pytest.FixtureRequest, base_url: str) -> Callable[[str], Any]:
+    """One question through the blocking client or, in a running loop, the async one."""
     provider = OpenAIProvider("m", base_url=base_url, context_window=8192, max_tokens=50)
-    return asyncio.run(
-        provider.complete(
-            [{"role": "user", "content": text}],
-            [{"type": "function", "function": {"name": "ls", "parameters": {}}}],
-        )
-    )
+    messages = lambda text: [{"role": "user", "content": text}]  # noqa: E731
+    tools = [{"type": "function", "function": {"name": "ls", "parameters": {}}}]
+    if request.param == "sync":
+        return lambda text: provider.complete(messages(text), tools)
+    return lambda text: asyncio.run(provider.acomplete(messages(text), tools))
 
 
-def test_reply_tool_calls_and_usage(base_url: str) -> None:
-    reply = ask(base_url, "hello")
+def test_reply_tool_calls_and_usage(ask: Callable[[str], Any]) -> None:
+    reply = ask("hello")
     assert reply.message == {
         "role": "assistant",
         "content": "",
@@ -129,11 +130,11 @@ def test_reply_tool_calls_and_usage(base_url: str) -> None:
 
 
 @pytest.mark.parametrize("text", ["overflow", "llama-overflow"])
-def test_overflow_errors_become_context_overflow(base_url: str, text: str) -> None:
+def test_overflow_errors_become_context_overflow(ask: Callable[[str], Any], text: str) -> None:
     with pytest.raises(ContextOverflow):
-        ask(base_url, text)
+        ask(text)
 
 
-def test_other_errors_stay_what_they_are(base_url: str) -> None:
+def test_other_errors_stay_what_they_are(ask: Callable[[str], Any]) -> None:
     with pytest.raises(openai.AuthenticationError):
-        ask(base_url, "auth")
+        ask("auth")

@@ -31,6 +31,7 @@ CHILD = textwrap.dedent(
     from precis.stores.postgres import PostgresStore
     from precis.summarize.mock import MockSummarizer
     from precis.core.tokens import LettaEstimator
+    from precis.session import drive
 
     gate = ["closed"]
 
@@ -50,7 +51,7 @@ CHILD = textwrap.dedent(
         progress=progress,
     )
     try:
-        result = asyncio.run(compactor.compact(sys.argv[3]))
+        result = drive(compactor.compaction(sys.argv[3]))
     except VersionConflict as exc:
         print(f"VERSION_CONFLICT {exc}", flush=True)
         store.close()

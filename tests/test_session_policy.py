@@ -3,7 +3,6 @@ tool-output display, masking and sub-agent briefs."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from precis.session import Session
 from precis.session.tools import handle_tool_call
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
-from precis.summarize.base import SummaryRequest
+from precis.summarize.base import LocalSummarizer, SummaryRequest
 from precis.summarize.llm import LLMSummarizer
 
 RED_LINE = "不许动 legacy/ 目录，只加新模块"
@@ -39,16 +38,27 @@ class RecordingProvider:
     def context_window(self) -> int | None:
         return None
 
-    async def complete(
+    def complete(
         self,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Completion:
         self.sent.append(list(messages))
         return Completion({"role": "assistant", "content": self.answer})
 
+    async def acomplete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Completion:
+        return self.complete(messages, tools, timeout=timeout)
 
-class DroppingSummarizer:
+
+class DroppingSummarizer(LocalSummarizer):
     """The disobedient summarizer: a summary that keeps nothing the user said."""
 
     def __init__(self, on_call: Any = None) -> None:
@@ -59,7 +69,7 @@ class DroppingSummarizer:
     def name(self) -> str:
         return "dropping"
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str:
         self.requests.append(request)
         if self.on_call is not None:
             self.on_call(len(self.requests))
@@ -78,7 +88,7 @@ def test_hard_watermark_truncates_without_calling_the_model() -> None:
     session = Session(MemoryStore(), "c", LettaEstimator(), LLMSummarizer(provider), settings)
     turns(session, 14)
     assert session.tokens() > settings.hard_limit  # type: ignore[operator]
-    done = asyncio.run(session.maybe_compact())
+    done = session.maybe_compact()
     assert [(s.trigger, s.mode) for s in done] == [("hard_watermark", "truncate")]
     assert provider.sent == []
     assert session.tokens() <= settings.threshold  # type: ignore[operator]
@@ -93,9 +103,9 @@ def test_soft_watermark_summarizes() -> None:
     settings = CompactionSettings(context_window=4000, soft_watermark=0.5)
     session = Session(MemoryStore(), "c", LettaEstimator(), DroppingSummarizer(), settings)
     turns(session, 10)  # 20 messages of 78 tokens: under 0.5 x 4000
-    assert asyncio.run(session.maybe_compact()) == []
+    assert session.maybe_compact() == []
     turns(session, 4, start=10)
-    (stats,) = asyncio.run(session.maybe_compact())
+    (stats,) = session.maybe_compact()
     assert (stats.trigger, stats.mode) == ("context_window_limit", "sliding_window")
 
 
@@ -118,7 +128,7 @@ def test_fifty_compactions_keep_the_task_and_pinned_items_verbatim(tmp_path: Pat
             position += 1
         if group:
             session.append(*group)
-        asyncio.run(session.compact())
+        session.compact()
         compactions += 1
         context = session.context()
         assert check(context) == []
@@ -144,7 +154,7 @@ def test_dropped_red_line_rolls_back_and_the_fallback_keeps_it(tmp_path: Path) -
     session.append(Message(role="user", content=RED_LINE))
     turns(session, 11)  # over the 1600-token threshold, so truncation has something to drop
     before = _db_bytes(db)
-    stats = asyncio.run(session.compact(trigger="context_window_limit"))
+    stats = session.compact(trigger="context_window_limit")
     # The sliding and the all-mode summaries both dropped the red line: each was discarded
     # with the store untouched (the second summarizer call saw the same bytes as before).
     assert [r.mode for r in summarizer.requests] == ["sliding_window", "all"]
@@ -161,7 +171,7 @@ def test_dropped_red_line_rolls_back_and_the_fallback_keeps_it(tmp_path: Path) -
     guarded.append(Message(role="assistant", content="好的。"))
     guarded.append(Message(role="user", content=RED_LINE))
     turns(guarded, 8)
-    result = asyncio.run(guarded.compact_result())
+    result = guarded.compact_result()
     assert result.stats.mode == "sliding_window"
     assert RED_LINE in result.summary.metadata["summary"]
 
@@ -172,7 +182,7 @@ def test_shell_hook_instructions_reach_the_prompt_and_exit_2_vetoes(tmp_path: Pa
     settings = CompactionSettings(context_window=2000, pre_compact_hooks=(hook,))
     session = Session(MemoryStore(), "c", LettaEstimator(), LLMSummarizer(provider), settings)
     turns(session, 8)
-    asyncio.run(session.compact())
+    session.compact()
     assert "Keep every port number verbatim." in provider.sent[0][0]["content"]
 
     veto = "cat > /dev/null; echo 'compaction frozen during the release' >&2; exit 2"
@@ -186,7 +196,7 @@ def test_shell_hook_instructions_reach_the_prompt_and_exit_2_vetoes(tmp_path: Pa
     turns(blocked, 8)
     before = [m.id for m in blocked.context()]
     with pytest.raises(CompactionVetoed, match="compaction frozen during the release"):
-        asyncio.run(blocked.compact())
+        blocked.compact()
     assert [m.id for m in blocked.context()] == before and blocked.events() == []
 
 
@@ -195,7 +205,7 @@ def test_post_hook_gets_stats_and_summary(tmp_path: Path) -> None:
     settings = CompactionSettings(context_window=2000, post_compact_hooks=(f"cat > {out}",))
     session = Session(MemoryStore(), "c", LettaEstimator(), DroppingSummarizer(), settings)
     turns(session, 8)
-    stats = asyncio.run(session.compact())
+    stats = session.compact()
     payload = json.loads(out.read_text())
     assert payload["hook_event_name"] == "PostCompact"
     assert payload["stats"]["summarized"] == stats.summarized
@@ -208,7 +218,7 @@ def test_turn_limit_fires_exactly_every_n_turns() -> None:
     fired = []
     for i in range(9):
         turns(session, 1, start=i)
-        done = asyncio.run(session.maybe_compact())
+        done = session.maybe_compact()
         fired.append([s.trigger for s in done])
     assert fired == [[], [], ["turn_limit"]] * 3
 
@@ -217,7 +227,7 @@ def test_complete_phase_compacts_and_records_the_phase() -> None:
     settings = CompactionSettings(context_window=100_000)
     session = Session(MemoryStore(), "c", LettaEstimator(), None, settings)
     turns(session, 6)
-    stats = asyncio.run(session.complete_phase("schema migration"))
+    stats = session.complete_phase("schema migration")
     assert stats.trigger == "phase_complete"
     summary = next(m for m in session.context() if m.kind == KIND_SUMMARY)
     assert summary.metadata["phase"] == "schema migration"
@@ -267,7 +277,7 @@ def test_absorb_returns_only_the_sub_agents_brief() -> None:
         Message(role="user", content="Profile src/exporter/csv_writer.py; never edit legacy/.")
     )
     child.append(Message(role="assistant", content="The writer re-opens the file per row. " * 30))
-    result = asyncio.run(parent.absorb(child, "task_1"))
+    result = parent.absorb(child, "task_1")
     assert result.role == "tool" and result.tool_call_id == "task_1"
     assert "never edit legacy/" in result.content
     assert len(parent.context()) == 3 and check(parent.context()) == []
@@ -276,7 +286,7 @@ def test_absorb_returns_only_the_sub_agents_brief() -> None:
 class UselessSummarizer(DroppingSummarizer):
     """Answers "ok" to everything."""
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str:
         self.requests.append(request)
         return "ok"
 
@@ -292,7 +302,7 @@ def test_useless_summary_still_leaves_every_red_line_and_the_task_for_ten_rounds
         session.append(Message(role="user", content=rule))
     for round_ in range(10):
         turns(session, 6, start=round_ * 6)
-        asyncio.run(session.compact())
+        session.compact()
         text = "\n".join(
             [m.content for m in session.context()]
             + [str(m.metadata.get("summary", "")) for m in session.context()]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -146,7 +145,7 @@ class ScriptedModel:
         self.transcripts: list[str] = []
         self.prompts: list[str] = []
 
-    async def __call__(self, system_prompt: str, transcript: str) -> str:
+    def __call__(self, system_prompt: str, transcript: str) -> str:
         self.prompts.append(system_prompt)
         self.transcripts.append(transcript)
         step = self.script.pop(0)
@@ -162,7 +161,7 @@ def _long_history(chars: int) -> list[Message]:
 def test_ladder_succeeds_at_second_step() -> None:
     messages = _long_history(200_000)
     model = ScriptedModel(ContextOverflow("too big"), ContextOverflow("still too big"), "summary")
-    answer = asyncio.run(summarize_with_ladder(model, messages, prompt=SLIDING_WINDOW_PROMPT))
+    answer = summarize_with_ladder(model, messages, prompt=SLIDING_WINDOW_PROMPT)
     assert answer == "summary"
     full = render_transcript(messages)
     assert model.transcripts == [
@@ -176,7 +175,7 @@ def test_ladder_succeeds_at_second_step() -> None:
 
 def test_ladder_recognises_provider_wording() -> None:
     model = ScriptedModel(RuntimeError("prompt is too long: 300000 tokens > 200000"), "s")
-    answer = asyncio.run(summarize_with_ladder(model, _long_history(150_000), prompt=ALL_PROMPT))
+    answer = summarize_with_ladder(model, _long_history(150_000), prompt=ALL_PROMPT)
     assert answer == "s"
     assert len(model.transcripts) == 2
 
@@ -186,7 +185,7 @@ def test_ladder_skips_unchanged_steps_and_reraises() -> None:
     last = ContextOverflow("the model says no")
     model = ScriptedModel(last)
     with pytest.raises(ContextOverflow) as caught:
-        asyncio.run(summarize_with_ladder(model, messages, prompt=SLIDING_WINDOW_PROMPT))
+        summarize_with_ladder(model, messages, prompt=SLIDING_WINDOW_PROMPT)
     assert caught.value is last
     assert model.transcripts == [render_transcript(messages)]
 
@@ -197,7 +196,7 @@ def test_ladder_skips_only_the_unchanged_steps() -> None:
     errors = [ContextOverflow(f"overflow {i}") for i in range(len(LADDER_STEPS) + 1)]
     model = ScriptedModel(*errors)
     with pytest.raises(ContextOverflow) as caught:
-        asyncio.run(summarize_with_ladder(model, messages, prompt=SLIDING_WINDOW_PROMPT))
+        summarize_with_ladder(model, messages, prompt=SLIDING_WINDOW_PROMPT)
     full = render_transcript(messages)
     expected = [full] + [middle_truncate(full, step) for step in LADDER_STEPS if step < 30_000]
     assert model.transcripts == expected
@@ -207,31 +206,27 @@ def test_ladder_skips_only_the_unchanged_steps() -> None:
 def test_ladder_non_overflow_error_propagates_at_once() -> None:
     model = ScriptedModel(ConnectionError("server went away"), "never reached")
     with pytest.raises(ConnectionError):
-        asyncio.run(
-            summarize_with_ladder(model, _long_history(200_000), prompt=SLIDING_WINDOW_PROMPT)
-        )
+        summarize_with_ladder(model, _long_history(200_000), prompt=SLIDING_WINDOW_PROMPT)
     assert len(model.transcripts) == 1
 
 
 def test_ladder_non_overflow_error_during_fallback_propagates() -> None:
     model = ScriptedModel(ContextOverflow("big"), ValueError("bad request"), "never reached")
     with pytest.raises(ValueError, match="bad request"):
-        asyncio.run(
-            summarize_with_ladder(model, _long_history(200_000), prompt=SLIDING_WINDOW_PROMPT)
-        )
+        summarize_with_ladder(model, _long_history(200_000), prompt=SLIDING_WINDOW_PROMPT)
     assert len(model.transcripts) == 2
 
 
 def test_ladder_no_messages_needs_no_model() -> None:
     model = ScriptedModel()
-    assert asyncio.run(summarize_with_ladder(model, [], prompt=ALL_PROMPT)) == NO_MESSAGES_SUMMARY
+    assert summarize_with_ladder(model, [], prompt=ALL_PROMPT) == NO_MESSAGES_SUMMARY
     assert model.transcripts == []
 
 
 def test_ladder_blank_answer_is_an_error() -> None:
     model = ScriptedModel("  \n ")
     with pytest.raises(SummarizerError):
-        asyncio.run(summarize_with_ladder(model, _long_history(10), prompt=ALL_PROMPT))
+        summarize_with_ladder(model, _long_history(10), prompt=ALL_PROMPT)
 
 
 def test_ladder_passes_tool_result_chars() -> None:
@@ -240,7 +235,7 @@ def test_ladder_passes_tool_result_chars() -> None:
         Message(role="tool", tool_call_id="c1", content="y" * 50),
     ]
     model = ScriptedModel("s")
-    asyncio.run(summarize_with_ladder(model, messages, prompt=ALL_PROMPT, tool_result_chars=10))
+    summarize_with_ladder(model, messages, prompt=ALL_PROMPT, tool_result_chars=10)
     assert "[tool] yyyyyyyyyy... [truncated 40 chars]" in model.transcripts[0]
 
 

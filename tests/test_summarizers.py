@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from pathlib import Path
@@ -21,7 +20,7 @@ from precis.summarize.transcript import render_transcript
 
 
 def summarize(summarizer: Summarizer, messages: list[Message], **kw: Any) -> str:
-    return asyncio.run(summarizer.summarize(SummaryRequest(tuple(messages), **kw)))
+    return summarizer.summarize(SummaryRequest(tuple(messages), **kw))
 
 
 def extractive(messages: list[Message], **kw: Any) -> str:

@@ -1,20 +1,31 @@
 """precis: keep a long-running LLM agent inside its context window without losing what mattered."""
 
-from precis.core.errors import InvalidMessage
+from precis.core.errors import InvalidMessage, PrecisError
 from precis.core.messages import Message, ToolCall
-from precis.engine.compactor import CompactionStats, Compactor
+from precis.engine.compactor import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
-from precis.session import Session, compact_messages, compact_messages_sync
+from precis.session import (
+    Agent,
+    AsyncAgent,
+    AsyncSession,
+    Session,
+    acompact_messages,
+    compact_messages,
+)
 
 __all__ = [
+    "Agent",
+    "AsyncAgent",
+    "AsyncSession",
+    "CompactionResult",
     "CompactionSettings",
     "CompactionStats",
-    "Compactor",
     "InvalidMessage",
     "Message",
+    "PrecisError",
     "Session",
     "ToolCall",
+    "acompact_messages",
     "compact_messages",
-    "compact_messages_sync",
 ]
 __version__ = "0.1.0"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -387,9 +386,15 @@ def chat(
     from precis.session.agent import Agent
 
     with session_for(ctx) as session:
-        agent = Agent(session, make_provider(ctx.obj), on_compaction=report_compaction)
+        agent = Agent(
+            session,
+            make_provider(ctx.obj),
+            on_compaction=report_compaction,
+            # Only an OpenAI-compatible model can call tools; the others would pay for them unused.
+            history_tools=ctx.obj.provider == "openai",
+        )
         if prompt is not None:
-            reply, _ = asyncio.run(agent.turn(prompt))
+            reply, _ = agent.turn(prompt)
             print(reply)
             return
         while True:
@@ -399,7 +404,7 @@ def chat(
                 break
             if not text:
                 break
-            reply, _ = asyncio.run(agent.turn(text))
+            reply, _ = agent.turn(text)
             print(f"model> {reply}", flush=True)
 
 
@@ -418,9 +423,7 @@ def compact(
             raise CliFailure(
                 f"conversation {session.conversation_id!r} has no messages; nothing to compact"
             )
-        result = asyncio.run(
-            session.compact_result(cast("CompactionMode | None", mode), trigger="manual")
-        )
+        result = session.compact_result(cast("CompactionMode | None", mode), trigger="manual")
         report_compaction(result.stats)
         print(json.dumps(result.stats.as_dict()))
         summary = result.summary.metadata.get("summary")
@@ -682,9 +685,11 @@ def run_demo(home: Path) -> None:
             sys.stdout.flush()
             report_compaction(stats)
 
-        agent = Agent(session, MockProvider(DEMO_WINDOW), on_compaction=on_compaction)
+        agent = Agent(
+            session, MockProvider(DEMO_WINDOW), on_compaction=on_compaction, history_tools=False
+        )
         for number, text in enumerate((DEMO_FACT, *DEMO_TURNS), start=1):
-            reply, _ = asyncio.run(agent.turn(text))
+            reply, _ = agent.turn(text)
             print(f"turn {number:>2}: {reply}", flush=True)
         print()
         print_messages(session.context(), session, "context", as_json=False)
@@ -725,7 +730,7 @@ def run_red_line_demo(home: Path) -> None:
     try:
         for number, step in enumerate(red_line_steps()):
             session.append(*step.messages)
-            for stats in asyncio.run(session.maybe_compact()):
+            for stats in session.maybe_compact():
                 sys.stdout.flush()
                 report_compaction(stats)
                 present = red_line_in(session.view())

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from precis.core.messages import Message, ToolCall
-from precis.summarize.base import SummaryRequest
+from precis.summarize.base import LocalSummarizer, SummaryRequest
 
 RED_LINE_TASK = "Add a CSV export module for the reports page under src/exporter/."
 RED_LINE = "Never touch the legacy/ directory; only add new modules."
@@ -74,7 +74,7 @@ def red_line_in(context: list[Message]) -> bool:
     return any(RED_LINE in m.content for m in context)
 
 
-class DroppingSummarizer:
+class DroppingSummarizer(LocalSummarizer):
     """The deliberately bad summarizer of S3's story: it forgets everything the user said."""
 
     def __init__(self) -> None:
@@ -87,6 +87,6 @@ class DroppingSummarizer:
     def describe(self) -> str:
         return "deliberately bad (answers 'Made progress on the exporter.' whatever it is given)"
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str:
         self.last = "Made progress on the exporter."
         return self.last

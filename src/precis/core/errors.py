@@ -41,8 +41,6 @@ class InvalidMessage(InvalidInput):
         self.reason = reason
         self.field = field
         where = f"message {index}" if index is not None else "message"
-        if field:
-            where = f"{where}.{field}"
         super().__init__(f"{where}: {reason}")
 
     def at(self, index: int | None) -> InvalidMessage:

@@ -60,11 +60,13 @@ class Message:
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
-            raise InvalidMessage(None, f"unknown role {self.role!r}")
+            raise InvalidMessage(None, f"unknown role {self.role!r}", "role")
         if self.tool_calls and self.role != "assistant":
-            raise InvalidMessage(None, f"a {self.role} message cannot carry tool_calls")
+            raise InvalidMessage(
+                None, f"a {self.role} message cannot carry tool_calls", "tool_calls"
+            )
         if self.role == "tool" and not self.tool_call_id:
-            raise InvalidMessage(None, "a tool message needs a tool_call_id")
+            raise InvalidMessage(None, "a tool message needs a tool_call_id", "tool_call_id")
 
     @property
     def text_parts(self) -> tuple[str, ...]:
@@ -101,10 +103,10 @@ class Message:
         }
         raw_role = data.get("role")
         if not isinstance(raw_role, str):
-            raise InvalidMessage(index, "missing role")
+            raise InvalidMessage(index, "missing role", "role")
         role = _ROLE_ALIASES.get(raw_role, raw_role)
         if role not in ROLES:
-            raise InvalidMessage(index, f"unknown role {raw_role!r}")
+            raise InvalidMessage(index, f"unknown role {raw_role!r}", "role")
         if role != raw_role:
             extra["role"] = raw_role
 
@@ -121,14 +123,18 @@ class Message:
                 extra["tool_calls"] = raw_calls
             else:
                 if role != "assistant":
-                    raise InvalidMessage(index, f"a {raw_role} message cannot carry tool_calls")
+                    raise InvalidMessage(
+                        index, f"a {raw_role} message cannot carry tool_calls", "tool_calls"
+                    )
                 tool_calls = _tool_calls_from_openai(raw_calls, index)
 
         tool_call_id: str | None = None
         if role == "tool":
             tcid = data.get("tool_call_id")
             if not isinstance(tcid, str) or not tcid:
-                raise InvalidMessage(index, "a tool message needs a non-empty tool_call_id")
+                raise InvalidMessage(
+                    index, "a tool message needs a non-empty tool_call_id", "tool_call_id"
+                )
             tool_call_id = tcid
         elif "tool_call_id" in data:
             extra["tool_call_id"] = data["tool_call_id"]
@@ -184,18 +190,20 @@ def _content_from_openai(raw: Any, index: int | None) -> tuple[str, int]:
         images = 0
         for j, part in enumerate(raw):
             if not isinstance(part, Mapping):
-                raise InvalidMessage(index, f"content part {j} is not an object")
+                raise InvalidMessage(index, f"content part {j} is not an object", f"content[{j}]")
             ptype = part.get("type")
             if ptype in _TEXT_PART_TYPES:
                 text = part.get("text")
                 if not isinstance(text, str):
-                    raise InvalidMessage(index, f"content part {j} has no text string")
+                    raise InvalidMessage(
+                        index, f"content part {j} has no text string", f"content[{j}]"
+                    )
                 texts.append(text)
             elif ptype in _IMAGE_PART_TYPES:
                 images += 1
         return "\n\n".join(texts), images
     kind = type(raw).__name__
-    raise InvalidMessage(index, f"content must be a string, a list or null, not {kind}")
+    raise InvalidMessage(index, f"content must be a string, a list or null, not {kind}", "content")
 
 
 def compact_json(value: Any) -> str:
@@ -205,20 +213,24 @@ def compact_json(value: Any) -> str:
 
 def _tool_calls_from_openai(raw: Any, index: int | None) -> tuple[ToolCall, ...]:
     if not isinstance(raw, list):
-        raise InvalidMessage(index, "tool_calls must be a list")
+        raise InvalidMessage(index, "tool_calls must be a list", "tool_calls")
     calls: list[ToolCall] = []
     for j, call in enumerate(raw):
         if not isinstance(call, Mapping):
-            raise InvalidMessage(index, f"tool_calls[{j}] is not an object")
+            raise InvalidMessage(index, f"tool_calls[{j}] is not an object", f"tool_calls[{j}]")
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
-            raise InvalidMessage(index, f"tool_calls[{j}] has no id")
+            raise InvalidMessage(index, f"tool_calls[{j}] has no id", f"tool_calls[{j}]")
         fn = call.get("function")
         if not isinstance(fn, Mapping):
-            raise InvalidMessage(index, f"tool_calls[{j}] has no function object")
+            raise InvalidMessage(
+                index, f"tool_calls[{j}] has no function object", f"tool_calls[{j}]"
+            )
         name = fn.get("name")
         if not isinstance(name, str) or not name:
-            raise InvalidMessage(index, f"tool_calls[{j}].function has no name")
+            raise InvalidMessage(
+                index, f"tool_calls[{j}].function has no name", f"tool_calls[{j}].function"
+            )
         calls.append(ToolCall(call_id, name, _arguments_text(fn.get("arguments"), index, j)))
     return tuple(calls)
 
@@ -232,7 +244,9 @@ def _arguments_text(args: Any, index: int | None, j: int) -> str:
         return compact_json(args)
     except (TypeError, ValueError) as exc:
         raise InvalidMessage(
-            index, f"tool_calls[{j}].function.arguments is not JSON-serialisable: {exc}"
+            index,
+            f"tool_calls[{j}].function.arguments is not JSON-serialisable: {exc}",
+            f"tool_calls[{j}].function.arguments",
         ) from None
 
 
@@ -244,7 +258,9 @@ def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
         msg = Message.from_openai(item, index=i)
         if msg.role == "tool" and msg.tool_call_id not in issued:
             raise InvalidMessage(
-                i, f"tool result for unknown tool_call_id {msg.tool_call_id!r} (no earlier call)"
+                i,
+                f"tool result for unknown tool_call_id {msg.tool_call_id!r} (no earlier call)",
+                "tool_call_id",
             )
         issued.update(tc.id for tc in msg.tool_calls)
         out.append(msg)
@@ -281,19 +297,19 @@ def messages_from_anthropic(
         role = item.get("role")
         content = item.get("content")
         if role not in {"user", "assistant"}:
-            raise InvalidMessage(i, f"unknown Anthropic role {role!r}")
+            raise InvalidMessage(i, f"unknown Anthropic role {role!r}", "role")
         if isinstance(content, str):
             out.append(Message(role=cast(Role, role), content=content))
             continue
         if not isinstance(content, list):
-            raise InvalidMessage(i, "content must be a string or a list of blocks")
+            raise InvalidMessage(i, "content must be a string or a list of blocks", "content")
         texts: list[str] = []
         thinking: list[str] = []
         calls: list[ToolCall] = []
         images = 0
         for j, block in enumerate(content):
             if not isinstance(block, Mapping):
-                raise InvalidMessage(i, f"content block {j} is not an object")
+                raise InvalidMessage(i, f"content block {j} is not an object", f"content[{j}]")
             btype = block.get("type")
             if btype == "text":
                 texts.append(str(block.get("text", "")))
@@ -303,28 +319,36 @@ def messages_from_anthropic(
                 images += 1
             elif btype == "tool_use":
                 if role != "assistant":
-                    raise InvalidMessage(i, f"block {j}: tool_use only in assistant messages")
+                    raise InvalidMessage(
+                        i, f"block {j}: tool_use only in assistant messages", f"content[{j}]"
+                    )
                 call_id = block.get("id")
                 name = block.get("name")
                 if not isinstance(call_id, str) or not call_id:
-                    raise InvalidMessage(i, f"block {j}: tool_use has no id")
+                    raise InvalidMessage(i, f"block {j}: tool_use has no id", f"content[{j}]")
                 if not isinstance(name, str) or not name:
-                    raise InvalidMessage(i, f"block {j}: tool_use has no name")
+                    raise InvalidMessage(i, f"block {j}: tool_use has no name", f"content[{j}]")
                 calls.append(ToolCall(call_id, name, _arguments_text(block.get("input"), i, j)))
             elif btype == "tool_result":
                 if role != "user":
-                    raise InvalidMessage(i, f"block {j}: tool_result only in user messages")
+                    raise InvalidMessage(
+                        i, f"block {j}: tool_result only in user messages", f"content[{j}]"
+                    )
                 use_id = block.get("tool_use_id")
                 if not isinstance(use_id, str) or use_id not in known:
                     raise InvalidMessage(
-                        i, f"block {j}: tool_result for unknown tool_use_id {use_id!r}"
+                        i,
+                        f"block {j}: tool_result for unknown tool_use_id {use_id!r}",
+                        f"content[{j}]",
                     )
                 inner = block.get("content", "")
                 text = inner if isinstance(inner, str) else _anthropic_text(inner, i)
                 meta = {"is_error": True} if block.get("is_error") else {}
                 out.append(Message(role="tool", content=text, tool_call_id=use_id, metadata=meta))
             else:
-                raise InvalidMessage(i, f"block {j}: unsupported block type {btype!r}")
+                raise InvalidMessage(
+                    i, f"block {j}: unsupported block type {btype!r}", f"content[{j}]"
+                )
         known.update(c.id for c in calls)
         if texts or calls or images or thinking:
             out.append(
@@ -341,7 +365,7 @@ def messages_from_anthropic(
 
 def _anthropic_text(blocks: Any, index: int | None) -> str:
     if not isinstance(blocks, list):
-        raise InvalidMessage(index, "expected a list of content blocks")
+        raise InvalidMessage(index, "expected a list of content blocks", "content")
     return "\n".join(
         str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text"
     )

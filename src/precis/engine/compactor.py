@@ -1,8 +1,12 @@
-"""The compaction engine: snapshot, plan, summarize, verify, then commit at once or not at all."""
+"""The compaction engine: snapshot, plan, summarize, verify, then commit at once or not at all.
+
+Sans-IO: `Compactor.compaction` is a generator that asks for the snapshot, the summary and the
+commit (`precis.engine.requests`) and is sent the answers; a sync or an async session performs
+them. So one piece of logic runs in a script and inside any framework's event loop.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -11,10 +15,12 @@ from typing import Any
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window
+from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
+from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.truncation import plan_truncation
 from precis.stores.base import (
@@ -137,7 +143,7 @@ class Compactor:
     def tokens(self, messages: Sequence[Message]) -> int:
         return sum(self.counter.count(m) for m in messages)
 
-    async def compact(
+    def compaction(
         self,
         conversation_id: str,
         trigger: Trigger = "manual",
@@ -147,38 +153,44 @@ class Compactor:
         floor_tokens: int = 0,
         task: str | None = None,
         phase: str | None = None,
-    ) -> CompactionResult:
+    ) -> Steps[Request, CompactionResult]:
         """Compact once; on a concurrent commit re-plan against the winner's context, else raise.
 
         Pre-compact hooks run first and may add instructions or veto (`CompactionVetoed`).
         """
         reports: list[str] = []
         if self.hooks:
-            outcome = await self.hooks.run_pre(HookContext(trigger, conversation_id, instructions))
+            outcome = yield from self.hooks.pre_steps(
+                HookContext(trigger, conversation_id, instructions)
+            )
             reports += outcome.reports
             if outcome.vetoed:
                 raise CompactionVetoed(outcome.veto_reason or "a pre-compact hook vetoed")
             instructions = outcome.instructions
         job = CompactionJob(trigger, mode, instructions, floor_tokens, task, phase)
         for attempt in range(self.settings.commit_retries + 1):
-            snapshot = self.store.context(conversation_id)
-            candidate = await self._candidate(snapshot, job)
+            snapshot: ContextSnapshot = yield Call(self.store.context, (conversation_id,))
+            candidate = yield from self._candidate(snapshot, job)
             self._step("verified")
-            try:
-                committed = self.store.commit_compaction(
-                    conversation_id,
-                    expected_version=snapshot.version,
-                    snapshot_last_seq=snapshot.last_seq,
-                    summary=candidate.summary,
-                    context_ids=[m.id for m in candidate.context],
-                    event=CompactionEvent(
+            commit = Call(
+                self.store.commit_compaction,
+                (conversation_id,),
+                {
+                    "expected_version": snapshot.version,
+                    "snapshot_last_seq": snapshot.last_seq,
+                    "summary": candidate.summary,
+                    "context_ids": [m.id for m in candidate.context],
+                    "event": CompactionEvent(
                         trigger=trigger,
                         mode=candidate.mode,
                         stats=candidate.stats.as_dict(),
                         summary_id=candidate.summary.id,
                         at=self._clock(),
                     ),
-                )
+                },
+            )
+            try:
+                committed: ContextSnapshot = yield commit
             except VersionConflict:
                 if attempt == self.settings.commit_retries:
                     raise
@@ -186,7 +198,7 @@ class Compactor:
             self._step("committed")
             if self.hooks:
                 text = candidate.summary.metadata.get("summary", candidate.summary.content)
-                reports += await self.hooks.run_post(
+                reports += yield from self.hooks.post_steps(
                     PostCompactContext(
                         trigger, conversation_id, candidate.stats.as_dict(), str(text)
                     )
@@ -196,7 +208,9 @@ class Compactor:
             )
         raise AssertionError("unreachable")
 
-    async def _candidate(self, snapshot: ContextSnapshot, job: CompactionJob) -> _Candidate:
+    def _candidate(
+        self, snapshot: ContextSnapshot, job: CompactionJob
+    ) -> Steps[Request, _Candidate]:
         """The first acceptable result of: sliding window, all-mode, truncation."""
         messages = self._view(snapshot.messages) if self._view else snapshot.messages
         before = self.tokens(messages)
@@ -213,7 +227,7 @@ class Compactor:
             if not plan.summarize:
                 failures.append(f"{plan.mode}: nothing to summarize")
                 continue
-            candidate = await self._summarize(plan, messages, before, job)
+            candidate = yield from self._summarize(plan, messages, before, job)
             problem = self._verify(candidate, messages, before)
             if problem is not None:
                 failures.append(f"{plan.mode}: {problem}")
@@ -290,13 +304,13 @@ class Compactor:
             required.append(fact)
         return tuple(required)
 
-    async def _summarize(
+    def _summarize(
         self,
         plan: CompactionPlan,
         messages: Sequence[Message],
         before: int,
         job: CompactionJob,
-    ) -> _Candidate:
+    ) -> Steps[Request, _Candidate]:
         s = self.settings
         clip = s.effective_clip_chars
         request = SummaryRequest(
@@ -308,8 +322,9 @@ class Compactor:
             merge=s.merge_policy,
             task=job.task,
             phase=job.phase,
+            timeout=s.summary_timeout,
         )
-        text = await asyncio.wait_for(self.summarizer.summarize(request), timeout=s.summary_timeout)
+        text: str = yield Summarize(self.summarizer, request)
         text = clip_summary(text, clip)
         ledger = self._ledger(plan.summarize, job)
         required = self._required(ledger, job.task is not None)

@@ -3,23 +3,21 @@
 A hook is either a Python callable or a shell command run with ``/bin/sh -c``. Shell hooks follow
 Claude Code's convention: a JSON object on stdin, stdout adds summarizer instructions, exit code 2
 vetoes (stderr is the reason). A hook that fails or outlives the timeout is reported and ignored;
-nothing here ever raises into the compaction that called it.
+nothing here ever raises into the compaction that called it. The logic asks for each hook run
+(`RunCommand`, `CallHook`); the session's driver performs it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import inspect
-import json
 import logging
-import os
 import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from precis.core.errors import HookVeto
+from precis.core.steps import Steps
+from precis.engine.requests import CallHook, CommandResult, HookTimeout, Request, RunCommand
 
 __all__ = [
     "HookContext",
@@ -34,7 +32,6 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 _VETO_EXIT_CODE = 2
-_KILL_GRACE_SECONDS = 5.0
 _MAX_DETAIL_CHARS = 300
 _MAX_NAME_CHARS = 80
 
@@ -72,15 +69,6 @@ PreHook: TypeAlias = str | Callable[[HookContext], str | Awaitable[str | None] |
 PostHook: TypeAlias = str | Callable[[PostCompactContext], Awaitable[None] | None]
 
 
-@dataclass(frozen=True)
-class _CommandResult:
-    """A finished shell hook, kept apart from failures so callers can tell exit codes apart."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 def _hook_name(hook: object) -> str:
     """Names a hook in reports so a user can tell which one misbehaved."""
     if isinstance(hook, str):
@@ -108,55 +96,7 @@ def _join_instructions(parts: Sequence[str | None]) -> str | None:
     return "\n\n".join(kept) if kept else None
 
 
-def _signal_group(process: asyncio.subprocess.Process) -> None:
-    """Kills the hook's whole process group so children it spawned cannot outlive it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        # The group is already gone; kill the leader directly in case it was not a group leader.
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-
-
-async def _run_command(
-    command: str, payload: Mapping[str, Any], timeout: float
-) -> _CommandResult | str:
-    """Runs one shell hook with JSON on stdin; returns its result, or a failure description."""
-    data = json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8")
-    try:
-        process = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return f"could not start: {exc}"
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(data), timeout)
-    except TimeoutError:
-        _signal_group(process)
-        if process.stdin is not None:
-            process.stdin.close()
-        # Drain the pipes and reap the shell so no zombie or open descriptor is left behind.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(process.communicate(), _KILL_GRACE_SECONDS)
-        return f"timed out after {timeout:g}s and was killed"
-    except BaseException:
-        _signal_group(process)
-        raise
-    returncode = process.returncode if process.returncode is not None else -1
-    return _CommandResult(
-        returncode=returncode,
-        stdout=stdout.decode("utf-8", errors="replace"),
-        stderr=stderr.decode("utf-8", errors="replace"),
-    )
-
-
-def _exit_failure(result: _CommandResult) -> str:
+def _exit_failure(result: CommandResult) -> str:
     """Describes a non-zero exit in one line, naming a signal when the hook was killed by one."""
     if result.returncode < 0:
         try:
@@ -167,26 +107,6 @@ def _exit_failure(result: _CommandResult) -> str:
         what = f"exited with status {result.returncode}"
     detail = _one_line(result.stderr)
     return f"{what}: {detail}" if detail else what
-
-
-class _HookTimeout(Exception):
-    """An async hook outlived the timeout; kept apart from a TimeoutError the hook raised itself."""
-
-
-async def _await_with_timeout(value: Awaitable[Any], timeout: float) -> Any:
-    """Bounds an async hook by the same timeout as a shell hook, cancelling it when it overruns."""
-    task = asyncio.ensure_future(value)
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-    except BaseException:
-        task.cancel()
-        raise
-    if not done:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        raise _HookTimeout
-    return task.result()
 
 
 class Hooks:
@@ -232,7 +152,7 @@ class Hooks:
         post = ", ".join(_hook_name(hook) for hook in self.post)
         return f"Hooks(pre=[{pre}], post=[{post}], timeout={self.timeout:g})"
 
-    async def run_pre(self, context: HookContext) -> PreCompactOutcome:
+    def pre_steps(self, context: HookContext) -> Steps[Request, PreCompactOutcome]:
         """Runs pre-hooks in order, merging their instructions and stopping at the first veto."""
         added: list[str | None] = [context.custom_instructions]
         reports: list[str] = []
@@ -245,7 +165,7 @@ class Hooks:
         for hook in self.pre:
             name = _hook_name(hook)
             if isinstance(hook, str):
-                result = await _run_command(hook, payload, self.timeout)
+                result = yield RunCommand(hook, payload, self.timeout)
                 if isinstance(result, str):
                     reports.append(self._report("pre", name, result))
                 elif result.returncode == 0:
@@ -258,14 +178,12 @@ class Hooks:
                     reports.append(self._report("pre", name, _exit_failure(result)))
                 continue
             try:
-                value: object = hook(context)
-                if inspect.isawaitable(value):
-                    value = await _await_with_timeout(value, self.timeout)
+                value: object = yield CallHook(hook, context, self.timeout)
             except HookVeto as veto:
                 reason = str(veto).strip() or f"pre-compact hook {name} vetoed compaction"
                 reports.append(self._report("pre", name, f"vetoed: {_one_line(reason)}"))
                 return PreCompactOutcome(_join_instructions(added), True, reason, reports)
-            except _HookTimeout:
+            except HookTimeout:
                 reports.append(self._report("pre", name, f"timed out after {self.timeout:g}s"))
                 continue
             except Exception as exc:
@@ -278,7 +196,7 @@ class Hooks:
                 reports.append(self._report("pre", name, detail))
         return PreCompactOutcome(_join_instructions(added), False, None, reports)
 
-    async def run_post(self, context: PostCompactContext) -> list[str]:
+    def post_steps(self, context: PostCompactContext) -> Steps[Request, list[str]]:
         """Runs post-hooks in order and returns one report line per hook that failed."""
         reports: list[str] = []
         payload = {
@@ -291,17 +209,15 @@ class Hooks:
         for hook in self.post:
             name = _hook_name(hook)
             if isinstance(hook, str):
-                result = await _run_command(hook, payload, self.timeout)
+                result = yield RunCommand(hook, payload, self.timeout)
                 if isinstance(result, str):
                     reports.append(self._report("post", name, result))
                 elif result.returncode != 0:
                     reports.append(self._report("post", name, _exit_failure(result)))
                 continue
             try:
-                value: object = hook(context)
-                if inspect.isawaitable(value):
-                    await _await_with_timeout(value, self.timeout)
-            except _HookTimeout:
+                yield CallHook(hook, context, self.timeout)
+            except HookTimeout:
                 reports.append(self._report("post", name, f"timed out after {self.timeout:g}s"))
             except Exception as exc:
                 reports.append(self._report("post", name, _exception_detail(exc)))

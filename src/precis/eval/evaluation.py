@@ -9,7 +9,6 @@ time and fact retention: the share of facts from the evicted span still in the n
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections import Counter
@@ -26,7 +25,7 @@ from precis.core.validity import check
 from precis.engine.settings import CompactionSettings
 from precis.session import Session
 from precis.stores.memory import MemoryStore
-from precis.summarize.base import Summarizer, SummaryRequest
+from precis.summarize.base import LocalSummarizer, Summarizer, SummaryRequest
 from precis.summarize.extractive import MAX_BRIEF_CHARS, ExtractiveSummarizer
 from precis.summarize.guard import Fact, context_text, extract_facts, retention
 
@@ -243,7 +242,7 @@ def load_conversation(path: Path) -> list[dict[str, Any]]:
 # --- Replay -------------------------------------------------------------------------------------
 
 
-class _CountingSummarizer:
+class _CountingSummarizer(LocalSummarizer):
     """Counts the calls a strategy makes, since model calls are what compaction costs."""
 
     def __init__(self, inner: Summarizer) -> None:
@@ -254,9 +253,9 @@ class _CountingSummarizer:
     def name(self) -> str:
         return self.inner.name
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str:
         self.calls += 1
-        return await self.inner.summarize(request)
+        return self.inner.summarize(request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,7 +434,7 @@ class _Replay:
         self.records: list[CompactionRecord] = []
         self.errors: list[str] = []
 
-    async def run(self, at: int | None) -> RunResult:
+    def run(self, at: int | None) -> RunResult:
         point = _compaction_point(self.items, at) if at is not None else None
         for i, item in enumerate(self.items):
             if i == 0 and item.get("role") == "system" and isinstance(item.get("content"), str):
@@ -450,9 +449,9 @@ class _Replay:
                 continue
             if at is not None:
                 if i == point:
-                    await self._compact(i, self.plan.mode, "manual")
+                    self._compact(i, self.plan.mode, "manual")
             elif i + 1 == len(self.items) or self.items[i + 1].get("role") != "tool":
-                await self._when_due(i)
+                self._when_due(i)
         view = self.session.view()
         retention = sum((c.retention for c in self.records), Retention())
         if not self.plan.compacts:
@@ -469,23 +468,23 @@ class _Replay:
             errors=tuple(self.errors),
         )
 
-    async def _when_due(self, index: int) -> None:
+    def _when_due(self, index: int) -> None:
         """`Session.maybe_compact`'s rule, with the strategy's mode for the summarizing step."""
         s = self.session.settings
         hard = s.hard_limit
         if hard is not None and self.session.tokens() > hard:
-            await self._compact(index, "truncate", "hard_watermark")
+            self._compact(index, "truncate", "hard_watermark")
         if self.session.needs_compaction():
-            await self._compact(index, self.plan.mode, "context_window_limit")
+            self._compact(index, self.plan.mode, "context_window_limit")
         elif s.turn_limit is not None and self.session.turns_since_compaction() >= s.turn_limit:
-            await self._compact(index, self.plan.mode, "turn_limit")
+            self._compact(index, self.plan.mode, "turn_limit")
 
-    async def _compact(self, index: int, mode: CompactionMode | None, trigger: Trigger) -> None:
+    def _compact(self, index: int, mode: CompactionMode | None, trigger: Trigger) -> None:
         before = self.session.context()
         tokens_before = self.session.tokens()
         start = time.perf_counter()
         try:
-            stats = await self.session.compact(mode, trigger=trigger)
+            stats = self.session.compact(mode, trigger=trigger)
         except CompactionError as exc:
             self.errors.append(f"message {index}: {exc}")
             return
@@ -514,27 +513,6 @@ class _Replay:
         return _retention(_extract(hidden), context_text(view))
 
 
-async def run_eval_async(
-    paths: Sequence[Path],
-    *,
-    strategies: Sequence[str] = STRATEGY_NAMES,
-    window: int = DEFAULT_WINDOW,
-    at: int | None = None,
-) -> EvalReport:
-    """`run_eval` for callers that already run an event loop."""
-    plans = [strategy(name) for name in strategies]
-    if window < 1:
-        raise ValueError(f"window must be positive, got {window}")
-    if at is not None and at < 1:
-        raise ValueError(f"at must be a positive message count, got {at}")
-    runs: list[RunResult] = []
-    for path in paths:
-        items = load_conversation(path)
-        for plan in plans:
-            runs.append(await _Replay(path.stem, items, plan, window).run(at))
-    return EvalReport(window, at, tuple(p.name for p in plans), tuple(runs))
-
-
 def run_eval(
     paths: Sequence[Path],
     *,
@@ -547,7 +525,17 @@ def run_eval(
     "When due" is `maybe_compact`'s rule (hard watermark truncates, the threshold summarizes),
     consulted before each model call: after every message not followed by a tool result.
     """
-    return asyncio.run(run_eval_async(paths, strategies=strategies, window=window, at=at))
+    plans = [strategy(name) for name in strategies]
+    if window < 1:
+        raise ValueError(f"window must be positive, got {window}")
+    if at is not None and at < 1:
+        raise ValueError(f"at must be a positive message count, got {at}")
+    runs: list[RunResult] = []
+    for path in paths:
+        items = load_conversation(path)
+        for plan in plans:
+            runs.append(_Replay(path.stem, items, plan, window).run(at))
+    return EvalReport(window, at, tuple(p.name for p in plans), tuple(runs))
 
 
 # --- The anchor: Claude Code's own summaries ------------------------------------------------------
@@ -615,7 +603,7 @@ def _reference_entries(trajectories_dir: Path) -> list[tuple[Path, dict[str, Any
     return out
 
 
-async def _reference_row(path: Path, entry: Mapping[str, Any]) -> ReferenceRow:
+def _reference_row(path: Path, entry: Mapping[str, Any]) -> ReferenceRow:
     items = load_conversation(path)
     index = int(entry["message_index"])
     summary = str(entry["summary"])
@@ -636,7 +624,7 @@ async def _reference_row(path: Path, entry: Mapping[str, Any]) -> ReferenceRow:
     session.append(*prefix)
     # Facts of the prefix as it was written: the task pin is precis's, not the conversation's.
     span = [Message.from_openai(item, index=i) for i, item in enumerate(prefix)]
-    result = await session.compact_result("all")
+    result = session.compact_result("all")
     view = session.view()
     facts = _extract(span)
     text = str(result.summary.metadata.get("summary", result.summary.content))
@@ -662,10 +650,9 @@ def run_reference(trajectories_dir: Path) -> ReferenceReport:
     are looked for in precis's new context and in Claude Code's summary with the same extractor.
     """
 
-    async def rows() -> list[ReferenceRow]:
-        return [await _reference_row(p, e) for p, e in _reference_entries(trajectories_dir)]
-
-    return ReferenceReport(tuple(asyncio.run(rows())))
+    return ReferenceReport(
+        tuple(_reference_row(p, e) for p, e in _reference_entries(trajectories_dir))
+    )
 
 
 # --- Output -------------------------------------------------------------------------------------

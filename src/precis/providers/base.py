@@ -21,15 +21,28 @@ class Completion:
 
 
 class ChatProvider(Protocol):
-    """A chat-completions model; a context overflow is raised as `ContextOverflow`."""
+    """A chat-completions model, called from plain code (`complete`) or a loop (`acomplete`).
+
+    A context overflow is raised as `ContextOverflow`; `timeout` bounds one call in seconds.
+    """
 
     @property
     def context_window(self) -> int | None: ...
 
-    async def complete(
+    def complete(
         self,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Completion: ...
+
+    async def acomplete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Completion: ...
 
 

@@ -83,25 +83,35 @@ class LlamaCppProvider:
     def context_window(self) -> int | None:
         return self._context_window
 
-    async def complete(
+    async def acomplete(
         self,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Completion:
+        """`complete` on a worker thread: the model computes in-process and would block the loop."""
+        return await asyncio.to_thread(self.complete, messages, tools, timeout=timeout)
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Completion:
+        """One reply; `timeout` is not enforced in-process (the model cannot be interrupted)."""
         chat = plain_chat(messages)
         if self._fold_system:
             chat = [
                 {"role": str(m["role"]), "content": str(m["content"])}
                 for m in fold_system_into_user(chat)
             ]
-        return await asyncio.to_thread(self._complete, chat)
-
-    def _complete(self, messages: list[dict[str, str]]) -> Completion:
         try:
             with self._lock:
                 llm: Any = self._llm  # typed only where llama-cpp-python is installed
                 response: Any = llm.create_chat_completion(
-                    messages=messages, max_tokens=self._max_tokens, temperature=0.0
+                    messages=chat, max_tokens=self._max_tokens, temperature=0.0
                 )
         except ValueError as error:
             if _LLAMA_OVERFLOW in str(error) or is_context_overflow(error):

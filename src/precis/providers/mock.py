@@ -62,10 +62,22 @@ class MockProvider:
         head = text[:ECHO_CHARS] + ("…" if len(text) > ECHO_CHARS else "")
         return f"Noted: {head}" if head else "Noted."
 
-    async def complete(
+    async def acomplete(
         self,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Completion:
+        """`complete`: it does no I/O, so it never blocks a loop."""
+        return self.complete(messages, tools, timeout=timeout)
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Completion:
         """Reply deterministically; raise `ContextOverflow` when the prompt exceeds the window."""
         prompt_tokens = estimate_prompt_tokens(messages)

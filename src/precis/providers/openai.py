@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precis.core.errors import ContextOverflow
+from precis.core.errors import ContextOverflow, ModelError
 from precis.providers.base import Completion, fold_system_into_user
 from precis.providers.overflow import is_context_overflow
 
@@ -33,10 +33,13 @@ class OpenAIProvider:
         timeout: float = 120.0,
         fold_system: bool = False,
         client: Any = None,
+        async_client: Any = None,
     ) -> None:
         self._injected = client
+        self._injected_async = async_client
         self._client: Any = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._aclient: Any = None
+        self._aclient_loop: asyncio.AbstractEventLoop | None = None
         self._client_options: dict[str, Any] = {
             "base_url": base_url,
             "api_key": api_key or (LOCAL_PLACEHOLDER_KEY if base_url else None),
@@ -53,41 +56,81 @@ class OpenAIProvider:
     def context_window(self) -> int | None:
         return self._context_window
 
-    def _client_for_this_loop(self) -> Any:
-        """One SDK client per event loop: its connection pool dies with the loop that made it."""
+    def _sync_client(self) -> Any:
+        """One blocking SDK client, made on first use."""
         if self._injected is not None:
             return self._injected
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            from openai import AsyncOpenAI
+        if self._client is None:
+            from openai import OpenAI
 
-            self._client = AsyncOpenAI(**self._client_options)
-            self._client_loop = loop
+            self._client = OpenAI(**self._client_options)
         return self._client
 
-    async def complete(
+    def _async_client(self) -> Any:
+        """One async SDK client per event loop: its connection pool dies with the loop."""
+        if self._injected_async is not None:
+            return self._injected_async
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient_loop is not loop:
+            from openai import AsyncOpenAI
+
+            self._aclient = AsyncOpenAI(**self._client_options)
+            self._aclient_loop = loop
+        return self._aclient
+
+    def _request(
         self,
         messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None = None,
-    ) -> Completion:
-        options: dict[str, Any] = {}
+        tools: Sequence[Mapping[str, Any]] | None,
+        timeout: float | None,
+    ) -> dict[str, Any]:
+        """The create() arguments, the same for both clients."""
+        options: dict[str, Any] = {
+            "model": self.model,
+            "messages": fold_system_into_user(messages) if self._fold_system else list(messages),
+        }
         if tools:
             options["tools"] = list(tools)
         if self._max_tokens is not None:
             options["max_tokens"] = self._max_tokens
         if self._temperature is not None:
             options["temperature"] = self._temperature
-        sent = fold_system_into_user(messages) if self._fold_system else list(messages)
+        if timeout is not None:
+            options["timeout"] = timeout
+        return options
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Completion:
+        request = self._request(messages, tools, timeout)
         try:
-            response = await self._client_for_this_loop().chat.completions.create(
-                model=self.model, messages=sent, **options
-            )
+            response = self._sync_client().chat.completions.create(**request)
         except Exception as error:
-            if is_context_overflow(error):
-                raise ContextOverflow(str(error)) from error
-            raise
+            raise _classified(error) from error
+        return self._completion(response)
+
+    async def acomplete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> Completion:
+        request = self._request(messages, tools, timeout)
+        try:
+            response = await self._async_client().chat.completions.create(**request)
+        except Exception as error:
+            raise _classified(error) from error
+        return self._completion(response)
+
+    def _completion(self, response: Any) -> Completion:
+        """The reply in the OpenAI message format, with the usage the server reported."""
         if not response.choices:
-            raise RuntimeError(f"{self.model}: the server answered with no choices")
+            raise ModelError(f"{self.model}: the server answered with no choices")
         message = response.choices[0].message.model_dump(exclude_none=True)
         reply: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
         if message.get("tool_calls"):
@@ -97,3 +140,10 @@ class OpenAIProvider:
             ]
         usage = response.usage.model_dump(exclude_none=True) if response.usage else {}
         return Completion(reply, usage)
+
+
+def _classified(error: Exception) -> Exception:
+    """An overflow as `ContextOverflow`; anything else as it was."""
+    if is_context_overflow(error):
+        return ContextOverflow(str(error))
+    return error

@@ -1,5 +1,19 @@
-"""Sessions: one conversation as an agent loop sees it, over any store."""
+"""Sessions: one conversation as an agent loop sees it, over any store, sync or async."""
 
-from precis.session._session import Session, compact_messages, compact_messages_sync
+from precis.session._async import AsyncSession, acompact_messages
+from precis.session._base import BaseSession
+from precis.session._io import adrive, drive
+from precis.session._sync import Session, compact_messages
+from precis.session.agent import Agent, AsyncAgent
 
-__all__ = ["Session", "compact_messages", "compact_messages_sync"]
+__all__ = [
+    "Agent",
+    "AsyncAgent",
+    "AsyncSession",
+    "BaseSession",
+    "Session",
+    "acompact_messages",
+    "adrive",
+    "compact_messages",
+    "drive",
+]

@@ -1,24 +1,134 @@
-"""The agent loop: one user turn in, one model reply out, compacting whenever the window demands."""
+"""The agent loop: one user turn in, one model reply out, compacting whenever the window demands.
+
+The agent offers the model the history tools (`search_history`, `read_original`) and answers
+their calls itself, so what compaction took out of the context stays one call away.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from precis.core.errors import ContextOverflow
 from precis.core.messages import Message
+from precis.core.steps import Steps
 from precis.core.types import Trigger
 from precis.engine.compactor import CompactionStats
-from precis.providers.base import ChatProvider
-from precis.session import Session
+from precis.engine.requests import Call
+from precis.providers.base import ChatProvider, Completion
+from precis.session._async import AsyncSession
+from precis.session._base import BaseSession
+from precis.session._io import Complete, SessionRequest, adrive, completion, drive
+from precis.session._sync import Session
+from precis.session.tools import TOOLS, handle_tool_call, tool_definitions
+from precis.stores.base import RecallHit
 
 # How many times one turn compacts and retries after the model reports a context overflow.
 MAX_OVERFLOW_RETRIES = 3
+# How many rounds of history-tool calls one turn may make before the reply must come.
+MAX_TOOL_ROUNDS = 8
 
 CompactionCallback = Callable[[CompactionStats], None]
+_HISTORY_TOOLS = frozenset(t.name for t in TOOLS)
 
 
-class Agent:
+class _StoreHistory:
+    """What the history tools read, straight from the store (run off-loop by an async agent)."""
+
+    def __init__(self, session: BaseSession) -> None:
+        self.store = session.store
+        self.conversation_id = session.conversation_id
+
+    def recall(self, query: str, limit: int = 10) -> list[RecallHit]:
+        return self.store.recall(self.conversation_id, query, limit)
+
+
+class _AgentBase:
+    """The turn, written once as steps; `Agent` and `AsyncAgent` drive it."""
+
+    def __init__(
+        self,
+        session: BaseSession,
+        provider: ChatProvider,
+        *,
+        on_compaction: CompactionCallback | None = None,
+        history_tools: bool = True,
+    ) -> None:
+        self.session = session
+        self.provider = provider
+        self.on_compaction = on_compaction
+        if history_tools:
+            # The tools join the session's own, so the budget counts their definitions too.
+            offered = {_tool_name(t) for t in session.tools}
+            session.tools += [t for t in tool_definitions("openai") if _tool_name(t) not in offered]
+        self._history_tools = history_tools
+
+    def _turn_steps(
+        self, user_text: str
+    ) -> Steps[SessionRequest, tuple[str, list[CompactionStats]]]:
+        compactions: list[CompactionStats] = []
+        yield from self.session._append_steps([Message(role="user", content=user_text)])
+        compactions += yield from self._maybe_compact_steps()
+        for _ in range(MAX_TOOL_ROUNDS + 1):
+            reply = yield from self._reply_steps(compactions)
+            yield from self.session._append_steps([reply])
+            compactions += yield from self._maybe_compact_steps()
+            calls = reply.tool_calls
+            if (
+                not calls
+                or not self._history_tools
+                or any(c.name not in _HISTORY_TOOLS for c in calls)
+            ):
+                return reply.content, compactions
+            history = _StoreHistory(self.session)
+            results = []
+            for c in calls:
+                text: str = yield Call(handle_tool_call, (history, c.name, c.arguments))
+                results.append(Message(role="tool", tool_call_id=c.id, content=text))
+            yield from self.session._append_steps(results)
+        return reply.content, compactions
+
+    def _reply_steps(self, compactions: list[CompactionStats]) -> Steps[SessionRequest, Message]:
+        """The model's next reply; on overflow compact and ask again, a bounded number of times."""
+        overflows = 0
+        while True:
+            prompt = yield from self.session._prompt_steps()
+            try:
+                answer: Completion = completion(
+                    (yield Complete(self.provider, prompt, self.session.tools or None))
+                )
+                break
+            except ContextOverflow:
+                if overflows >= MAX_OVERFLOW_RETRIES:
+                    raise
+                overflows += 1
+                compactions.append((yield from self._compact_steps("context_window_overflow")))
+        reply = Message.from_openai(answer.message)
+        return replace(reply, metadata={**reply.metadata, "usage": dict(answer.usage)})
+
+    def _maybe_compact_steps(self) -> Steps[SessionRequest, list[CompactionStats]]:
+        done = yield from self.session._maybe_compact_steps()
+        for stats in done:
+            self._report(stats)
+        return done
+
+    def _compact_steps(self, trigger: Trigger) -> Steps[SessionRequest, CompactionStats]:
+        result = yield from self.session._compact_steps(None, trigger, None, None)
+        self._report(result.stats)
+        return result.stats
+
+    def _report(self, stats: CompactionStats) -> None:
+        if self.on_compaction is not None:
+            self.on_compaction(stats)
+
+
+def _tool_name(tool: Mapping[str, Any]) -> str:
+    function = tool.get("function")
+    return str(function.get("name") if isinstance(function, Mapping) else tool.get("name"))
+
+
+class Agent(_AgentBase):
     """Drives a `Session` against a `ChatProvider`, so callers never manage the window by hand."""
 
     def __init__(
@@ -27,43 +137,32 @@ class Agent:
         provider: ChatProvider,
         *,
         on_compaction: CompactionCallback | None = None,
+        history_tools: bool = True,
     ) -> None:
-        self.session = session
-        self.provider = provider
-        self.on_compaction = on_compaction
+        super().__init__(
+            session, provider, on_compaction=on_compaction, history_tools=history_tools
+        )
+
+    def turn(self, user_text: str) -> tuple[str, list[CompactionStats]]:
+        """Append the user text, get the reply, and return it with every compaction it caused."""
+        return drive(self._turn_steps(user_text))
+
+
+class AsyncAgent(_AgentBase):
+    """`Agent` for an `AsyncSession`, inside an event loop."""
+
+    def __init__(
+        self,
+        session: AsyncSession,
+        provider: ChatProvider,
+        *,
+        on_compaction: CompactionCallback | None = None,
+        history_tools: bool = True,
+    ) -> None:
+        super().__init__(
+            session, provider, on_compaction=on_compaction, history_tools=history_tools
+        )
 
     async def turn(self, user_text: str) -> tuple[str, list[CompactionStats]]:
         """Append the user text, get the reply, and return it with every compaction it caused."""
-        compactions: list[CompactionStats] = []
-        self.session.append(Message(role="user", content=user_text))
-        compactions += await self._maybe_compact()
-        overflows = 0
-        while True:
-            try:
-                completion = await self.provider.complete(
-                    self.session.prompt(), self.session.tools or None
-                )
-                break
-            except ContextOverflow:
-                if overflows >= MAX_OVERFLOW_RETRIES:
-                    raise
-                overflows += 1
-                compactions.append(await self._compact("context_window_overflow"))
-        reply = Message.from_openai(completion.message)
-        reply = replace(reply, metadata={**reply.metadata, "usage": dict(completion.usage)})
-        self.session.append(reply)
-        compactions += await self._maybe_compact()
-        return completion.text, compactions
-
-    async def _maybe_compact(self) -> list[CompactionStats]:
-        done = await self.session.maybe_compact()
-        if self.on_compaction is not None:
-            for stats in done:
-                self.on_compaction(stats)
-        return done
-
-    async def _compact(self, trigger: Trigger) -> CompactionStats:
-        stats = await self.session.compact(trigger=trigger)
-        if self.on_compaction is not None:
-            self.on_compaction(stats)
-        return stats
+        return await adrive(self._turn_steps(user_text))

@@ -26,7 +26,8 @@ class SummaryRequest:
     defence against drift) or kept section by section with the new items added (`anchored`).
     `task` is the original task, always kept verbatim; `previous_summary` the raw text of the
     summary being replaced (it may also sit in `messages`; it is then counted once); `phase` a
-    phase the application just finished, which the summary must name.
+    phase the application just finished, which the summary must name. `timeout` bounds each
+    model call, in seconds.
     """
 
     messages: tuple[Message, ...]
@@ -38,15 +39,33 @@ class SummaryRequest:
     task: str | None = None
     previous_summary: str | None = None
     phase: str | None = None
+    timeout: float | None = None
 
 
 class Summarizer(Protocol):
-    """Anything that turns a span of conversation into summary text."""
+    """Anything that turns a span of conversation into summary text, from plain code
+    (`summarize`) or inside an event loop (`asummarize`, which never blocks it on I/O)."""
 
     @property
     def name(self) -> str: ...
 
-    async def summarize(self, request: SummaryRequest) -> str: ...
+    def summarize(self, request: SummaryRequest) -> str: ...
+
+    async def asummarize(self, request: SummaryRequest) -> str: ...
+
+
+class LocalSummarizer:
+    """A summarizer that computes without I/O, so its async face is its sync one."""
+
+    @property
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def summarize(self, request: SummaryRequest) -> str:
+        raise NotImplementedError
+
+    async def asummarize(self, request: SummaryRequest) -> str:
+        return self.summarize(request)
 
 
 def earlier_summary_text(message: Message) -> str | None:

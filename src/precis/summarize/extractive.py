@@ -16,7 +16,12 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
-from precis.summarize.base import SummaryRequest, earlier_summary_text, split_previous
+from precis.summarize.base import (
+    LocalSummarizer,
+    SummaryRequest,
+    earlier_summary_text,
+    split_previous,
+)
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
 from precis.summarize.prompts import (
     BRIEF_HEADINGS_EN,
@@ -2044,7 +2049,7 @@ def build_brief(
     return _within_words(render, style, budget)
 
 
-class ExtractiveSummarizer:
+class ExtractiveSummarizer(LocalSummarizer):
     """Summarizes by rule, with no model: the embedded default, deterministic and fast."""
 
     def __init__(
@@ -2063,7 +2068,7 @@ class ExtractiveSummarizer:
             return self.default_chars
         return max(1, min(request.clip_chars, self.max_chars))
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str:
         """A brief of the span that fits the clip by itself; instructions only set priorities."""
         plain = (
             request.style == "letta"

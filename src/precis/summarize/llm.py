@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from precis.core.errors import SummarizerError
 from precis.core.messages import Message
+from precis.core.steps import Steps, arun_steps, run_steps
 from precis.providers.base import ChatProvider
 from precis.summarize.base import SummaryRequest, contains_message, split_previous
 from precis.summarize.extractive import span_language
-from precis.summarize.ladder import summarize_with_ladder
+from precis.summarize.ladder import Ask, ladder_steps, usable_answer
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
 from precis.summarize.prompts import (
     ANCHORED_RULE,
@@ -73,9 +74,13 @@ class _Plan:
         if parts:
             self.preface = "\n\n".join(parts) + "\n\nNew messages:\n"
 
-    def transcript(self, transcript: str) -> str:
-        """The transcript with the task and the previous summary put first, never truncated."""
-        return self.preface + transcript if self.preface else transcript
+    def chat(self, system: str, transcript: str) -> list[dict[str, str]]:
+        """The request: our prompt, then the transcript with the task and the previous summary
+        put first (never truncated)."""
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": self.preface + transcript},
+        ]
 
     def complete(self, answer: str) -> str:
         """The answer with the task and the phase line added when the model left them out."""
@@ -107,31 +112,32 @@ class LLMSummarizer:
     def name(self) -> str:
         return "llm"
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str:
+        plan = _Plan(request, self._prompt)
+        return run_steps(
+            self._steps(plan),
+            lambda ask: self._provider.complete(plan.chat(*ask), timeout=request.timeout).text,
+        )
+
+    async def asummarize(self, request: SummaryRequest) -> str:
         plan = _Plan(request, self._prompt)
 
-        async def call(system: str, transcript: str) -> str:
-            reply = await self._provider.complete(
-                [
-                    {"role": "system", "content": system},
-                    {"role": "user", "content": plan.transcript(transcript)},
-                ]
-            )
+        async def ask(question: Ask) -> str:
+            reply = await self._provider.acomplete(plan.chat(*question), timeout=request.timeout)
             return reply.text
 
+        return await arun_steps(self._steps(plan), ask)
+
+    def _steps(self, plan: _Plan) -> Steps[Ask, str]:
+        """The questions one summary takes: the ladder, retried while answers come back blank."""
         for attempt in range(self._blank_retries + 1):
             try:
                 if plan.messages or not plan.preface:
-                    answer = await summarize_with_ladder(
-                        call,
-                        plan.messages,
-                        prompt=plan.prompt,
-                        tool_result_chars=self._tool_result_chars,
+                    answer = yield from ladder_steps(
+                        plan.messages, prompt=plan.prompt, tool_result_chars=self._tool_result_chars
                     )
                 else:  # nothing new, but a task or an earlier summary to rebuild from
-                    answer = await call(plan.prompt, render_transcript(()))
-                    if not answer.strip():
-                        raise SummarizerError("the summarizer returned an empty answer")
+                    answer = usable_answer((yield (plan.prompt, render_transcript(()))))
             except SummarizerError:
                 if attempt == self._blank_retries:
                     raise

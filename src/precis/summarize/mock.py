@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from precis.core.jscompat import utf16_slice
 from precis.core.messages import KIND_SUMMARY, Message
-from precis.summarize.base import SummaryRequest
+from precis.summarize.base import LocalSummarizer, SummaryRequest
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
 from precis.summarize.transcript import raw_summary_text
 
@@ -22,14 +22,14 @@ def _user_text(message: Message) -> str | None:
     return message.content
 
 
-class MockSummarizer:
+class MockSummarizer(LocalSummarizer):
     """Joins the first 12 characters of each user message, so tests can tell what was summarized."""
 
     @property
     def name(self) -> str:
         return "mock"
 
-    async def summarize(self, request: SummaryRequest) -> str:
+    def summarize(self, request: SummaryRequest) -> str:
         """The prefixes joined by " | "; never empty, since an empty answer counts as a failure."""
         if not request.messages:
             return NO_MESSAGES_SUMMARY

@@ -1,0 +1,97 @@
+"""What a route depends on: the service, the caller's key, and a session on an existing
+conversation — as FastAPI dependencies, so routes stay a few lines each."""
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+
+from precis.core.errors import ConversationNotFound
+from precis.core.tokens import TokenCounter
+from precis.engine.settings import CompactionSettings
+from precis.server.limits import ServiceLimits
+from precis.session import AsyncSession
+from precis.stores.base import ConversationStore
+from precis.summarize.base import Summarizer
+
+API_KEY_HINT = "Authorization: Bearer <PRECIS_API_KEY>"
+
+SummarizerFactory = Callable[[], Summarizer]
+CounterFactory = Callable[[], TokenCounter]
+
+
+@dataclass(slots=True)
+class StreamGauge:
+    """How many event streams are open (and were ever opened), so disconnects can be seen."""
+
+    open: int = 0
+    started: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """Everything the routes share; one per app, nothing global."""
+
+    store: ConversationStore
+    settings: CompactionSettings
+    summarizer_factory: SummarizerFactory
+    counter_factory: CounterFactory
+    limits: ServiceLimits
+    api_key: str | None
+    streams: StreamGauge = field(default_factory=StreamGauge)
+
+    def session(self, conversation_id: str) -> AsyncSession:
+        """A fresh session per request (a fresh token cache), so the service does not grow."""
+        return AsyncSession(
+            self.store,
+            conversation_id,
+            self.counter_factory(),
+            self.summarizer_factory(),
+            self.settings,
+        )
+
+    async def require(self, conversation_id: str) -> None:
+        """Refuse a conversation the store does not hold (a session would create it)."""
+        if not await run_in_threadpool(self.store.exists, conversation_id):
+            raise ConversationNotFound(conversation_id)
+
+
+def get_service(request: Request) -> Service:
+    service = request.app.state.service
+    assert isinstance(service, Service)
+    return service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+ConversationId = Annotated[str, Path(description="The conversation's id.")]
+
+_bearer = HTTPBearer(auto_error=False, description=f"Send `{API_KEY_HINT}`.")
+
+
+async def require_key(
+    service: ServiceDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Refuse callers without the configured key; compare in constant time."""
+    key = service.api_key
+    if key is None:
+        return
+    given = credentials.credentials.encode() if credentials is not None else b""
+    if credentials is None or not secrets.compare_digest(given, key.encode()):
+        raise HTTPException(
+            401,
+            f"missing or wrong bearer token; send {API_KEY_HINT}",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+async def existing_session(conversation_id: ConversationId, service: ServiceDep) -> AsyncSession:
+    await service.require(conversation_id)
+    return service.session(conversation_id)
+
+
+SessionDep = Annotated[AsyncSession, Depends(existing_session)]

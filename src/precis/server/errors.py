@@ -1,0 +1,113 @@
+"""Errors to answers, by class: each precis error has one status and a one-line detail."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
+from starlette.types import Scope
+
+from precis.core.errors import (
+    CompactionError,
+    ConversationNotFound,
+    InvalidInput,
+    InvalidMessage,
+    ModelError,
+    StoreError,
+    SummarizerError,
+    VersionConflict,
+)
+
+# How many validation problems one 422 answer lists.
+MAX_REPORTED_ERRORS = 5
+
+
+def invalid_message_detail(exc: InvalidMessage) -> str:
+    """'messages[3].tool_call_id: reason' — the field a client must fix, then why."""
+    where = "messages" if exc.index is None else f"messages[{exc.index}]"
+    return f"{where}.{exc.field}: {exc.reason}" if exc.field else f"{where}: {exc.reason}"
+
+
+def validation_detail(exc: RequestValidationError) -> str:
+    """The first few validation problems as 'field: message', fields written as a client would."""
+    problems: list[str] = []
+    for error in exc.errors()[:MAX_REPORTED_ERRORS]:
+        loc = list(error.get("loc", ()))
+        if loc and loc[0] in ("body", "query", "path", "header"):
+            loc = loc[1:]  # the field alone; an empty remainder reads as "body"
+        field = ""
+        for part in loc:
+            field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
+        problems.append(f"{field or 'body'}: {error.get('msg', 'invalid')}")
+    return "; ".join(problems) or "invalid request"
+
+
+def _detail(exc: Exception) -> tuple[int, str]:
+    """The status and detail for one of the library's errors; most specific class first."""
+    if isinstance(exc, RequestValidationError):
+        return 422, validation_detail(exc)
+    if isinstance(exc, InvalidMessage):
+        return 422, invalid_message_detail(exc)
+    if isinstance(exc, InvalidInput):
+        return 422, str(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return 422, f"body: {exc}"
+    if isinstance(exc, ConversationNotFound):
+        return 404, str(exc)
+    if isinstance(exc, VersionConflict | CompactionError):
+        return 409, f"cannot compact: {exc}"
+    if isinstance(exc, StoreError):
+        return 400, str(exc)
+    if isinstance(exc, ModelError | SummarizerError):
+        return 502, f"summarizer failed: {exc}"
+    raise exc
+
+
+_HANDLED = (
+    RequestValidationError,
+    InvalidInput,
+    json.JSONDecodeError,
+    StoreError,
+    CompactionError,
+    ModelError,
+    SummarizerError,
+)
+
+
+def _allowed_methods(app: FastAPI, scope: Scope) -> set[str]:
+    """Every method some route offers for this path; starlette names only the first route's."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match != Match.NONE and isinstance(route, APIRoute | Route):
+            methods |= route.methods or set()
+    return methods
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map the library's expected failures to 4xx (or 502 for the model) with a clear detail."""
+
+    async def on_error(_: Request, exc: Exception) -> JSONResponse:
+        status, detail = _detail(exc)
+        return JSONResponse({"detail": detail}, status_code=status)
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 405:
+            allow = ", ".join(sorted(_allowed_methods(app, request.scope)))
+            return JSONResponse(
+                {"detail": f"method {request.method} not allowed; allowed: {allow}"},
+                status_code=405,
+                headers={"Allow": allow},
+            )
+        return await http_exception_handler(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    for kind in _HANDLED:
+        app.add_exception_handler(kind, on_error)

@@ -1,0 +1,148 @@
+"""Compaction: compact now, recall originals, the event log and its live stream."""
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Header, HTTPException, Query
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.concurrency import run_in_threadpool
+
+from precis.server.convert import event_out, message_out
+from precis.server.deps import ConversationId, Service, ServiceDep, SessionDep
+from precis.server.limits import ServiceLimits
+from precis.server.models import (
+    CompactionStatsOut,
+    CompactOut,
+    CompactRequest,
+    ErrorOut,
+    EventList,
+    RecallHitOut,
+    RecallOut,
+)
+
+# Largest event index a query may name.
+MAX_OFFSET = 1_000_000_000
+
+_SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "One `event: compaction` per committed compaction, as it happens.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    },
+    502: {"model": ErrorOut, "description": "The summarizer's model failed."},
+}
+
+
+def router(limits: ServiceLimits) -> APIRouter:
+    """The compaction routes, with the service's limits in their schema."""
+    api = APIRouter(tags=["compaction"])
+
+    @api.post(
+        "/conversations/{conversation_id}/compact",
+        response_model=CompactOut,
+        response_model_exclude_unset=True,
+        responses={502: {"model": ErrorOut, "description": "The summarizer's model failed."}},
+    )
+    async def compact(
+        conversation_id: ConversationId, session: SessionDep, body: CompactRequest | None = None
+    ) -> Any:
+        """Compact now and return what it did; 409 when there is nothing to compact."""
+        request = body or CompactRequest()
+        if not await session.context():
+            raise HTTPException(
+                409, f"conversation {conversation_id!r} has no messages; nothing to compact"
+            )
+        result = await session.compact_result(
+            request.mode, trigger="manual", instructions=request.instructions
+        )
+        return {
+            "stats": CompactionStatsOut(**result.stats.as_dict()),
+            "summary": message_out(result.summary),
+            "reports": list(result.reports),
+        }
+
+    @api.get("/conversations/{conversation_id}/recall")
+    async def recall(
+        conversation_id: ConversationId,
+        session: SessionDep,
+        q: Annotated[str, Query(min_length=1, max_length=1000, description="Words to find.")],
+        limit: Annotated[int, Query(ge=1, le=limits.max_recall_limit)] = 10,
+    ) -> RecallOut:
+        """Search every original message, compacted away or not; best first."""
+        hits = await session.recall(q, limit)
+        return RecallOut(
+            query=q,
+            hits=[
+                RecallHitOut(id=h.id, role=h.role, seq=h.seq, snippet=h.snippet, score=h.score)
+                for h in hits
+            ],
+        )
+
+    @api.get("/conversations/{conversation_id}/events")
+    async def events(conversation_id: ConversationId, session: SessionDep) -> EventList:
+        """Every committed compaction of the conversation, oldest first."""
+        found = await session.events()
+        return EventList(events=[event_out(i, e) for i, e in enumerate(found)])
+
+    @api.get(
+        "/conversations/{conversation_id}/events/stream",
+        response_class=EventSourceResponse,
+        responses=_SSE_RESPONSE,
+    )
+    async def stream_events(
+        conversation_id: ConversationId,
+        service: ServiceDep,
+        session: SessionDep,
+        since: Annotated[
+            int | None,
+            Query(ge=0, le=MAX_OFFSET, description="First event index to send (default: new)."),
+        ] = None,
+        max_events: Annotated[
+            int | None, Query(ge=1, le=MAX_OFFSET, description="Close after this many events.")
+        ] = None,
+        last_event_id: Annotated[str | None, Header(include_in_schema=False)] = None,
+    ) -> EventSourceResponse:
+        """Server-sent events: one `event: compaction` per new compaction, until disconnect."""
+        start = _stream_start(since, last_event_id, len(await session.events()))
+        return EventSourceResponse(
+            _compactions(service, conversation_id, start, max_events),
+            ping=limits.keepalive_seconds,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    return api
+
+
+def _stream_start(since: int | None, last_event_id: str | None, count: int) -> int:
+    """Where a stream starts: `since`, else after the client's Last-Event-ID, else new only."""
+    if since is not None:
+        return since
+    if last_event_id is not None and last_event_id.strip().isdigit():
+        return int(last_event_id) + 1
+    return count
+
+
+async def _compactions(
+    service: Service, conversation_id: str, start: int, max_events: int | None
+) -> AsyncIterator[ServerSentEvent]:
+    """Poll the store's event log (another worker may commit) and send each new event.
+
+    sse-starlette ends this generator when the client goes away and sends the keepalives.
+    """
+    gauge, poll = service.streams, service.limits.event_poll_seconds
+    gauge.open += 1
+    gauge.started += 1
+    try:
+        yield ServerSentEvent(comment="stream open", retry=int(poll * 2000))
+        sent, following = 0, start
+        while True:
+            found = await run_in_threadpool(service.store.events, conversation_id)
+            for index in range(following, len(found)):
+                data = event_out(index, found[index]).model_dump_json()
+                yield ServerSentEvent(data=data, event="compaction", id=str(index))
+                sent, following = sent + 1, index + 1
+                if max_events is not None and sent >= max_events:
+                    return
+            await anyio.sleep(poll)
+    finally:
+        gauge.open -= 1

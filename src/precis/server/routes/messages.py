@@ -1,0 +1,98 @@
+"""Messages: append, the context, the prompt to send, the whole history."""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from starlette.concurrency import run_in_threadpool
+
+from precis.core.errors import InvalidMessage
+from precis.server.convert import check_sizes, from_anthropic, from_openai, message_out
+from precis.server.deps import ConversationId, ServiceDep, SessionDep
+from precis.server.limits import ServiceLimits
+from precis.server.models import AppendedOut, AppendMessages, ContextOut, HistoryOut, PromptOut
+
+# Largest offset a query may name; beyond it SQLite's integers would overflow.
+MAX_OFFSET = 1_000_000_000
+
+
+def router(limits: ServiceLimits) -> APIRouter:
+    """The message routes, with the service's size limits in their schema."""
+    api = APIRouter(tags=["messages"])
+
+    @api.post(
+        "/conversations/{conversation_id}/messages",
+        status_code=201,
+        response_model=AppendedOut,
+        response_model_exclude_unset=True,
+    )
+    async def append_messages(
+        conversation_id: ConversationId,
+        body: AppendMessages,
+        service: ServiceDep,
+        session: SessionDep,
+    ) -> Any:
+        """Append in one transaction: all the messages or, on any error, none."""
+        if len(body.messages) > limits.max_messages_per_append:
+            raise HTTPException(
+                413,
+                f"messages: {len(body.messages)} messages, over the limit of "
+                f"{limits.max_messages_per_append} per request",
+            )
+        if body.format == "anthropic":
+            known = {tc.id for m in await session.context() for tc in m.tool_calls}
+            messages, origin = from_anthropic(body.messages, known)
+        else:
+            messages = from_openai(body.messages)
+            origin = list(range(len(messages)))
+        check_sizes(messages, origin, limits.max_message_chars)
+        try:
+            appended = await session.append(*messages)
+        except InvalidMessage as exc:
+            raise exc.at(origin[exc.index] if exc.index is not None else None) from None
+        return {"messages": [message_out(m) for m in appended], "tokens": await session.tokens()}
+
+    @api.get(
+        "/conversations/{conversation_id}/context",
+        response_model=ContextOut,
+        response_model_exclude_unset=True,
+    )
+    async def get_context(
+        conversation_id: ConversationId, service: ServiceDep, session: SessionDep
+    ) -> Any:
+        """The in-context messages in stored order, with the token count the next call carries."""
+        snapshot = await run_in_threadpool(service.store.context, conversation_id)
+        settings = service.settings
+        return {
+            "conversation_id": conversation_id,
+            "version": snapshot.version,
+            "compacted": snapshot.compacted,
+            "tokens": await session.tokens(),
+            "context_window": settings.context_window,
+            "threshold": settings.threshold,
+            "messages": [message_out(m) for m in snapshot.messages],
+        }
+
+    @api.get("/conversations/{conversation_id}/prompt")
+    async def get_prompt(conversation_id: ConversationId, session: SessionDep) -> PromptOut:
+        """What to send next, OpenAI format: system prompt, pinned, summary, kept messages."""
+        return PromptOut(messages=await session.prompt(), tokens=await session.tokens())
+
+    @api.get(
+        "/conversations/{conversation_id}/history",
+        response_model=HistoryOut,
+        response_model_exclude_unset=True,
+    )
+    async def history(
+        conversation_id: ConversationId,
+        service: ServiceDep,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+        limit: Annotated[int, Query(ge=1, le=limits.max_history_page)] = 100,
+    ) -> Any:
+        """A page of every message ever appended, summaries included, oldest first."""
+        store = service.store
+        await service.require(conversation_id)
+        page = await run_in_threadpool(store.history, conversation_id, offset=offset, limit=limit)
+        total = await run_in_threadpool(store.count, conversation_id)
+        return {"total": total, "offset": offset, "messages": [message_out(m) for m in page]}
+
+    return api

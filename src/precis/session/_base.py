@@ -1,0 +1,292 @@
+"""What `Session` and `AsyncSession` share: every operation, written once as sans-IO steps.
+
+Each operation is a generator that asks for store calls, summaries and hook runs; the sync face
+answers them with plain calls, the async face without blocking its event loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from precis.core.errors import InvalidInput, InvalidMessage
+from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
+from precis.core.steps import Steps
+from precis.core.tokens import TokenCounter, default_counter, estimate_context
+from precis.core.types import CompactionMode, Trigger
+from precis.engine.compactor import CompactionResult, CompactionStats, Compactor
+from precis.engine.hooks import Hooks
+from precis.engine.requests import Call, Request, Summarize
+from precis.engine.settings import CompactionSettings
+from precis.engine.views import display_message, mask_observations
+from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
+from precis.summarize.base import Summarizer, SummaryRequest
+from precis.summarize.extractive import ExtractiveSummarizer
+
+SystemPromptCompiler = Callable[[str, list[Message]], str]
+
+
+def _keep_prompt(text: str, context: list[Message]) -> str:
+    return text
+
+
+def _task_message(context: Sequence[Message]) -> Message | None:
+    """The pinned task in context: the newest one `set_task` wrote, else the first user's."""
+    tasks = [m for m in context if m.pinned and m.metadata.get("task")]
+    return tasks[-1] if tasks else None
+
+
+def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
+    """precis `Message`s or OpenAI dicts as messages; a bad dict names its index."""
+    return [
+        item if isinstance(item, Message) else Message.from_openai(item, index=i)
+        for i, item in enumerate(items)
+    ]
+
+
+class BaseSession:
+    """A conversation in a store, with the counter, summarizer and settings that govern it."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        conversation_id: str,
+        counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
+        settings: CompactionSettings | None = None,
+        *,
+        compile_system_prompt: SystemPromptCompiler = _keep_prompt,
+        tools: Sequence[Mapping[str, Any]] = (),
+        hooks: Hooks | None = None,
+    ) -> None:
+        self.store = store
+        self.conversation_id = conversation_id
+        self.counter: TokenCounter = counter or default_counter()
+        self.settings = settings or CompactionSettings()
+        s = self.settings
+        self.hooks = hooks or Hooks.from_commands(
+            s.pre_compact_hooks, s.post_compact_hooks, s.hook_timeout
+        )
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self.compactor = Compactor(
+            store, self.counter, self.summarizer, self.settings, hooks=self.hooks, view=self.view_of
+        )
+        self._compile = compile_system_prompt
+        self.tools: list[Mapping[str, Any]] = list(tools)
+        self._created = False
+
+    # --- pure ---------------------------------------------------------------------------------
+
+    def view_of(self, messages: list[Message]) -> list[Message]:
+        """What the model sees of these messages: long tool outputs head+tail, old ones masked."""
+        s = self.settings
+        shown = [
+            display_message(
+                m,
+                max_chars=s.tool_output_max_chars,
+                head_lines=s.tool_output_head_lines,
+                tail_lines=s.tool_output_tail_lines,
+            )
+            for m in messages
+        ]
+        if s.mask_after_turns is not None:
+            shown = mask_observations(shown, keep_last_turns=s.mask_after_turns)
+        return shown
+
+    def _ordered_view(self, context: list[Message]) -> list[Message]:
+        shown = self.view_of(context)
+        return [m for m in shown if m.pinned] + [m for m in shown if not m.pinned]
+
+    # --- steps --------------------------------------------------------------------------------
+
+    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
+        return Call(method, (self.conversation_id, *args), kwargs)
+
+    def _ensure_steps(self) -> Steps[Request, None]:
+        """Create the conversation on first use (idempotent in the store)."""
+        if not self._created:
+            yield self._call(self.store.create)
+            self._created = True
+
+    def _context_steps(self) -> Steps[Request, list[Message]]:
+        yield from self._ensure_steps()
+        snapshot: ContextSnapshot = yield self._call(self.store.context)
+        return snapshot.messages
+
+    def _append_steps(
+        self, items: Sequence[Message | Mapping[str, Any]]
+    ) -> Steps[Request, list[Message]]:
+        messages = as_messages(items)
+        context = yield from self._context_steps()
+        known = {tc.id for m in context for tc in m.tool_calls}
+        for i, m in enumerate(messages):
+            if m.role == "tool" and m.tool_call_id not in known:
+                raise InvalidMessage(
+                    i, f"tool result for unknown tool_call_id {m.tool_call_id!r}", "tool_call_id"
+                )
+            known.update(tc.id for tc in m.tool_calls)
+        if self.settings.pin_task and _task_message(context) is None:
+            for i, m in enumerate(messages):
+                if m.role == "user" and m.kind == KIND_MESSAGE and m.content.strip():
+                    messages[i] = replace(m, pinned=True, metadata={**m.metadata, "task": True})
+                    break
+        appended: list[Message] = yield self._call(self.store.append, messages)
+        return appended
+
+    def _set_task_steps(self, text: str) -> Steps[Request, Message]:
+        if not text.strip():
+            raise InvalidInput("the task text is empty")
+        previous = _task_message((yield from self._context_steps()))
+        task = Message(
+            role="user", content=text, kind=KIND_TASK, pinned=True, metadata={"task": True}
+        )
+        appended: list[Message] = yield self._call(self.store.append, [task])
+        if previous is not None:
+            yield self._call(self.store.set_pinned, previous.id, False)
+        return appended[0]
+
+    def _task_steps(self) -> Steps[Request, str | None]:
+        message = _task_message((yield from self._context_steps()))
+        return message.content if message is not None else None
+
+    def _pin_steps(self, message_id: str, pinned: bool) -> Steps[Request, None]:
+        if pinned and message_id not in {m.id for m in (yield from self._context_steps())}:
+            raise InvalidInput(
+                f"message {message_id!r} is not in context; pin messages before they are compacted"
+            )
+        yield self._call(self.store.set_pinned, message_id, pinned)
+
+    def _set_system_prompt_steps(self, text: str) -> Steps[Request, None]:
+        yield from self._ensure_steps()
+        yield self._call(self.store.set_system_prompt, text)
+
+    def _system_prompt_steps(self) -> Steps[Request, str]:
+        """The system prompt, recompiled first if a compaction made it stale."""
+        yield from self._ensure_steps()
+        text: str
+        stale: bool
+        text, stale = yield self._call(self.store.system_prompt)
+        if stale:
+            text = self._compile(text, (yield from self._context_steps()))
+            yield self._call(self.store.set_system_prompt, text)
+        return text
+
+    def _view_steps(self) -> Steps[Request, list[Message]]:
+        return self._ordered_view((yield from self._context_steps()))
+
+    def _prompt_steps(self) -> Steps[Request, list[dict[str, Any]]]:
+        system = yield from self._system_prompt_steps()
+        head = [{"role": "system", "content": system}] if system else []
+        return head + [m.to_openai() for m in (yield from self._view_steps())]
+
+    def _floor_tokens_steps(self) -> Steps[Request, int]:
+        yield from self._ensure_steps()
+        text: str
+        text, _ = yield self._call(self.store.system_prompt)
+        system = self.counter.count_text(text) if text else 0
+        tools = self.counter.count_text(json.dumps(self.tools)) if self.tools else 0
+        return system + tools
+
+    def _tokens_steps(self) -> Steps[Request, int]:
+        estimate = estimate_context(self.view_of((yield from self._context_steps())), self.counter)
+        if estimate.last_usage_index is not None:
+            return estimate.tokens  # the reported usage already counted system prompt and tools
+        return estimate.tokens + (yield from self._floor_tokens_steps())
+
+    def _needs_compaction_steps(self) -> Steps[Request, bool]:
+        threshold = self.settings.threshold
+        return threshold is not None and (yield from self._tokens_steps()) > threshold
+
+    def _turns_since_compaction_steps(self) -> Steps[Request, int]:
+        events = yield from self._events_steps()
+        since = events[-1].at if events else ""
+        return sum(
+            1
+            for m in (yield from self._context_steps())
+            if m.role == "user" and m.kind == KIND_MESSAGE and (m.created_at or "") > since
+        )
+
+    def _compact_steps(
+        self,
+        mode: CompactionMode | None,
+        trigger: Trigger,
+        instructions: str | None,
+        phase: str | None,
+    ) -> Steps[Request, CompactionResult]:
+        floor = yield from self._floor_tokens_steps()
+        task = yield from self._task_steps()
+        result: CompactionResult = yield from self.compactor.compaction(
+            self.conversation_id,
+            trigger,
+            mode,
+            instructions=instructions,
+            floor_tokens=floor,
+            task=task,
+            phase=phase,
+        )
+        return result
+
+    def _maybe_compact_steps(self) -> Steps[Request, list[CompactionStats]]:
+        """Over the hard watermark: truncate, no model call. Over the soft watermark (or letta's
+        threshold; strict >): summarize. After `turn_limit` turns: summarize."""
+        done: list[CompactionStats] = []
+        hard, soft = self.settings.hard_limit, self.settings.threshold
+        tokens = yield from self._tokens_steps()  # one estimate per check: it reads the context
+        if hard is not None and tokens > hard:
+            truncated = yield from self._compact_steps("truncate", "hard_watermark", None, None)
+            done.append(truncated.stats)
+            tokens = yield from self._tokens_steps()
+        limit = self.settings.turn_limit
+        if soft is not None and tokens > soft:
+            result = yield from self._compact_steps(None, "context_window_limit", None, None)
+            done.append(result.stats)
+        elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
+            result = yield from self._compact_steps(None, "turn_limit", None, None)
+            done.append(result.stats)
+        return done
+
+    def _absorb_steps(self, child: BaseSession, tool_call_id: str) -> Steps[Request, Message]:
+        request = SummaryRequest(
+            tuple((yield from child._context_steps())),
+            "all",
+            child.settings.effective_clip_chars,
+            style="brief",
+            task=(yield from child._task_steps()),
+            timeout=child.settings.summary_timeout,
+        )
+        brief: str = yield Summarize(child.summarizer, request)
+        result = Message(
+            role="tool",
+            tool_call_id=tool_call_id,
+            content=brief,
+            metadata={"sub_agent": child.conversation_id},
+        )
+        appended = yield from self._append_steps([result])
+        return appended[0]
+
+    def _compact_list_steps(
+        self, messages: Iterable[Mapping[str, Any]], mode: CompactionMode | None
+    ) -> Steps[Request, tuple[list[dict[str, Any]], CompactionStats]]:
+        """A plain OpenAI list (a leading system message becomes the system prompt), compacted."""
+        items = list(messages)
+        first = items[0] if items else {}
+        if first.get("role") == "system" and isinstance(first.get("content"), str):
+            yield from self._set_system_prompt_steps(first["content"])
+            items = items[1:]
+        yield from self._append_steps(items)
+        result = yield from self._compact_steps(mode, "manual", None, None)
+        return (yield from self._prompt_steps()), result.stats
+
+    def _recall_steps(self, query: str, limit: int) -> Steps[Request, list[RecallHit]]:
+        hits: list[RecallHit] = yield self._call(self.store.recall, query, limit)
+        return hits
+
+    def _history_steps(self) -> Steps[Request, list[Message]]:
+        messages: list[Message] = yield self._call(self.store.history)
+        return messages
+
+    def _events_steps(self) -> Steps[Request, list[CompactionEvent]]:
+        events: list[CompactionEvent] = yield self._call(self.store.events)
+        return events

@@ -1,0 +1,197 @@
+"""The two drivers: how a sync and an async session perform what the engine asks for.
+
+Everything here does I/O; everything it serves does none. The sync driver calls; the async one
+awaits model calls, runs blocking store calls on a worker thread, and bounds every hook and
+summary by its timeout, so an agent framework's event loop is never blocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+from precis.core.steps import Steps, arun_steps, run_steps
+from precis.engine.requests import (
+    Call,
+    CommandResult,
+    HookTimeout,
+    Request,
+    RunCommand,
+    Summarize,
+)
+from precis.providers.base import ChatProvider, Completion
+
+T = TypeVar("T")
+
+# How long a killed shell hook's pipes are drained before giving up on them.
+KILL_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """Ask the agent's model for its next reply."""
+
+    provider: ChatProvider
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]] | None = None
+
+
+SessionRequest: TypeAlias = Request | Complete
+
+
+def drive(steps: Steps[SessionRequest, T]) -> T:
+    """Drive session logic to its result with plain calls."""
+    return run_steps(steps, perform)
+
+
+async def adrive(steps: Steps[SessionRequest, T]) -> T:
+    """Drive session logic to its result without blocking the running event loop."""
+    return await arun_steps(steps, aperform)
+
+
+def perform(request: SessionRequest) -> Any:
+    """Answer one request by calling."""
+    if isinstance(request, Call):
+        return request.fn(*request.args, **request.kwargs)
+    if isinstance(request, Summarize):
+        return request.summarizer.summarize(request.request)
+    if isinstance(request, Complete):
+        return request.provider.complete(request.messages, request.tools)
+    if isinstance(request, RunCommand):
+        return _run_command(request)
+    value = request.hook(request.context)
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()
+        raise TypeError("an async hook needs an AsyncSession; this Session is sync")
+    return value
+
+
+async def aperform(request: SessionRequest) -> Any:
+    """Answer one request by awaiting, with blocking work off the loop."""
+    if isinstance(request, Call):
+        return await asyncio.to_thread(request.fn, *request.args, **request.kwargs)
+    if isinstance(request, Summarize):
+        summary = request.summarizer.asummarize(request.request)
+        return await asyncio.wait_for(summary, timeout=request.request.timeout)
+    if isinstance(request, Complete):
+        return await request.provider.acomplete(request.messages, request.tools)
+    if isinstance(request, RunCommand):
+        return await _arun_command(request)
+    value = request.hook(request.context)
+    if inspect.isawaitable(value):
+        return await _await_hook(value, request.timeout)
+    return value
+
+
+def completion(answer: Any) -> Completion:
+    """The answer to a `Complete`, typed."""
+    assert isinstance(answer, Completion)
+    return answer
+
+
+def _payload(request: RunCommand) -> bytes:
+    return json.dumps(request.payload, ensure_ascii=False, default=str).encode("utf-8")
+
+
+def _kill_group(pid: int, kill: Any) -> None:
+    """Kill the hook's whole process group, so children it spawned cannot outlive it."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        # The group is already gone; kill the leader directly in case it was not a group leader.
+        with contextlib.suppress(ProcessLookupError):
+            kill()
+
+
+def _finished(returncode: int | None, stdout: bytes, stderr: bytes) -> CommandResult:
+    return CommandResult(
+        returncode=returncode if returncode is not None else -1,
+        stdout=stdout.decode("utf-8", errors="replace"),
+        stderr=stderr.decode("utf-8", errors="replace"),
+    )
+
+
+def _timed_out(timeout: float) -> str:
+    return f"timed out after {timeout:g}s and was killed"
+
+
+def _run_command(request: RunCommand) -> CommandResult | str:
+    """One shell hook, blocking: its result, or a one-line failure."""
+    try:
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", request.command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return f"could not start: {exc}"
+    try:
+        stdout, stderr = process.communicate(_payload(request), timeout=request.timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid, process.kill)
+        # Drain the pipes and reap the shell so no zombie or open descriptor is left behind.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.communicate(timeout=KILL_GRACE_SECONDS)
+        return _timed_out(request.timeout)
+    except BaseException:
+        _kill_group(process.pid, process.kill)
+        raise
+    return _finished(process.returncode, stdout, stderr)
+
+
+async def _arun_command(request: RunCommand) -> CommandResult | str:
+    """One shell hook, awaited: its result, or a one-line failure."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            request.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return f"could not start: {exc}"
+    try:
+        stdout, stderr = await asyncio.wait_for(
+            process.communicate(_payload(request)), request.timeout
+        )
+    except TimeoutError:
+        _kill_group(process.pid, process.kill)
+        if process.stdin is not None:
+            process.stdin.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.communicate(), KILL_GRACE_SECONDS)
+        return _timed_out(request.timeout)
+    except BaseException:
+        _kill_group(process.pid, process.kill)
+        raise
+    return _finished(process.returncode, stdout, stderr)
+
+
+async def _await_hook(value: Awaitable[Any], timeout: float) -> Any:
+    """An async hook, bounded like a shell hook and cancelled when it overruns."""
+    task = asyncio.ensure_future(value)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except BaseException:
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise HookTimeout
+    return task.result()
