@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from precis.cli.app import DEMO_FACT, DEMO_TURNS
+from precis.cli.demos import DEMO_FACT, DEMO_TURNS
 from precis.engine.compactor import CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.providers.mock import MockProvider
