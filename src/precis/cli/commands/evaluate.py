@@ -38,8 +38,9 @@ def eval_command(
         bool, typer.Option("--reference", help="Compare with Claude Code's own summaries.")
     ] = False,
     trajectories: Annotated[
-        Path, typer.Option(help="Folder with reference_summaries/ for --reference.")
-    ] = Path("../shared/data/trajectories"),
+        Path | None,
+        typer.Option(help="Folder with reference_summaries/ and its conversations (--reference)."),
+    ] = None,
 ) -> None:
     """Replay conversations per strategy: violations, tokens, calls, time, fact retention."""
     from rich.console import Console
@@ -47,6 +48,10 @@ def eval_command(
     from precis.eval import evaluation
 
     if reference:
+        if trajectories is None:
+            raise CliUsageError(
+                "--reference needs --trajectories DIR, the folder holding reference_summaries/"
+            )
         if not (trajectories / "reference_summaries").is_dir():
             raise CliUsageError(f"{trajectories}: no reference_summaries/ folder")
         ref = evaluation.run_reference(trajectories)
