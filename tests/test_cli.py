@@ -244,3 +244,12 @@ def test_eval_reference_needs_a_trajectories_folder(home: Path, tmp_path: Path) 
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("precis: error: "), result.stderr
     assert "--trajectories DIR" in run_precis(home, "eval", "--reference", check=False).stderr
+
+
+def test_eval_of_a_malformed_conversation_is_one_line_exit_2(home: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{oops\n', encoding="utf-8")
+    result = run_precis(home, "eval", str(bad), "-s", "letta", check=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"precis: invalid input: {bad}:2: not JSON")
