@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from precis.cli.app import DEMO_FACT, DEMO_TURNS
+from precis.cli.demos import DEMO_FACT, DEMO_TURNS
 from precis.engine.compactor import CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.providers.mock import MockProvider

@@ -235,3 +235,22 @@ def test_eval_replays_strategies_and_plots(home: Path, tmp_path: Path) -> None:
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = run_precis(home, "eval", path, "-s", "magic", check=False)
     assert bad.returncode != 0 and "magic" in bad.stderr
+
+
+def test_eval_reference_needs_a_trajectories_folder(home: Path, tmp_path: Path) -> None:
+    for args in (("--reference",), ("--reference", "--trajectories", str(tmp_path))):
+        result = run_precis(home, "eval", *args, check=False)
+        assert result.returncode == 2
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("precis: error: "), result.stderr
+    assert "--trajectories DIR" in run_precis(home, "eval", "--reference", check=False).stderr
+
+
+def test_eval_of_a_malformed_conversation_is_one_line_exit_2(home: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{oops\n', encoding="utf-8")
+    result = run_precis(home, "eval", str(bad), "-s", "letta", check=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"precis: invalid input: {bad}:2: not JSON")

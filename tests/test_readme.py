@@ -8,7 +8,8 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from precis.cli.app import DEFAULT_CONTEXT_WINDOW, app
+from precis.cli import app
+from precis.cli.config import DEFAULT_CONTEXT_WINDOW
 from precis.engine.settings import CompactionSettings
 from precis.server import create_app
 from precis.stores import MemoryStore

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from precis.core.errors import CompactionError, InvalidMessage
+from precis.core.errors import CompactionError, InvalidInput, InvalidMessage
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
@@ -120,11 +120,11 @@ STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGIES)
 
 
 def strategy(name: str) -> Strategy:
-    """The strategy of that name, or a ValueError listing the known ones (for the CLI)."""
+    """The strategy of that name, or an InvalidInput listing the known ones (for the CLI)."""
     try:
         return STRATEGIES[name]
     except KeyError:
-        raise ValueError(
+        raise InvalidInput(
             f"unknown strategy {name!r}; choose from {', '.join(STRATEGY_NAMES)}"
         ) from None
 
@@ -220,9 +220,9 @@ def load_conversation(path: Path) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{n}: not JSON: {exc.msg}") from None
+            raise InvalidInput(f"{path}:{n}: not JSON: {exc.msg}") from None
         if not isinstance(row, dict):
-            raise ValueError(f"{path}:{n}: expected a JSON object per line")
+            raise InvalidInput(f"{path}:{n}: expected a JSON object per line")
         calls = row.get("tool_calls")
         if calls:
             row["tool_calls"] = [

@@ -1,0 +1,1 @@
+"""The commands, grouped by job; `precis.cli.app` registers them under their names."""

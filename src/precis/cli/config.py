@@ -1,0 +1,131 @@
+"""The global options, resolved once, and what they build: settings, model, summarizer, session."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from precis.cli.errors import CliFailure, CliUsageError
+
+if TYPE_CHECKING:
+    from precis.engine.settings import LoadedSettings
+    from precis.providers.base import ChatProvider
+    from precis.session import Session
+    from precis.summarize.base import Summarizer
+
+# Every environment variable the CLI reads, by the option it feeds; the one place they are named.
+# Compaction settings are read as PRECIS_<SETTING> by load_settings, not by typer, so
+# `precis config` can tell an option from the environment; PRECIS_CONTEXT_WINDOW is one of them.
+ENV_HOME = "PRECIS_HOME"
+ENV_CONTEXT_WINDOW = "PRECIS_CONTEXT_WINDOW"
+ENV_STORE = "PRECIS_STORE"
+ENV_SUMMARIZER = "PRECIS_SUMMARIZER"
+ENV_PROVIDER = "PRECIS_PROVIDER"
+ENV_MODEL = "PRECIS_MODEL"
+ENV_BASE_URL = "PRECIS_BASE_URL"
+ENV_API_KEY = "PRECIS_API_KEY"
+
+DEFAULT_HOME = "~/.precis"
+DEFAULT_CONTEXT_WINDOW = 8000
+
+# The choices of --summarizer and --provider; typer checks a given value against them.
+SummarizerName = Literal["extractive", "llm", "mock"]
+ProviderName = Literal["mock", "openai", "llama"]
+
+
+@dataclass(frozen=True, slots=True)
+class CliConfig:
+    """The global options, resolved once, so every command opens the same conversation."""
+
+    home: Path
+    conversation: str
+    context_window: int
+    summarizer: SummarizerName
+    store_url: str | None
+    provider: ProviderName = "mock"
+    model: str | None = None
+    base_url: str | None = None
+    # Settings given as command-line options; None (a config built in code) makes
+    # `context_window` itself the override.
+    options: Mapping[str, Any] | None = None
+
+
+def resolve_settings(home: Path, options: Mapping[str, Any]) -> LoadedSettings:
+    """precis.toml and PRECIS_* under the given options; the CLI's window when none is set."""
+    from precis.engine.settings import LoadedSettings, load_settings
+
+    overrides = {name: value for name, value in options.items() if value is not None}
+    loaded = load_settings(home=home, cwd=Path.cwd(), env=os.environ, overrides=overrides)
+    if loaded.settings.context_window is not None:
+        return loaded
+    settings = replace(loaded.settings, context_window=DEFAULT_CONTEXT_WINDOW)
+    return LoadedSettings(settings, loaded.sources)
+
+
+def config_settings(config: CliConfig, **options: Any) -> LoadedSettings:
+    """The effective settings for a command: the global options plus the command's own."""
+    given = {"context_window": config.context_window} if config.options is None else config.options
+    return resolve_settings(config.home, {**given, **options})
+
+
+def make_provider(config: CliConfig) -> ChatProvider:
+    """The chat model the options name; mock needs nothing, the others a model or a server."""
+    if config.provider == "openai":
+        from precis.providers.openai import OpenAIProvider
+
+        if not config.model:
+            raise CliUsageError(f"--provider openai needs --model (or {ENV_MODEL})")
+        return OpenAIProvider(
+            config.model, base_url=config.base_url, context_window=config.context_window
+        )
+    if config.provider == "llama":
+        from precis.providers.llama import LlamaCppProvider
+
+        try:
+            return LlamaCppProvider(config.model, context_window=max(config.context_window, 512))
+        except RuntimeError as error:  # llama-cpp-python or the default model is not installed
+            raise CliFailure(str(error)) from None
+    from precis.providers.mock import MockProvider
+
+    return MockProvider(config.context_window)
+
+
+def make_summarizer(config: CliConfig) -> Summarizer:
+    """The named summarizer; `llm` summarizes with the configured provider."""
+    if config.summarizer == "mock":
+        from precis.summarize.mock import MockSummarizer
+
+        return MockSummarizer()
+    if config.summarizer == "llm":
+        from precis.summarize.llm import LLMSummarizer
+
+        return LLMSummarizer(make_provider(config))
+    from precis.summarize.extractive import ExtractiveSummarizer
+
+    return ExtractiveSummarizer()
+
+
+def open_session(config: CliConfig, *, clip_chars: int | None = None) -> Session:
+    """The configured conversation in the configured store, created on first use."""
+    from precis.session import Session
+    from precis.stores import open_store
+
+    settings = config_settings(config, clip_chars=clip_chars).settings
+    if config.store_url is None:
+        config.home.mkdir(parents=True, exist_ok=True)
+    store = open_store(config.store_url, home=config.home)
+    return Session(store, config.conversation, None, make_summarizer(config), settings)
+
+
+@contextmanager
+def session_for(config: CliConfig, **kw: Any) -> Iterator[Session]:
+    """Open the session for one command and close its store after, however the command ends."""
+    session = open_session(config, **kw)
+    try:
+        yield session
+    finally:
+        session.store.close()
