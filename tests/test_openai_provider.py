@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from precis.core.errors import ContextOverflow
+from precis.core.errors import ContextOverflow, UpstreamError
 from precis.providers.openai import OpenAIProvider
 
 openai = pytest.importorskip("openai")
@@ -135,6 +135,11 @@ def test_overflow_errors_become_context_overflow(ask: Callable[[str], Any], text
         ask(text)
 
 
-def test_other_errors_stay_what_they_are(ask: Callable[[str], Any]) -> None:
-    with pytest.raises(openai.AuthenticationError):
+def test_other_errors_name_the_upstream_status_and_reason(
+    ask: Callable[[str], Any], base_url: str
+) -> None:
+    with pytest.raises(UpstreamError) as caught:
         ask("auth")
+    assert caught.value.status == 401 and caught.value.reason == "bad key"
+    assert str(caught.value) == f"model 'm' at {base_url}: HTTP 401: bad key"
+    assert isinstance(caught.value.__cause__, openai.AuthenticationError)

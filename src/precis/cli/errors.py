@@ -30,6 +30,8 @@ from precis.core.errors import (
 # 1 for an operation that failed, 2 for a bad invocation (as typer and click use for usage errors).
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# What a shell reports for a process ended by Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 class CliUsageError(InvalidInput):
@@ -82,6 +84,10 @@ def reported() -> Iterator[None]:
     """Turn an expected error into its one line on stderr and its exit code."""
     try:
         yield
+    except KeyboardInterrupt:
+        # Nothing half-done was committed: a compaction or a turn writes in one transaction.
+        print("precis: interrupted; the store is as it was before this step", file=sys.stderr)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as error:
         found = outcome(error)
         if found is None:

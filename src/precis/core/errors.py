@@ -13,7 +13,9 @@ Faces map errors by class (the CLI to an exit code, the server to a status), nev
     │   ├── UnknownMessage
     │   └── VersionConflict              a concurrent compaction won
     ├── ModelError                       the model or its server failed
-    │   └── ContextOverflow              the request was too big for it
+    │   ├── ContextOverflow              the request was too big for it
+    │   ├── UpstreamError                upstream, status, reason
+    │   └── ModelTimeout (TimeoutError)  no answer in time
     ├── SummarizerError                  the summarizer gave nothing usable
     ├── CompactionError                  no acceptable compaction; nothing was written
     │   ├── PlanningError                no cut exists (the engine falls back on this)
@@ -110,6 +112,21 @@ class ModelError(PrecisError):
 
 class ContextOverflow(ModelError):
     """The model said the request exceeds its context window; always counts as overflow."""
+
+
+class UpstreamError(ModelError):
+    """The model's server failed: which one (`upstream`), its HTTP `status` if any, and why."""
+
+    def __init__(self, upstream: str, reason: str, status: int | None = None) -> None:
+        self.upstream = upstream
+        self.reason = reason
+        self.status = status
+        code = f"HTTP {status}: " if status is not None else ""
+        super().__init__(f"{upstream}: {code}{reason}")
+
+
+class ModelTimeout(ModelError, TimeoutError):
+    """No answer from the model (or the summarizer) within the time allowed."""
 
 
 class SummarizerError(PrecisError):

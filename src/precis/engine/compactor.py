@@ -90,6 +90,8 @@ class CompactionJob:
     floor_tokens: int = 0
     task: str | None = None
     phase: str | None = None
+    # A turn's messages, not stored yet: they ride after the context, never summarized or dropped.
+    pending: tuple[Message, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +155,7 @@ class Compactor:
         floor_tokens: int = 0,
         task: str | None = None,
         phase: str | None = None,
+        pending: Sequence[Message] = (),
     ) -> Steps[Request, CompactionResult]:
         """Compact once; on a concurrent commit re-plan against the winner's context, else raise.
 
@@ -167,7 +170,10 @@ class Compactor:
             if outcome.vetoed:
                 raise CompactionVetoed(outcome.veto_reason or "a pre-compact hook vetoed")
             instructions = outcome.instructions
-        job = CompactionJob(trigger, mode, instructions, floor_tokens, task, phase)
+        job = CompactionJob(trigger, mode, instructions, floor_tokens, task, phase, tuple(pending))
+        pending_ids = {m.id for m in pending}
+        if "" in pending_ids:
+            raise ValueError("pending messages need ids, so the commit can leave them out")
         for attempt in range(self.settings.commit_retries + 1):
             snapshot: ContextSnapshot = yield Call(self.store.context, (conversation_id,))
             candidate = yield from self._candidate(snapshot, job)
@@ -179,7 +185,7 @@ class Compactor:
                     "expected_version": snapshot.version,
                     "snapshot_last_seq": snapshot.last_seq,
                     "summary": candidate.summary,
-                    "context_ids": [m.id for m in candidate.context],
+                    "context_ids": [m.id for m in candidate.context if m.id not in pending_ids],
                     "event": CompactionEvent(
                         trigger=trigger,
                         mode=candidate.mode,
@@ -212,14 +218,19 @@ class Compactor:
         self, snapshot: ContextSnapshot, job: CompactionJob
     ) -> Steps[Request, _Candidate]:
         """The first acceptable result of: sliding window, all-mode, truncation."""
-        messages = self._view(snapshot.messages) if self._view else snapshot.messages
+        stored = self._view(snapshot.messages) if self._view else snapshot.messages
+        pending = self._view(list(job.pending)) if self._view else list(job.pending)
+        messages = [*stored, *pending]
         before = self.tokens(messages)
         plans: list[CompactionPlan] = []
         if job.mode in (None, "sliding_window"):
             with contextlib.suppress(PlanningError):
-                plans.append(self._plan_sliding(messages, job.floor_tokens))
+                plan = self._plan_sliding(messages, job.floor_tokens)
+                if len(plan.summarize) + len(plan.pinned) <= len(stored):
+                    plans.append(plan)  # else it would summarize this turn's own messages
         if job.mode != "truncate":
-            plans.append(plan_all(messages, keep_newest=True))
+            plan = plan_all(stored, keep_newest=not pending)
+            plans.append(replace(plan, keep=(*plan.keep, *pending)))
         self._step("planned")
         failures: list[str] = []
         over: _Candidate | None = None
@@ -438,8 +449,8 @@ class Compactor:
                 red_lines=found,
             )
         ledger = self._ledger(plan.dropped, job)
-        if plan.marker is None:
-            return None
+        if plan.marker is None or {m.id for m in plan.dropped} & {m.id for m in job.pending}:
+            return None  # nothing to drop, or only this turn's own messages
         now = self._clock()
         marker = replace(
             plan.marker,

@@ -6,10 +6,12 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precis.core.errors import ContextOverflow, ModelError
+from precis.core.errors import ContextOverflow, ModelTimeout, UpstreamError
 from precis.providers.base import Completion, fold_system_into_user
 from precis.providers.overflow import is_context_overflow
 
+# Where the SDK sends requests when no base URL is given.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # The SDK insists on a key; local servers ignore it.
 LOCAL_PLACEHOLDER_KEY = "not-needed"
 
@@ -110,7 +112,7 @@ class OpenAIProvider:
         try:
             response = self._sync_client().chat.completions.create(**request)
         except Exception as error:
-            raise _classified(error) from error
+            raise self._classified(error, timeout) from error
         return self._completion(response)
 
     async def acomplete(
@@ -124,13 +126,36 @@ class OpenAIProvider:
         try:
             response = await self._async_client().chat.completions.create(**request)
         except Exception as error:
-            raise _classified(error) from error
+            raise self._classified(error, timeout) from error
         return self._completion(response)
+
+    @property
+    def upstream(self) -> str:
+        """The model and the server it runs on, as an error message names them."""
+        return f"model {self.model!r} at {self._client_options['base_url'] or DEFAULT_BASE_URL}"
+
+    def _classified(self, error: Exception, timeout: float | None) -> Exception:
+        """The SDK's error as precis's: overflow, timeout, or the server's failure in one line."""
+        import openai
+
+        if is_context_overflow(error):
+            return ContextOverflow(str(error))
+        if isinstance(error, openai.APITimeoutError):
+            limit = timeout if timeout is not None else self._client_options["timeout"]
+            return ModelTimeout(f"{self.upstream}: no answer within {limit:g}s")
+        if isinstance(error, openai.APIStatusError):
+            return UpstreamError(self.upstream, _status_reason(error), error.status_code)
+        if isinstance(error, openai.APIConnectionError):
+            cause = error.__cause__ or error
+            return UpstreamError(self.upstream, f"cannot connect ({_one_line(str(cause))})")
+        if isinstance(error, openai.APIError | ValueError):
+            return UpstreamError(self.upstream, f"unusable answer ({_one_line(str(error))})")
+        return error
 
     def _completion(self, response: Any) -> Completion:
         """The reply in the OpenAI message format, with the usage the server reported."""
         if not response.choices:
-            raise ModelError(f"{self.model}: the server answered with no choices")
+            raise UpstreamError(self.upstream, "the answer has no choices")
         message = response.choices[0].message.model_dump(exclude_none=True)
         reply: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
         if message.get("tool_calls"):
@@ -142,8 +167,17 @@ class OpenAIProvider:
         return Completion(reply, usage)
 
 
-def _classified(error: Exception) -> Exception:
-    """An overflow as `ContextOverflow`; anything else as it was."""
-    if is_context_overflow(error):
-        return ContextOverflow(str(error))
-    return error
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _status_reason(error: Any) -> str:
+    """The server's own words for a failed request, else the SDK's."""
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        detail = body.get("error", body)
+        message = detail.get("message") if isinstance(detail, dict) else detail
+        if message:
+            return _one_line(str(message))
+    return _one_line(str(getattr(error, "message", error)))

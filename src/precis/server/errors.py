@@ -19,6 +19,7 @@ from precis.core.errors import (
     InvalidInput,
     InvalidMessage,
     ModelError,
+    ModelTimeout,
     StoreError,
     SummarizerError,
     VersionConflict,
@@ -64,6 +65,8 @@ def _detail(exc: Exception) -> tuple[int, str]:
         return 409, f"cannot compact: {exc}"
     if isinstance(exc, StoreError):
         return 400, str(exc)
+    if isinstance(exc, ModelTimeout):
+        return 504, f"summarizer timed out: {exc}"
     if isinstance(exc, ModelError | SummarizerError):
         return 502, f"summarizer failed: {exc}"
     raise exc

@@ -173,13 +173,16 @@ class BaseSession:
             yield self._call(self.store.set_system_prompt, text)
         return text
 
-    def _view_steps(self) -> Steps[Request, list[Message]]:
-        return self._ordered_view((yield from self._context_steps()))
+    def _view_steps(self, pending: Sequence[Message] = ()) -> Steps[Request, list[Message]]:
+        """The view of the context, with a turn's not-yet-stored messages after it."""
+        return self._ordered_view([*(yield from self._context_steps()), *pending])
 
-    def _prompt_steps(self) -> Steps[Request, list[dict[str, Any]]]:
+    def _prompt_steps(
+        self, pending: Sequence[Message] = ()
+    ) -> Steps[Request, list[dict[str, Any]]]:
         system = yield from self._system_prompt_steps()
         head = [{"role": "system", "content": system}] if system else []
-        return head + [m.to_openai() for m in (yield from self._view_steps())]
+        return head + [m.to_openai() for m in (yield from self._view_steps(pending))]
 
     def _floor_tokens_steps(self) -> Steps[Request, int]:
         yield from self._ensure_steps()
@@ -189,8 +192,9 @@ class BaseSession:
         tools = self.counter.count_text(json.dumps(self.tools)) if self.tools else 0
         return system + tools
 
-    def _tokens_steps(self) -> Steps[Request, int]:
-        estimate = estimate_context(self.view_of((yield from self._context_steps())), self.counter)
+    def _tokens_steps(self, pending: Sequence[Message] = ()) -> Steps[Request, int]:
+        context = yield from self._context_steps()
+        estimate = estimate_context(self.view_of([*context, *pending]), self.counter)
         if estimate.last_usage_index is not None:
             return estimate.tokens  # the reported usage already counted system prompt and tools
         return estimate.tokens + (yield from self._floor_tokens_steps())
@@ -214,7 +218,9 @@ class BaseSession:
         trigger: Trigger,
         instructions: str | None,
         phase: str | None,
+        pending: Sequence[Message] = (),
     ) -> Steps[Request, CompactionResult]:
+        """Compact the stored context; a turn's pending messages ride after it, kept whole."""
         floor = yield from self._floor_tokens_steps()
         task = yield from self._task_steps()
         result: CompactionResult = yield from self.compactor.compaction(
@@ -225,25 +231,32 @@ class BaseSession:
             floor_tokens=floor,
             task=task,
             phase=phase,
+            pending=pending,
         )
         return result
 
-    def _maybe_compact_steps(self) -> Steps[Request, list[CompactionStats]]:
+    def _maybe_compact_steps(
+        self, pending: Sequence[Message] = ()
+    ) -> Steps[Request, list[CompactionStats]]:
         """Over the hard watermark: truncate, no model call. Over the soft watermark (or letta's
         threshold; strict >): summarize. After `turn_limit` turns: summarize."""
         done: list[CompactionStats] = []
         hard, soft = self.settings.hard_limit, self.settings.threshold
-        tokens = yield from self._tokens_steps()  # one estimate per check: it reads the context
+        tokens = yield from self._tokens_steps(pending)  # once per check: it reads the context
         if hard is not None and tokens > hard:
-            truncated = yield from self._compact_steps("truncate", "hard_watermark", None, None)
+            truncated = yield from self._compact_steps(
+                "truncate", "hard_watermark", None, None, pending
+            )
             done.append(truncated.stats)
-            tokens = yield from self._tokens_steps()
+            tokens = yield from self._tokens_steps(pending)
         limit = self.settings.turn_limit
         if soft is not None and tokens > soft:
-            result = yield from self._compact_steps(None, "context_window_limit", None, None)
+            result = yield from self._compact_steps(
+                None, "context_window_limit", None, None, pending
+            )
             done.append(result.stats)
         elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
-            result = yield from self._compact_steps(None, "turn_limit", None, None)
+            result = yield from self._compact_steps(None, "turn_limit", None, None, pending)
             done.append(result.stats)
         return done
 

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+from precis.core.errors import ModelTimeout
 from precis.core.steps import Steps, arun_steps, run_steps
 from precis.engine.requests import (
     Call,
@@ -80,8 +81,7 @@ async def aperform(request: SessionRequest) -> Any:
     if isinstance(request, Call):
         return await asyncio.to_thread(request.fn, *request.args, **request.kwargs)
     if isinstance(request, Summarize):
-        summary = request.summarizer.asummarize(request.request)
-        return await asyncio.wait_for(summary, timeout=request.request.timeout)
+        return await _summary(request)
     if isinstance(request, Complete):
         return await request.provider.acomplete(request.messages, request.tools)
     if isinstance(request, RunCommand):
@@ -90,6 +90,18 @@ async def aperform(request: SessionRequest) -> Any:
     if inspect.isawaitable(value):
         return await _await_hook(value, request.timeout)
     return value
+
+
+async def _summary(request: Summarize) -> str:
+    """A summary awaited within its timeout; running out is the model's failure, named."""
+    timeout = request.request.timeout
+    try:
+        return await asyncio.wait_for(request.summarizer.asummarize(request.request), timeout)
+    except ModelTimeout:
+        raise
+    except TimeoutError:
+        name = request.summarizer.name
+        raise ModelTimeout(f"summarizer {name!r}: no answer within {timeout:g}s") from None
 
 
 def completion(answer: Any) -> Completion:

@@ -13,7 +13,6 @@ from typing import Any
 from precis.core.errors import ContextOverflow
 from precis.core.messages import Message
 from precis.core.steps import Steps
-from precis.core.types import Trigger
 from precis.engine.compactor import CompactionStats
 from precis.engine.requests import Call
 from precis.providers.base import ChatProvider, Completion
@@ -22,7 +21,7 @@ from precis.session._base import BaseSession
 from precis.session._io import Complete, SessionRequest, adrive, completion, drive
 from precis.session._sync import Session
 from precis.session.tools import TOOLS, handle_tool_call, tool_definitions
-from precis.stores.base import RecallHit
+from precis.stores.base import MessageIds, RecallHit
 
 # How many times one turn compacts and retries after the model reports a context overflow.
 MAX_OVERFLOW_RETRIES = 3
@@ -63,37 +62,43 @@ class _AgentBase:
             offered = {_tool_name(t) for t in session.tools}
             session.tools += [t for t in tool_definitions("openai") if _tool_name(t) not in offered]
         self._history_tools = history_tools
+        self._ids = MessageIds()  # a turn's messages carry ids before the store sees them
 
     def _turn_steps(
         self, user_text: str
     ) -> Steps[SessionRequest, tuple[str, list[CompactionStats]]]:
+        """One turn, stored all at once at its end: a failed model call writes nothing."""
         compactions: list[CompactionStats] = []
-        yield from self.session._append_steps([Message(role="user", content=user_text)])
-        compactions += yield from self._maybe_compact_steps()
+        pending = [Message(role="user", content=user_text, id=self._ids.new())]
+        compactions += yield from self._maybe_compact_steps(pending)
         for _ in range(MAX_TOOL_ROUNDS + 1):
-            reply = yield from self._reply_steps(compactions)
-            yield from self.session._append_steps([reply])
-            compactions += yield from self._maybe_compact_steps()
+            reply = yield from self._reply_steps(pending, compactions)
+            pending.append(reply)
             calls = reply.tool_calls
             if (
                 not calls
                 or not self._history_tools
                 or any(c.name not in _HISTORY_TOOLS for c in calls)
             ):
-                return reply.content, compactions
+                break
             history = _StoreHistory(self.session)
-            results = []
             for c in calls:
                 text: str = yield Call(handle_tool_call, (history, c.name, c.arguments))
-                results.append(Message(role="tool", tool_call_id=c.id, content=text))
-            yield from self.session._append_steps(results)
+                pending.append(
+                    Message(role="tool", tool_call_id=c.id, content=text, id=self._ids.new())
+                )
+            compactions += yield from self._maybe_compact_steps(pending)
+        yield from self.session._append_steps(pending)
+        compactions += yield from self._maybe_compact_steps()
         return reply.content, compactions
 
-    def _reply_steps(self, compactions: list[CompactionStats]) -> Steps[SessionRequest, Message]:
+    def _reply_steps(
+        self, pending: list[Message], compactions: list[CompactionStats]
+    ) -> Steps[SessionRequest, Message]:
         """The model's next reply; on overflow compact and ask again, a bounded number of times."""
         overflows = 0
         while True:
-            prompt = yield from self.session._prompt_steps()
+            prompt = yield from self.session._prompt_steps(pending)
             try:
                 answer: Completion = completion(
                     (yield Complete(self.provider, prompt, self.session.tools or None))
@@ -103,20 +108,22 @@ class _AgentBase:
                 if overflows >= MAX_OVERFLOW_RETRIES:
                     raise
                 overflows += 1
-                compactions.append((yield from self._compact_steps("context_window_overflow")))
+                result = yield from self.session._compact_steps(
+                    None, "context_window_overflow", None, None, pending
+                )
+                self._report(result.stats)
+                compactions.append(result.stats)
         reply = Message.from_openai(answer.message)
-        return replace(reply, metadata={**reply.metadata, "usage": dict(answer.usage)})
+        usage = {**reply.metadata, "usage": dict(answer.usage)}
+        return replace(reply, id=self._ids.new(), metadata=usage)
 
-    def _maybe_compact_steps(self) -> Steps[SessionRequest, list[CompactionStats]]:
-        done = yield from self.session._maybe_compact_steps()
+    def _maybe_compact_steps(
+        self, pending: list[Message] | None = None
+    ) -> Steps[SessionRequest, list[CompactionStats]]:
+        done = yield from self.session._maybe_compact_steps(pending or ())
         for stats in done:
             self._report(stats)
         return done
-
-    def _compact_steps(self, trigger: Trigger) -> Steps[SessionRequest, CompactionStats]:
-        result = yield from self.session._compact_steps(None, trigger, None, None)
-        self._report(result.stats)
-        return result.stats
 
     def _report(self, stats: CompactionStats) -> None:
         if self.on_compaction is not None:

@@ -41,7 +41,13 @@ def router(limits: ServiceLimits) -> APIRouter:
         "/conversations/{conversation_id}/compact",
         response_model=CompactOut,
         response_model_exclude_unset=True,
-        responses={502: {"model": ErrorOut, "description": "The summarizer's model failed."}},
+        responses={
+            502: {"model": ErrorOut, "description": "The summarizer's model failed."},
+            504: {
+                "model": ErrorOut,
+                "description": "The summarizer's model did not answer in time.",
+            },
+        },
     )
     async def compact(
         conversation_id: ConversationId, session: SessionDep, body: CompactRequest | None = None

@@ -1,0 +1,174 @@
+"""A model server that fails: one line naming it and what went wrong, and nothing written.
+
+The upstream is a real HTTP server on 127.0.0.1 that answers 500, answers 200 with a body that
+is not JSON, holds its answer past the summary timeout, or is not there at all.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from run_cli import run_precis
+
+from precis.engine.settings import CompactionSettings
+from precis.providers.openai import OpenAIProvider
+from precis.server import create_app
+from precis.stores.sqlite import SQLiteStore
+from precis.summarize.llm import LLMSummarizer
+
+TURNS = [
+    "Our staging database listens on port 5433; never use 5432.",
+    "Review the release checklist for the payments service and list what is missing.",
+] * 6
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    """Answers by path: /error (500), /garbage (200, not JSON), /slow (held until the end)."""
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            if self.path.startswith("/slow"):
+                release.wait(timeout=30)
+            if self.path.startswith("/error"):
+                status, body = 500, json.dumps({"error": {"message": "the GPU caught fire"}})
+            else:
+                status, body = 200, "<html>surprise</html>"
+            data = body.encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        release.set()
+        server.shutdown()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _urls(upstream: str) -> dict[str, tuple[str, str]]:
+    """Each failure: the base URL to use and what the one line must say."""
+    return {
+        "500": (f"{upstream}/error/v1", "HTTP 500: the GPU caught fire"),
+        "garbage": (f"{upstream}/garbage/v1", "unusable answer"),
+        "slow": (f"{upstream}/slow/v1", "no answer within 0.5s"),
+        "refused": (f"http://127.0.0.1:{_closed_port()}/v1", "cannot connect"),
+    }
+
+
+def _dump(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
+
+@pytest.mark.parametrize("failure", ["500", "garbage", "slow", "refused"])
+def test_the_cli_says_which_upstream_failed_and_how(
+    upstream: str, failure: str, tmp_path: Path
+) -> None:
+    base_url, expected = _urls(upstream)[failure]
+    home = tmp_path / "home"
+    for text in TURNS:
+        run_precis(home, "chat", "-p", text)
+    db = home / "precis.db"
+    history = run_precis(home, "history", "--json").stdout
+    before = _dump(db)
+    options = ["--summarizer", "llm", "--provider", "openai", "--model", "m"]
+    result = run_precis(
+        home,
+        *options,
+        "--base-url",
+        base_url,
+        "compact",
+        check=False,
+        env={"PRECIS_SUMMARY_TIMEOUT": "0.5"},
+    )
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("precis: error: model 'm' at ") and base_url in line
+    assert expected in line
+    assert run_precis(home, "history", "--json").stdout == history
+    assert _dump(db) == before or _same_rows(history, home)
+
+
+def _same_rows(history: str, home: Path) -> bool:
+    """SQLite may checkpoint its WAL on close; the rows are what must not change."""
+    return run_precis(home, "history", "--json").stdout == history
+
+
+@pytest.mark.parametrize(("failure", "status"), [("500", 502), ("garbage", 502), ("slow", 504)])
+def test_the_service_answers_502_or_504_and_changes_nothing(
+    upstream: str, failure: str, status: int, tmp_path: Path
+) -> None:
+    base_url, expected = _urls(upstream)[failure]
+    store = SQLiteStore(tmp_path / "precis.db")
+    app = create_app(
+        store,
+        # Only the held answer may run out of time; the others fail fast (with one SDK retry).
+        settings=CompactionSettings(
+            context_window=2000, summary_timeout=0.5 if failure == "slow" else 30.0
+        ),
+        summarizer_factory=lambda: LLMSummarizer(OpenAIProvider("m", base_url=base_url)),
+    )
+    with TestClient(app) as client:
+        client.post("/v1/conversations", json={"id": "c"})
+        messages = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": t}
+            for i, t in enumerate(TURNS)
+        ]
+        client.post("/v1/conversations/c/messages", json={"messages": messages})
+        before = client.get("/v1/conversations/c/context").json()
+        answer = client.post("/v1/conversations/c/compact", json={})
+        assert answer.status_code == status, answer.text
+        assert expected in answer.json()["detail"]
+        assert client.get("/v1/conversations/c/context").json() == before
+    assert store.events("c") == []
+
+
+@pytest.mark.parametrize("failure", ["500", "refused"])
+def test_a_failed_chat_turn_writes_nothing(upstream: str, failure: str, tmp_path: Path) -> None:
+    base_url, expected = _urls(upstream)[failure]
+    home = tmp_path / "home"
+    run_precis(home, "chat", "-p", TURNS[0])
+    history = run_precis(home, "history", "--json").stdout
+    for _ in range(3):  # retrying a failed turn must not grow the history either
+        result = run_precis(
+            home,
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            base_url,
+            "chat",
+            "-p",
+            "and the port again?",
+            check=False,
+        )
+        assert result.returncode == 1 and expected in result.stderr
+    assert run_precis(home, "history", "--json").stdout == history
