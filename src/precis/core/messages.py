@@ -24,6 +24,24 @@ _IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 
 
+# How deeply a message may nest objects and lists, at every entry point (library, import, API).
+# JSON from real agents stays far below it; past it, encoders and databases start to fail.
+MAX_NESTING = 64
+
+
+def check_nesting(value: Any, index: int | None) -> None:
+    """Refuse a message nested deeper than MAX_NESTING, before anything is stored."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise InvalidMessage(index, f"nested deeper than {MAX_NESTING} levels")
+        if isinstance(item, Mapping):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One function call issued by an assistant message; `arguments` is the JSON text."""
@@ -96,6 +114,7 @@ class Message:
         """Build a message from one OpenAI chat-completions message dict."""
         if not isinstance(data, Mapping):
             raise InvalidMessage(index, f"expected an object, got {type(data).__name__}")
+        check_nesting(data, index)
         extra: dict[str, Any] = {
             k: v
             for k, v in data.items()
@@ -294,6 +313,7 @@ def messages_from_anthropic(
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise InvalidMessage(i, f"expected an object, got {type(item).__name__}")
+        check_nesting(item, i)
         role = item.get("role")
         content = item.get("content")
         if role not in {"user", "assistant"}:

@@ -16,6 +16,7 @@ from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
 from precis.core.types import CompactionMode, Trigger
+from precis.core.validity import ORPHAN_RESULT, UNKNOWN_CALL, check
 from precis.engine.compactor import CompactionResult, CompactionStats, Compactor
 from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request, Summarize
@@ -44,6 +45,21 @@ def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
         item if isinstance(item, Message) else Message.from_openai(item, index=i)
         for i, item in enumerate(items)
     ]
+
+
+def refuse_broken_pairs(context: Sequence[Message], messages: Sequence[Message]) -> None:
+    """Refuse an append that would break the tool-call rules the context already keeps: a call id
+    twice in one message, or a call left unanswered when the conversation moves on. A call still
+    pending at the very end is fine: its result comes next."""
+    broken = check([*context, *messages])
+    if any(v.index < len(context) for v in broken):
+        before = {(v.index, v.rule) for v in check(context)}  # old damage is not this append's
+        broken = [v for v in broken if (v.index, v.rule) not in before]
+    if broken:
+        first = broken[0]
+        field = "tool_call_id" if first.rule in (ORPHAN_RESULT, UNKNOWN_CALL) else "tool_calls"
+        index = max(first.index - len(context), 0)
+        raise InvalidMessage(index, f"{first.rule}: {first.detail}", field)
 
 
 class BaseSession:
@@ -127,6 +143,7 @@ class BaseSession:
                     i, f"tool result for unknown tool_call_id {m.tool_call_id!r}", "tool_call_id"
                 )
             known.update(tc.id for tc in m.tool_calls)
+        refuse_broken_pairs(context, messages)
         if self.settings.pin_task and _task_message(context) is None:
             for i, m in enumerate(messages):
                 if m.role == "user" and m.kind == KIND_MESSAGE and m.content.strip():

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 from precis.core.errors import ImportLineError, InvalidMessage
-from precis.core.messages import Message
+from precis.core.messages import MAX_NESTING, Message
+from precis.core.validity import check
 from precis.stores.base import ConversationStore
 
 __all__ = ["ImportLineError", "export_jsonl", "import_jsonl"]
@@ -45,6 +46,7 @@ def export_jsonl(
 def parse_jsonl(lines: Iterable[str]) -> list[Message]:
     """Parse and validate every line first (blank lines skipped), so a bad file imports nothing."""
     messages: list[Message] = []
+    numbers: list[int] = []
     issued: set[str] = set()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -53,6 +55,8 @@ def parse_jsonl(lines: Iterable[str]) -> list[Message]:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ImportLineError(number, f"not JSON: {exc}") from None
+        except RecursionError:
+            raise ImportLineError(number, f"nested deeper than {MAX_NESTING} levels") from None
         try:
             message = Message.from_openai(data, index=number)
         except InvalidMessage as exc:
@@ -64,6 +68,11 @@ def parse_jsonl(lines: Iterable[str]) -> list[Message]:
             )
         issued.update(tc.id for tc in message.tool_calls)
         messages.append(message)
+        numbers.append(number)
+    broken = check(messages)  # a call answered twice or left unanswered: the file is damaged
+    if broken:
+        first = broken[0]
+        raise ImportLineError(numbers[first.index], f"{first.rule}: {first.detail}")
     return messages
 
 

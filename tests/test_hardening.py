@@ -1,0 +1,155 @@
+"""Bad input gets one clear answer and leaves the store as it was, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from run_cli import run_precis
+
+from precis.core.errors import InvalidMessage
+from precis.core.messages import MAX_NESTING, Message
+from precis.engine.settings import CompactionSettings
+from precis.server import create_app
+from precis.session import Session
+from precis.stores.base import ConversationStore
+from precis.stores.memory import MemoryStore
+from precis.stores.sqlite import SQLiteStore
+
+BASE = "/v1/conversations/c"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
+    backend: ConversationStore
+    if request.param == "postgres":
+        from precis.stores.postgres import PostgresStore
+
+        url = request.getfixturevalue("postgres_url")
+        backend = PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
+    else:
+        backend = SQLiteStore(tmp_path / "precis.db")
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def client(store: ConversationStore) -> Iterator[TestClient]:
+    app = create_app(store, settings=CompactionSettings(context_window=4000))
+    with TestClient(app) as c:
+        assert c.post("/v1/conversations", json={"id": "c"}).status_code == 201
+        first = [{"role": "user", "content": "Ship the CSV export."}]
+        assert c.post(f"{BASE}/messages", json={"messages": first}).status_code == 201
+        yield c
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth - 1):
+        value = {"deeper": value}
+    return value
+
+
+def snapshot(client: TestClient) -> tuple[Any, Any, Any]:
+    return (
+        client.get(f"{BASE}/history").json(),
+        client.get(f"{BASE}/context").json(),
+        client.get(f"{BASE}/prompt").json(),
+    )
+
+
+def call(call_id: str, name: str = "ls") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("depth", [MAX_NESTING + 1, 260, 900])
+def test_deep_nesting_is_refused_before_anything_is_stored(client: TestClient, depth: int) -> None:
+    before = snapshot(client)
+    body = {"messages": [{"role": "user", "content": "hi", "extra": nested(depth)}]}
+    answer = client.post(f"{BASE}/messages", json=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"] == f"messages[0]: nested deeper than {MAX_NESTING} levels"
+    assert snapshot(client) == before  # and the conversation still reads
+
+
+def test_nesting_up_to_the_limit_is_kept_exactly(client: TestClient) -> None:
+    deep = nested(MAX_NESTING - 2)  # the message object and its "extra" key are two levels
+    body = {"messages": [{"role": "user", "content": "hi", "extra": deep}]}
+    assert client.post(f"{BASE}/messages", json=body).status_code == 201
+    assert client.get(f"{BASE}/history").json()["messages"][-1]["extra"] == deep
+
+
+@pytest.mark.parametrize(
+    ("messages", "detail"),
+    [
+        (
+            [{"role": "assistant", "content": "", "tool_calls": [call("x"), call("x")]}],
+            "messages[0].tool_calls: duplicate_tool_call_id",
+        ),
+        (
+            [
+                {"role": "assistant", "content": "", "tool_calls": [call("a"), call("b")]},
+                {"role": "tool", "tool_call_id": "a", "content": "ok"},
+                {"role": "user", "content": "and now?"},
+            ],
+            "messages[0].tool_calls: missing_tool_result",
+        ),
+    ],
+)
+def test_broken_tool_pairs_are_refused_on_the_way_in(
+    client: TestClient, messages: list[dict[str, Any]], detail: str
+) -> None:
+    before = snapshot(client)
+    answer = client.post(f"{BASE}/messages", json={"messages": messages})
+    assert answer.status_code == 422 and answer.json()["detail"].startswith(detail), answer.text
+    assert snapshot(client) == before
+
+
+def test_a_call_pending_at_the_end_is_allowed_and_then_answered(client: TestClient) -> None:
+    pending = [{"role": "assistant", "content": "", "tool_calls": [call("p")]}]
+    assert client.post(f"{BASE}/messages", json={"messages": pending}).status_code == 201
+    # The conversation may not move on before the result comes...
+    moved = client.post(f"{BASE}/messages", json={"messages": [{"role": "user", "content": "?"}]})
+    assert moved.status_code == 422 and "missing_tool_result" in moved.json()["detail"]
+    # ...and the result, when it comes, is taken.
+    result = [{"role": "tool", "tool_call_id": "p", "content": "done"}]
+    assert client.post(f"{BASE}/messages", json={"messages": result}).status_code == 201
+
+
+def test_the_library_refuses_the_same_way() -> None:
+    session = Session(MemoryStore(), "c")
+    session.append({"role": "user", "content": "go"})
+    with pytest.raises(InvalidMessage) as caught:
+        session.append(
+            Message.from_openai({"role": "assistant", "content": "", "tool_calls": [call("x")]}),
+            {"role": "user", "content": "skipped the result"},
+        )
+    assert caught.value.field == "tool_calls" and "missing_tool_result" in caught.value.reason
+    assert len(session.history()) == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (json.dumps({"role": "user", "content": "x", "extra": nested(900)}), "nested deeper"),
+        (
+            json.dumps({"role": "assistant", "content": "", "tool_calls": [call("d"), call("d")]}),
+            "duplicate_tool_call_id",
+        ),
+    ],
+)
+def test_import_refuses_a_bad_line_naming_it(tmp_path: Path, line: str, reason: str) -> None:
+    home = tmp_path / "home"
+    run_precis(home, "chat", "-p", "Ship the CSV export.")
+    history = run_precis(home, "history", "--json").stdout
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text(json.dumps({"role": "user", "content": "fine"}) + "\n" + line + "\n")
+    result = run_precis(home, "import", str(dump), check=False)
+    assert result.returncode == 1
+    (text,) = result.stderr.strip().splitlines()
+    assert "line 2" in text and reason in text
+    assert run_precis(home, "history", "--json").stdout == history
