@@ -27,7 +27,7 @@ from precis.engine.settings import CompactionSettings
 from precis.server import ServiceLimits, create_app
 from precis.stores import MemoryStore, SQLiteStore
 
-API_KEY = "test-key-1234"
+API_KEY = "test-key-1234-abcdef"
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 # The default size limits, so the contract test sees what a deployment sees; faster polling.
 LIMITS = ServiceLimits(event_poll_seconds=0.05, keepalive_seconds=0.5)
@@ -457,7 +457,7 @@ def test_serve_runs_the_service_on_the_given_port(tmp_path: Path) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     store = f"sqlite:///{tmp_path / 'served.db'}"
-    process = run_serve(tmp_path, "--port", str(port), "--store", store, key="k")
+    process = run_serve(tmp_path, "--port", str(port), "--store", store, key=API_KEY)
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -468,7 +468,7 @@ def test_serve_runs_the_service_on_the_given_port(tmp_path: Path) -> None:
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "precis serve did not come up"
                 time.sleep(0.1)
-        headers = {"Authorization": "Bearer k"}
+        headers = AUTH
         created = httpx.post(f"http://127.0.0.1:{port}/v1/conversations", headers=headers, json={})
         assert created.status_code == 201
     finally:

@@ -13,7 +13,16 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from precis.cli.commands import chat, conversation, demo, evaluate, serve, settings, transfer
+from precis.cli.commands import (
+    chat,
+    conversation,
+    demo,
+    evaluate,
+    keys,
+    serve,
+    settings,
+    transfer,
+)
 from precis.cli.config import (
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_HOME,
@@ -129,6 +138,10 @@ COMMANDS = (
 )
 for _name, _command in COMMANDS:
     app.command(_name)(_command)
+
+keys_app = typer.Typer(help="API keys for `precis serve`, one per tenant.", no_args_is_help=True)
+keys_app.command("add")(keys.add_key)
+app.add_typer(keys_app, name="keys")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,9 @@ ENV_PROVIDER = "PRECIS_PROVIDER"
 ENV_MODEL = "PRECIS_MODEL"
 ENV_BASE_URL = "PRECIS_BASE_URL"
 ENV_API_KEY = "PRECIS_API_KEY"
+ENV_API_KEYS = "PRECIS_API_KEYS"
+# Tenants' keys, as `tenant sha256:HEX` lines, under the home (`precis keys add` writes it).
+KEYS_FILE = "api-keys"
 
 DEFAULT_HOME = "~/.precis"
 DEFAULT_CONTEXT_WINDOW = 8000

@@ -39,3 +39,7 @@ TRIGGERS: Final[tuple[Trigger, ...]] = get_args(Trigger)
 SUMMARY_STYLES: Final[tuple[SummaryStyle, ...]] = get_args(SummaryStyle)
 MERGE_POLICIES: Final[tuple[MergePolicy, ...]] = get_args(MergePolicy)
 FACT_KINDS: Final[tuple[FactKind, ...]] = get_args(FactKind)
+
+# One rule for a conversation id, wherever one is given (library faces, CLI, API): it must be
+# safe in a URL path, a file name and a shell word.
+CONVERSATION_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"

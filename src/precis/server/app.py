@@ -21,6 +21,7 @@ from precis.server.deps import (
     require_key,
 )
 from precis.server.errors import install_error_handlers
+from precis.server.keys import ApiKeys
 from precis.server.limits import BodyLimit, ServiceLimits
 from precis.server.models import ErrorOut, Health
 from precis.server.routes import compaction, conversations, messages
@@ -45,27 +46,33 @@ def create_app(
     *,
     settings: CompactionSettings,
     api_key: str | None = None,
+    api_keys: ApiKeys | None = None,
     summarizer_factory: SummarizerFactory = ExtractiveSummarizer,
     counter_factory: CounterFactory = default_counter,
     limits: ServiceLimits | None = None,
 ) -> FastAPI:
     """Build the service over one store; nothing lives outside the returned app.
 
+    `api_key` lets every caller with it see everything; `api_keys` binds keys to tenants, each
+    seeing only its own conversations (another tenant's id answers 404).
+
     Each request gets a fresh session (and so a fresh token-count cache and summarizer), so a
     long-running service does not grow with the number of messages it has seen.
     """
     limits = limits or ServiceLimits()
-    key = api_key or None
+    keys = ApiKeys.single(api_key) if api_key else ApiKeys({})
+    if api_keys:
+        keys = keys.merged(api_keys)
     app = FastAPI(
         title="precis",
         version=__version__,
         summary="Keep an LLM conversation inside its context window; originals stay searchable.",
-        openapi_url=None if key else "/openapi.json",
-        docs_url=None if key else "/docs",
+        openapi_url=None if keys else "/openapi.json",
+        docs_url=None if keys else "/docs",
         redoc_url=None,
         generate_unique_id_function=lambda route: route.name,
     )
-    service = Service(store, settings, summarizer_factory, counter_factory, limits, key)
+    service = Service(store, settings, summarizer_factory, counter_factory, limits, keys)
     app.state.service = service
     app.state.streams = service.streams
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
@@ -76,8 +83,8 @@ def create_app(
         """Liveness without credentials, for supervisors and load balancers."""
         return Health(status="ok", version=__version__)
 
-    guarded = [Depends(require_key)] if key else []
-    if key:
+    guarded = [Depends(require_key)] if keys else []
+    if keys:
 
         @app.get("/openapi.json", include_in_schema=False, dependencies=guarded)
         async def openapi() -> JSONResponse:

@@ -1,7 +1,6 @@
 """What a route depends on: the service, the caller's key, and a session on an existing
 conversation — as FastAPI dependencies, so routes stay a few lines each."""
 
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -12,7 +11,9 @@ from starlette.concurrency import run_in_threadpool
 
 from precis.core.errors import ConversationNotFound
 from precis.core.tokens import TokenCounter
+from precis.core.types import CONVERSATION_ID_PATTERN
 from precis.engine.settings import CompactionSettings
+from precis.server.keys import ApiKeys, scoped
 from precis.server.limits import ServiceLimits
 from precis.session import AsyncSession
 from precis.stores.base import ConversationStore
@@ -33,6 +34,18 @@ class StreamGauge:
 
 
 @dataclass(frozen=True, slots=True)
+class Conversation:
+    """A conversation as its caller names it (`id`) and as the store holds it (`stored_id`)."""
+
+    id: str
+    tenant: str | None
+
+    @property
+    def stored_id(self) -> str:
+        return scoped(self.tenant, self.id)
+
+
+@dataclass(frozen=True, slots=True)
 class Service:
     """Everything the routes share; one per app, nothing global."""
 
@@ -41,23 +54,23 @@ class Service:
     summarizer_factory: SummarizerFactory
     counter_factory: CounterFactory
     limits: ServiceLimits
-    api_key: str | None
+    keys: ApiKeys
     streams: StreamGauge = field(default_factory=StreamGauge)
 
-    def session(self, conversation_id: str) -> AsyncSession:
+    def session(self, conversation: Conversation) -> AsyncSession:
         """A fresh session per request (a fresh token cache), so the service does not grow."""
         return AsyncSession(
             self.store,
-            conversation_id,
+            conversation.stored_id,
             self.counter_factory(),
             self.summarizer_factory(),
             self.settings,
         )
 
-    async def require(self, conversation_id: str) -> None:
+    async def require(self, conversation: Conversation) -> None:
         """Refuse a conversation the store does not hold (a session would create it)."""
-        if not await run_in_threadpool(self.store.exists, conversation_id):
-            raise ConversationNotFound(conversation_id)
+        if not await run_in_threadpool(self.store.exists, conversation.stored_id):
+            raise ConversationNotFound(conversation.id)
 
 
 def get_service(request: Request) -> Service:
@@ -67,7 +80,9 @@ def get_service(request: Request) -> Service:
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
-ConversationId = Annotated[str, Path(description="The conversation's id.")]
+ConversationId = Annotated[
+    str, Path(description="The conversation's id.", pattern=CONVERSATION_ID_PATTERN)
+]
 
 _bearer = HTTPBearer(auto_error=False, description=f"Send `{API_KEY_HINT}`.")
 
@@ -75,23 +90,33 @@ _bearer = HTTPBearer(auto_error=False, description=f"Send `{API_KEY_HINT}`.")
 async def require_key(
     service: ServiceDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Refuse callers without the configured key; compare in constant time."""
-    key = service.api_key
-    if key is None:
-        return
-    given = credentials.credentials.encode() if credentials is not None else b""
-    if credentials is None or not secrets.compare_digest(given, key.encode()):
+) -> str | None:
+    """The caller's tenant; callers without a configured key are refused."""
+    if not service.keys:
+        return None
+    known, tenant = service.keys.tenant(credentials.credentials if credentials else "")
+    if not known:
         raise HTTPException(
             401,
             f"missing or wrong bearer token; send {API_KEY_HINT}",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    return tenant
 
 
-async def existing_session(conversation_id: ConversationId, service: ServiceDep) -> AsyncSession:
-    await service.require(conversation_id)
-    return service.session(conversation_id)
+Tenant = Annotated[str | None, Depends(require_key)]
+
+
+def conversation(conversation_id: ConversationId, tenant: Tenant) -> Conversation:
+    return Conversation(conversation_id, tenant)
+
+
+ConversationDep = Annotated[Conversation, Depends(conversation)]
+
+
+async def existing_session(conversation: ConversationDep, service: ServiceDep) -> AsyncSession:
+    await service.require(conversation)
+    return service.session(conversation)
 
 
 SessionDep = Annotated[AsyncSession, Depends(existing_session)]

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from precis.cli.config import ENV_API_KEY, CliConfig, config_settings, make_summarizer
+from precis.cli.config import (
+    ENV_API_KEY,
+    ENV_API_KEYS,
+    KEYS_FILE,
+    CliConfig,
+    config_settings,
+    make_summarizer,
+)
 from precis.cli.errors import CliUsageError
+from precis.server.keys import ApiKeys
 
 
 def _is_loopback(host: str) -> bool:
@@ -20,6 +29,19 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def service_keys(home: Path) -> ApiKeys:
+    """Every key the service accepts: PRECIS_API_KEY, PRECIS_API_KEYS and the home's keys file."""
+    keys = ApiKeys({})
+    if single := os.environ.get(ENV_API_KEY):
+        keys = keys.merged(ApiKeys.single(single, ENV_API_KEY))
+    if pairs := os.environ.get(ENV_API_KEYS):
+        keys = keys.merged(ApiKeys.from_pairs(pairs, ENV_API_KEYS))
+    path = home / KEYS_FILE
+    if path.exists():
+        keys = keys.merged(ApiKeys.from_file(path))
+    return keys
+
+
 def serve(
     ctx: typer.Context,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
@@ -28,13 +50,14 @@ def serve(
         str | None, typer.Option(help="Store URL (default: the global --store / PRECIS_STORE).")
     ] = None,
 ) -> None:
-    """Run the HTTP service; a non-loopback address needs PRECIS_API_KEY."""
+    """Run the HTTP service; a non-loopback address needs an API key."""
     config: CliConfig = ctx.obj
-    api_key = os.environ.get(ENV_API_KEY) or None
-    if api_key is None and not _is_loopback(host):
+    keys = service_keys(config.home)
+    if not keys and not _is_loopback(host):
         raise CliUsageError(
             f"refusing to listen on {host} without an API key; "
-            f"set {ENV_API_KEY} (or listen on 127.0.0.1)"
+            f"set {ENV_API_KEY} or {ENV_API_KEYS}, or add one with `precis keys add` "
+            "(or listen on 127.0.0.1)"
         )
     import uvicorn
 
@@ -50,7 +73,7 @@ def serve(
         service = create_app(
             opened,
             settings=settings,
-            api_key=api_key,
+            api_keys=keys,
             summarizer_factory=lambda: make_summarizer(config),
         )
         uvicorn.run(service, host=host, port=port, log_level="info")

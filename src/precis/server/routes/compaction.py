@@ -9,7 +9,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from precis.server.convert import event_out, message_out
-from precis.server.deps import ConversationId, Service, ServiceDep, SessionDep
+from precis.server.deps import ConversationDep, Service, ServiceDep, SessionDep
 from precis.server.limits import ServiceLimits
 from precis.server.models import (
     CompactionStatsOut,
@@ -50,13 +50,13 @@ def router(limits: ServiceLimits) -> APIRouter:
         },
     )
     async def compact(
-        conversation_id: ConversationId, session: SessionDep, body: CompactRequest | None = None
+        conversation: ConversationDep, session: SessionDep, body: CompactRequest | None = None
     ) -> Any:
         """Compact now and return what it did; 409 when there is nothing to compact."""
         request = body or CompactRequest()
         if not await session.context():
             raise HTTPException(
-                409, f"conversation {conversation_id!r} has no messages; nothing to compact"
+                409, f"conversation {conversation.id!r} has no messages; nothing to compact"
             )
         result = await session.compact_result(
             request.mode, trigger="manual", instructions=request.instructions
@@ -69,7 +69,6 @@ def router(limits: ServiceLimits) -> APIRouter:
 
     @api.get("/conversations/{conversation_id}/recall")
     async def recall(
-        conversation_id: ConversationId,
         session: SessionDep,
         q: Annotated[str, Query(min_length=1, max_length=1000, description="Words to find.")],
         limit: Annotated[int, Query(ge=1, le=limits.max_recall_limit)] = 10,
@@ -85,7 +84,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         )
 
     @api.get("/conversations/{conversation_id}/events")
-    async def events(conversation_id: ConversationId, session: SessionDep) -> EventList:
+    async def events(session: SessionDep) -> EventList:
         """Every committed compaction of the conversation, oldest first."""
         found = await session.events()
         return EventList(events=[event_out(i, e) for i, e in enumerate(found)])
@@ -96,7 +95,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         responses=_SSE_RESPONSE,
     )
     async def stream_events(
-        conversation_id: ConversationId,
+        conversation: ConversationDep,
         service: ServiceDep,
         session: SessionDep,
         since: Annotated[
@@ -111,7 +110,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         """Server-sent events: one `event: compaction` per new compaction, until disconnect."""
         start = _stream_start(since, last_event_id, len(await session.events()))
         return EventSourceResponse(
-            _compactions(service, conversation_id, start, max_events),
+            _compactions(service, conversation.stored_id, start, max_events),
             ping=limits.keepalive_seconds,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -129,7 +128,7 @@ def _stream_start(since: int | None, last_event_id: str | None, count: int) -> i
 
 
 async def _compactions(
-    service: Service, conversation_id: str, start: int, max_events: int | None
+    service: Service, stored_id: str, start: int, max_events: int | None
 ) -> AsyncIterator[ServerSentEvent]:
     """Poll the store's event log (another worker may commit) and send each new event.
 
@@ -142,7 +141,7 @@ async def _compactions(
         yield ServerSentEvent(comment="stream open", retry=int(poll * 2000))
         sent, following = 0, start
         while True:
-            found = await run_in_threadpool(service.store.events, conversation_id)
+            found = await run_in_threadpool(service.store.events, stored_id)
             for index in range(following, len(found)):
                 data = event_out(index, found[index]).model_dump_json()
                 yield ServerSentEvent(data=data, event="compaction", id=str(index))

@@ -5,7 +5,8 @@ import secrets
 from fastapi import APIRouter, HTTPException
 from starlette.concurrency import run_in_threadpool
 
-from precis.server.deps import ConversationId, Service, ServiceDep
+from precis.server.deps import Conversation, ConversationDep, Service, ServiceDep, Tenant
+from precis.server.keys import unscoped
 from precis.server.models import (
     ConversationList,
     ConversationOut,
@@ -16,15 +17,15 @@ from precis.server.models import (
 router = APIRouter(tags=["conversations"])
 
 
-async def describe(service: Service, conversation_id: str) -> ConversationOut:
+async def describe(service: Service, conversation: Conversation) -> ConversationOut:
     """How much is stored and how much is in context."""
     store = service.store
-    await service.require(conversation_id)
-    session = service.session(conversation_id)
-    snapshot = await run_in_threadpool(store.context, conversation_id)
-    count = await run_in_threadpool(store.count, conversation_id)
+    await service.require(conversation)
+    session = service.session(conversation)
+    snapshot = await run_in_threadpool(store.context, conversation.stored_id)
+    count = await run_in_threadpool(store.count, conversation.stored_id)
     return ConversationOut(
-        id=conversation_id,
+        id=conversation.id,
         messages=count,
         in_context=len(snapshot.messages),
         tokens=await session.tokens(),
@@ -36,27 +37,30 @@ async def describe(service: Service, conversation_id: str) -> ConversationOut:
 
 
 @router.post("/conversations", status_code=201)
-async def create_conversation(body: CreateConversation, service: ServiceDep) -> ConversationOut:
+async def create_conversation(
+    body: CreateConversation, service: ServiceDep, tenant: Tenant
+) -> ConversationOut:
     """Start a conversation; 409 if the id is taken, so two agents never share one."""
-    conversation_id = body.id or f"conv_{secrets.token_hex(8)}"
+    conversation = Conversation(body.id or f"conv_{secrets.token_hex(8)}", tenant)
 
     def create() -> None:
-        if service.store.exists(conversation_id):
-            raise HTTPException(409, f"id: conversation {conversation_id!r} already exists")
-        service.store.create(conversation_id, system_prompt=body.system_prompt)
+        if service.store.exists(conversation.stored_id):
+            raise HTTPException(409, f"id: conversation {conversation.id!r} already exists")
+        service.store.create(conversation.stored_id, system_prompt=body.system_prompt)
 
     await run_in_threadpool(create)
-    return await describe(service, conversation_id)
+    return await describe(service, conversation)
 
 
 @router.get("/conversations")
-async def list_conversations(service: ServiceDep) -> ConversationList:
-    """Every conversation id in the store."""
-    ids = await run_in_threadpool(service.store.conversations)
+async def list_conversations(service: ServiceDep, tenant: Tenant) -> ConversationList:
+    """Every conversation id the caller may see."""
+    stored = await run_in_threadpool(service.store.conversations)
+    ids = [i for i in (unscoped(tenant, s) for s in stored) if i is not None]
     return ConversationList(conversations=[ConversationRef(id=i) for i in ids])
 
 
 @router.get("/conversations/{conversation_id}")
-async def get_conversation(conversation_id: ConversationId, service: ServiceDep) -> ConversationOut:
+async def get_conversation(conversation: ConversationDep, service: ServiceDep) -> ConversationOut:
     """How much is stored and how much is in context."""
-    return await describe(service, conversation_id)
+    return await describe(service, conversation)

@@ -7,7 +7,7 @@ from starlette.concurrency import run_in_threadpool
 
 from precis.core.errors import InvalidMessage
 from precis.server.convert import check_sizes, from_anthropic, from_openai, message_out
-from precis.server.deps import ConversationId, ServiceDep, SessionDep
+from precis.server.deps import ConversationDep, ServiceDep, SessionDep
 from precis.server.limits import ServiceLimits
 from precis.server.models import AppendedOut, AppendMessages, ContextOut, HistoryOut, PromptOut
 
@@ -26,7 +26,6 @@ def router(limits: ServiceLimits) -> APIRouter:
         response_model_exclude_unset=True,
     )
     async def append_messages(
-        conversation_id: ConversationId,
         body: AppendMessages,
         service: ServiceDep,
         session: SessionDep,
@@ -57,13 +56,13 @@ def router(limits: ServiceLimits) -> APIRouter:
         response_model_exclude_unset=True,
     )
     async def get_context(
-        conversation_id: ConversationId, service: ServiceDep, session: SessionDep
+        conversation: ConversationDep, service: ServiceDep, session: SessionDep
     ) -> Any:
         """The in-context messages in stored order, with the token count the next call carries."""
-        snapshot = await run_in_threadpool(service.store.context, conversation_id)
+        snapshot = await run_in_threadpool(service.store.context, conversation.stored_id)
         settings = service.settings
         return {
-            "conversation_id": conversation_id,
+            "conversation_id": conversation.id,
             "version": snapshot.version,
             "compacted": snapshot.compacted,
             "tokens": await session.tokens(),
@@ -73,7 +72,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         }
 
     @api.get("/conversations/{conversation_id}/prompt")
-    async def get_prompt(conversation_id: ConversationId, session: SessionDep) -> PromptOut:
+    async def get_prompt(session: SessionDep) -> PromptOut:
         """What to send next, OpenAI format: system prompt, pinned, summary, kept messages."""
         return PromptOut(messages=await session.prompt(), tokens=await session.tokens())
 
@@ -83,16 +82,16 @@ def router(limits: ServiceLimits) -> APIRouter:
         response_model_exclude_unset=True,
     )
     async def history(
-        conversation_id: ConversationId,
+        conversation: ConversationDep,
         service: ServiceDep,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
         limit: Annotated[int, Query(ge=1, le=limits.max_history_page)] = 100,
     ) -> Any:
         """A page of every message ever appended, summaries included, oldest first."""
-        store = service.store
-        await service.require(conversation_id)
-        page = await run_in_threadpool(store.history, conversation_id, offset=offset, limit=limit)
-        total = await run_in_threadpool(store.count, conversation_id)
+        store, stored_id = service.store, conversation.stored_id
+        await service.require(conversation)
+        page = await run_in_threadpool(store.history, stored_id, offset=offset, limit=limit)
+        total = await run_in_threadpool(store.count, stored_id)
         return {"total": total, "offset": offset, "messages": [message_out(m) for m in page]}
 
     return api

@@ -1,0 +1,114 @@
+"""Keys bound to tenants: each tenant sees, changes and finds only its own conversations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from run_cli import run_precis
+
+from precis.cli.commands.serve import service_keys
+from precis.core.errors import InvalidSetting
+from precis.engine.settings import CompactionSettings
+from precis.server import create_app
+from precis.server.keys import ApiKeys
+from precis.stores.base import ConversationStore
+from precis.stores.sqlite import SQLiteStore
+
+KEY_A = "key-of-team-a-0123456789"
+KEY_B = "key-of-team-b-0123456789"
+A = {"Authorization": f"Bearer {KEY_A}"}
+B = {"Authorization": f"Bearer {KEY_B}"}
+TURNS = [
+    {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: port 5433 " + "x" * 300}
+    for i in range(20)
+]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
+    backend: ConversationStore
+    if request.param == "postgres":
+        from precis.stores.postgres import PostgresStore
+
+        url = request.getfixturevalue("postgres_url")
+        backend = PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
+    else:
+        backend = SQLiteStore(tmp_path / "precis.db")
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def client(store: ConversationStore) -> Iterator[TestClient]:
+    keys = ApiKeys.from_pairs(f"team-a={KEY_A},team-b={KEY_B}")
+    app = create_app(store, settings=CompactionSettings(context_window=2000), api_keys=keys)
+    with TestClient(app) as c:
+        yield c
+
+
+def test_a_tenant_sees_only_its_own_conversations(
+    client: TestClient, store: ConversationStore
+) -> None:
+    assert client.post("/v1/conversations", json={"id": "c1"}, headers=A).status_code == 201
+    added = client.post("/v1/conversations/c1/messages", json={"messages": TURNS}, headers=A)
+    assert added.status_code == 201
+    assert client.post("/v1/conversations/c1/compact", json={}, headers=A).status_code == 200
+    base = "/v1/conversations/c1"
+    for path in ("", "/context", "/prompt", "/history", "/events", "/recall?q=5433"):
+        assert client.get(base + path, headers=A).status_code == 200, path
+        refused = client.get(base + path, headers=B)
+        assert refused.status_code == 404, path
+        assert refused.json()["detail"] == "conversation 'c1' not found"
+    for path, body in (("/messages", {"messages": TURNS[:1]}), ("/compact", {})):
+        assert client.post(base + path, json=body, headers=B).status_code == 404
+    assert client.get("/v1/conversations", headers=B).json() == {"conversations": []}
+    assert client.get("/v1/conversations", headers=A).json() == {"conversations": [{"id": "c1"}]}
+    # B may use the same name for its own conversation; the two never meet.
+    assert client.post("/v1/conversations", json={"id": "c1"}, headers=B).status_code == 201
+    assert client.get(base + "/history", headers=B).json()["total"] == 0
+    assert client.get(base + "/history", headers=A).json()["total"] == 21
+    assert sorted(store.conversations()) == ["team-a/c1", "team-b/c1"]
+
+
+def test_a_wrong_key_is_refused(client: TestClient) -> None:
+    wrong = {"Authorization": "Bearer key-of-nobody-0123456789"}
+    assert client.get("/v1/conversations", headers=wrong).status_code == 401
+    assert client.get("/v1/conversations").status_code == 401
+
+
+@pytest.mark.parametrize("key", ["short", " " * 20, ""])
+def test_a_weak_key_is_refused_at_start(key: str) -> None:
+    with pytest.raises(InvalidSetting, match="at least 16 characters"):
+        ApiKeys.from_pairs(f"team-a={key}")
+    if key:
+        with pytest.raises(InvalidSetting):
+            ApiKeys.single(key)
+
+
+def test_serve_with_a_weak_key_exits_2(tmp_path: Path) -> None:
+    result = run_precis(tmp_path, "serve", check=False, env={"PRECIS_API_KEY": "short"})
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "PRECIS_API_KEY" in line and "16 characters" in line
+
+
+def test_keys_add_stores_only_a_digest_and_the_key_works(
+    tmp_path: Path, store: ConversationStore
+) -> None:
+    home = tmp_path / "home"
+    key = run_precis(home, "keys", "add", "team-c").stdout.strip()
+    saved = (home / "api-keys").read_text()
+    assert key not in saved and saved.startswith("team-c sha256:")
+    assert (home / "api-keys").stat().st_mode & 0o777 == 0o600
+    keys = service_keys(home)
+    assert keys.tenant(key) == (True, "team-c")
+    app = create_app(store, settings=CompactionSettings(context_window=2000), api_keys=keys)
+    with TestClient(app) as c:
+        auth = {"Authorization": f"Bearer {key}"}
+        assert c.post("/v1/conversations", json={"id": "x"}, headers=auth).status_code == 201
+    assert store.conversations() == ["team-c/x"]
+    bad = run_precis(home, "keys", "add", "no/slash", check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
