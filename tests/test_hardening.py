@@ -153,3 +153,59 @@ def test_import_refuses_a_bad_line_naming_it(tmp_path: Path, line: str, reason: 
     (text,) = result.stderr.strip().splitlines()
     assert "line 2" in text and reason in text
     assert run_precis(home, "history", "--json").stdout == history
+
+
+# --- project files run no code unasked ----------------------------------------------------------
+
+
+def _project_with_a_hook(tmp_path: Path) -> tuple[Path, Path, Path]:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    marker = tmp_path / "ran"
+    (project / "precis.toml").write_text(f'[hooks]\npre_compact = "touch {marker}"\n')
+    for n in range(12):
+        run_precis(home, "chat", "-p", f"turn {n}: " + "work " * 60, cwd=project)
+    return home, project, marker
+
+
+def test_an_untrusted_project_file_runs_no_hook(tmp_path: Path) -> None:
+    home, project, marker = _project_with_a_hook(tmp_path)
+    result = run_precis(home, "compact", cwd=project)
+    assert not marker.exists()
+    assert "hooks left out: this project file is not trusted" in result.stderr
+    assert "precis trust" in result.stderr
+
+
+def test_trust_lets_the_hooks_run_until_the_file_changes(tmp_path: Path) -> None:
+    home, project, marker = _project_with_a_hook(tmp_path)
+    trusted = run_precis(home, "trust", cwd=project)
+    assert trusted.stdout.startswith("trusted sha256:")
+    run_precis(home, "compact", cwd=project)
+    assert marker.exists()
+    marker.unlink()
+    settings = project / "precis.toml"
+    settings.write_text(settings.read_text() + "timeout = 5\n")  # changed: trust again first
+    for n in range(6):
+        run_precis(home, "chat", "-p", f"more {n}: " + "work " * 60, cwd=project)
+    result = run_precis(home, "compact", cwd=project)
+    assert not marker.exists() and "not trusted" in result.stderr
+
+
+def test_hooks_in_the_home_file_stay_trusted(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    home.mkdir()
+    marker = tmp_path / "ran"
+    (home / "precis.toml").write_text(f'[hooks]\npre_compact = "touch {marker}"\n')
+    for n in range(12):
+        run_precis(home, "chat", "-p", f"turn {n}: " + "work " * 60, cwd=project)
+    result = run_precis(home, "compact", cwd=project)
+    assert marker.exists() and "not trusted" not in result.stderr
+
+
+def test_a_mistyped_variable_is_named_with_the_closest_setting(tmp_path: Path) -> None:
+    result = run_precis(tmp_path, "config", env={"PRECIS_SUMARY_TIMEOUT": "5"})
+    assert (
+        "precis: warning: PRECIS_SUMARY_TIMEOUT is not a precis setting and is ignored "
+        "(did you mean PRECIS_SUMMARY_TIMEOUT?)"
+    ) in result.stderr

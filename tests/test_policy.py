@@ -12,7 +12,13 @@ from run_cli import Ran, run_precis
 
 from precis.core.errors import InvalidSetting, SettingsError
 from precis.core.tokens import letta_threshold
-from precis.engine.settings import CompactionSettings, LoadedSettings, env_name, load_settings
+from precis.engine.settings import (
+    CompactionSettings,
+    LoadedSettings,
+    env_name,
+    load_settings,
+    trust,
+)
 
 
 def write_toml(directory: Path, text: str) -> Path:
@@ -141,6 +147,7 @@ def test_hooks_table_fills_the_tuple_fields(tmp_path: Path) -> None:
         '[hooks]\npre_compact = "./check.sh --strict"\n'
         'post_compact = ["notify-send done", "echo ok"]\ntimeout = 5\n'
     )
+    trust(write_toml(tmp_path / "cwd", toml), tmp_path / "home")  # a project's hooks need trust
     loaded = load(tmp_path, cwd_toml=toml)
     s = loaded.settings
     assert s.pre_compact_hooks == ("./check.sh --strict",)
@@ -300,6 +307,7 @@ def test_precis_config_json_shows_values_and_sources(tmp_path: Path) -> None:
         "[compaction]\nsoft_watermark = 0.8\ncontext_window = 4000\n"
         '[hooks]\npre_compact = "echo hi"\n',
     )
+    trust(cwd_file, home)  # a project's hooks count once the user trusts the file
     result = run_config(home, cwd, "config", "--json", env={"PRECIS_HARD_WATERMARK": "0.9"})
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)

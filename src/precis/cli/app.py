@@ -130,6 +130,7 @@ COMMANDS = (
     ("history", conversation.history),
     ("recall", conversation.recall),
     ("config", settings.config_command),
+    ("trust", settings.trust_command),
     ("import", transfer.import_command),
     ("export", transfer.export),
     ("eval", evaluate.eval_command),

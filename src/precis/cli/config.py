@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,6 +30,20 @@ ENV_MODEL = "PRECIS_MODEL"
 ENV_BASE_URL = "PRECIS_BASE_URL"
 ENV_API_KEY = "PRECIS_API_KEY"
 ENV_API_KEYS = "PRECIS_API_KEYS"
+# Variables the CLI reads itself (and the test suite's database); any other PRECIS_* is a typo.
+CLI_VARIABLES = frozenset(
+    {
+        ENV_HOME,
+        ENV_STORE,
+        ENV_SUMMARIZER,
+        ENV_PROVIDER,
+        ENV_MODEL,
+        ENV_BASE_URL,
+        ENV_API_KEY,
+        ENV_API_KEYS,
+        "PRECIS_DATABASE_URL",
+    }
+)
 # Tenants' keys, as `tenant sha256:HEX` lines, under the home (`precis keys add` writes it).
 KEYS_FILE = "api-keys"
 
@@ -55,6 +70,8 @@ class CliConfig:
     # Settings given as command-line options; None (a config built in code) makes
     # `context_window` itself the override.
     options: Mapping[str, Any] | None = None
+    # Settings warnings already shown by this command.
+    warned: set[str] = field(default_factory=set)
 
 
 def resolve_settings(home: Path, options: Mapping[str, Any]) -> LoadedSettings:
@@ -62,17 +79,28 @@ def resolve_settings(home: Path, options: Mapping[str, Any]) -> LoadedSettings:
     from precis.engine.settings import LoadedSettings, load_settings
 
     overrides = {name: value for name, value in options.items() if value is not None}
-    loaded = load_settings(home=home, cwd=Path.cwd(), env=os.environ, overrides=overrides)
+    loaded = load_settings(
+        home=home,
+        cwd=Path.cwd(),
+        env=os.environ,
+        overrides=overrides,
+        other_variables=CLI_VARIABLES,
+    )
     if loaded.settings.context_window is not None:
         return loaded
     settings = replace(loaded.settings, context_window=DEFAULT_CONTEXT_WINDOW)
-    return LoadedSettings(settings, loaded.sources)
+    return LoadedSettings(settings, loaded.sources, loaded.warnings)
 
 
 def config_settings(config: CliConfig, **options: Any) -> LoadedSettings:
     """The effective settings for a command: the global options plus the command's own."""
     given = {"context_window": config.context_window} if config.options is None else config.options
-    return resolve_settings(config.home, {**given, **options})
+    loaded = resolve_settings(config.home, {**given, **options})
+    for line in loaded.warnings:
+        if line not in config.warned:  # once per command, however often settings are read
+            config.warned.add(line)
+            print(f"precis: warning: {line}", file=sys.stderr)
+    return loaded
 
 
 def make_provider(config: CliConfig) -> ChatProvider:

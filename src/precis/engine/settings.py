@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 import tomllib
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
@@ -174,10 +175,41 @@ def _commands(key: str, value: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class LoadedSettings:
-    """The effective settings and, per field, where its value came from (for `precis config`)."""
+    """The effective settings and, per field, where its value came from (for `precis config`);
+    `warnings` are lines a face shows once (untrusted hooks left out, a mistyped variable)."""
 
     settings: CompactionSettings
     sources: dict[str, str]
+    warnings: tuple[str, ...] = ()
+
+
+# Hooks run shell commands: from a project's precis.toml only once the user trusts that file.
+HOOK_FIELDS = ("pre_compact_hooks", "post_compact_hooks")
+# Under the home: one `sha256:HEX PATH` line per project file the user trusts.
+TRUST_FILE = "trusted"
+
+
+def file_digest(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def is_trusted(path: Path, home: Path) -> bool:
+    """Whether the user trusted this file as it is now (a changed file needs trust again)."""
+    record = home / TRUST_FILE
+    if not record.is_file():
+        return False
+    line = f"{file_digest(path)} {path.resolve()}"
+    return line in record.read_text(encoding="utf-8").splitlines()
+
+
+def trust(path: Path, home: Path) -> str:
+    """Record that the user trusts this file's current contents; returns the recorded line."""
+    line = f"{file_digest(path)} {path.resolve()}"
+    if not is_trusted(path, home):
+        home.mkdir(parents=True, exist_ok=True)
+        with (home / TRUST_FILE).open("a", encoding="utf-8") as record:
+            record.write(line + "\n")
+    return line
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,10 +235,16 @@ def load_settings(
     cwd: Path,
     env: Mapping[str, str],
     overrides: Mapping[str, Any] | None = None,
+    other_variables: Iterable[str] = (),
 ) -> LoadedSettings:
-    """Merge defaults < HOME/precis.toml < CWD/precis.toml < PRECIS_* < overrides, validated."""
+    """Merge defaults < HOME/precis.toml < CWD/precis.toml < PRECIS_* < overrides, validated.
+
+    Hooks in the project's file (CWD) count only if the user trusted it (`trust`); a PRECIS_*
+    variable that is neither a setting nor in `other_variables` is named in a warning.
+    """
     kinds = _kinds()
     layers: list[_Layer] = []
+    warnings: list[str] = []
     seen: set[Path] = set()
     for directory in (home, cwd):
         path = directory / SETTINGS_FILE
@@ -215,8 +253,18 @@ def load_settings(
             continue
         seen.add(key)
         if path.is_file():
-            layers.append(_file_layer(path, kinds))
+            layer = _file_layer(path, kinds)
+            hooks = [name for name in HOOK_FIELDS if layer.values.get(name)]
+            if directory is cwd and hooks and not is_trusted(path, home):
+                for name in hooks:
+                    del layer.values[name], layer.sources[name]
+                warnings.append(
+                    f"{path}: hooks left out: this project file is not trusted "
+                    f"(run `precis trust {path}` after reading it)"
+                )
+            layers.append(layer)
     layers.append(_env_layer(env, kinds))
+    warnings += _unknown_variables(env, kinds, other_variables)
     layers.append(_override_layer(overrides or {}, kinds))
 
     values: dict[str, Any] = {}
@@ -230,7 +278,19 @@ def load_settings(
         settings = CompactionSettings(**values)
     except InvalidSetting as exc:
         raise SettingsError(f"{labels[exc.key]}: {exc.reason}") from None
-    return LoadedSettings(settings, sources)
+    return LoadedSettings(settings, sources, tuple(warnings))
+
+
+def _unknown_variables(
+    env: Mapping[str, str], kinds: Mapping[str, _Kind], others: Iterable[str]
+) -> list[str]:
+    """A line per PRECIS_* variable nobody reads: usually a typo, which would pass unnoticed."""
+    known = {env_name(name) for name in kinds} | set(others)
+    return [
+        f"{variable} is not a precis setting and is ignored{_suggest(variable, known)}"
+        for variable in sorted(env)
+        if variable.startswith(ENV_PREFIX) and variable not in known
+    ]
 
 
 def env_name(field_name: str) -> str:
@@ -390,7 +450,7 @@ def _or_none(kind: _Kind) -> str:
     return ' or "none"' if kind.optional else ""
 
 
-def _suggest(key: str, known: Mapping[str, Any]) -> str:
+def _suggest(key: str, known: Iterable[str]) -> str:
     """A "did you mean" hint for a misspelt key, since typos are the usual cause."""
     close = difflib.get_close_matches(key, list(known), n=1)
     return f" (did you mean {close[0]}?)" if close else ""
