@@ -122,7 +122,7 @@ class Meter:
 
 def load(path: Path) -> list[dict[str, Any]]:
     """A shared conversation as OpenAI dicts, as `precis eval` reads it."""
-    from precis.eval.evaluation import load_conversation
+    from precis.eval import load_conversation
 
     return load_conversation(path)
 

@@ -554,7 +554,7 @@ def eval_command(
     """Replay conversations per strategy: violations, tokens, calls, time, fact retention."""
     from rich.console import Console
 
-    from precis.eval import evaluation
+    import precis.eval as evaluation
 
     with _clean_errors():
         if reference:
