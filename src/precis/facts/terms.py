@@ -104,6 +104,8 @@ def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, st
     if word in TICKET_WORDS and (number := NUMBER_AFTER_RE.fullmatch(core)) is not None:
         yield "pr", f"#{number.group(1)}", f"{TICKET_WORDS[word]} {number.group(1)}"
         return
+    if core.isdigit():
+        return  # a bare number (ASCII: the token is) is no identifier by itself
     match = TOKEN_ID_RE.fullmatch(core)
     if match is None:
         # "s/1.2.3/1.2.4/", "version=2.0.1", "(#12)": look at the pieces between separators.
