@@ -38,7 +38,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-TRAJECTORIES = Path(os.environ.get("PRECIS_SHARED", ROOT.parent / "shared"), "data", "trajectories")
+# The repo carries the shared conversations; PRECIS_TRAJECTORIES points at another folder.
+TRAJECTORIES = Path(os.environ.get("PRECIS_TRAJECTORIES", ROOT / "tests" / "data" / "trajectories"))
 LC_PYTHON = Path(os.environ.get("PEERS_LC_PYTHON", "/tmp/peers-lc/bin/python"))
 OH_PYTHON = Path(os.environ.get("PEERS_OH_PYTHON", "/tmp/peers-oh/bin/python"))
 # Interpreters the venvs are made from by --setup; LangChain runs on 3.11, OpenHands needs 3.12.
@@ -120,7 +121,7 @@ class Meter:
 
 def load(path: Path) -> list[dict[str, Any]]:
     """A shared conversation as OpenAI dicts, as `precis eval` reads it."""
-    from precis.eval.evaluation import load_conversation
+    from precis.eval import load_conversation
 
     return load_conversation(path)
 
@@ -616,12 +617,14 @@ def _peer_main(name: str, window: int) -> int:
     return 0
 
 
-def setup() -> int:
+def setup(only: Sequence[str] = ()) -> int:
     """Make the peers' venvs under /tmp with their packages and precis (editable)."""
-    for base, python, packages in (
-        (LC_BASE, LC_PYTHON, LC_PACKAGES),
-        (OH_BASE, OH_PYTHON, OH_PACKAGES),
+    for name, base, python, packages in (
+        ("langchain", LC_BASE, LC_PYTHON, LC_PACKAGES),
+        ("openhands", OH_BASE, OH_PYTHON, OH_PACKAGES),
     ):
+        if only and name not in only:
+            continue
         venv = python.parent.parent
         if not python.exists():
             subprocess.run([base, "-m", "venv", str(venv)], check=True)
@@ -752,17 +755,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=8000, help="context window in tokens")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--setup", action="store_true", help="make the peers' venvs and exit")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(PEERS),
+        help="set up or run only this peer (repeatable; precis always runs)",
+    )
     parser.add_argument("--peer", choices=sorted(PEERS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.window < 1:
         parser.error("--window must be positive")
     if str(SRC) not in sys.path:
         sys.path.insert(0, str(SRC))
+    only = tuple(args.only or ())
     if args.setup:
-        return setup()
+        return setup(only)
     if args.peer:
         return _peer_main(args.peer, args.window)
-    systems = [s for name in PEERS for s in run_peer(name, args.window)]
+    names = [n for n in PEERS if not only or n == "precis" or n in only]
+    systems = [s for name in names for s in run_peer(name, args.window)]
     rows = [summarize(s, args.window) for s in systems]
     if args.json:
         print(json.dumps({"window": args.window, "systems": rows}, indent=2))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from precis.core.messages import Message, messages_from_openai
-from precis.eval.evaluation import load_conversation
+from precis.eval import load_conversation
 
 DATA = Path(__file__).resolve().parent / "data"
 VECTORS = DATA / "conformance" / "letta-vectors.json"

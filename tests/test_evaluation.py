@@ -9,7 +9,7 @@ import pytest
 from conformance import TRAJECTORIES, trajectory
 from rich.console import Console
 
-from precis.eval.evaluation import (
+from precis.eval import (
     STRATEGY_NAMES,
     EvalReport,
     ReferenceReport,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from precis.facts import raw_summary_text, span_language
 from precis.summarize.base import Summarizer, SummaryRequest, split_previous
-from precis.summarize.extractive import ExtractiveSummarizer, build_brief, span_language
+from precis.summarize.extractive import ExtractiveSummarizer, build_brief
 from precis.summarize.ladder import LADDER_STEPS, SummaryCall, summarize_with_ladder
 from precis.summarize.llm import LLMSummarizer
 from precis.summarize.mock import MockSummarizer
@@ -28,7 +29,6 @@ from precis.summarize.prompts import (
 from precis.summarize.transcript import (
     DEFAULT_TOOL_RESULT_CHARS,
     middle_truncate,
-    raw_summary_text,
     render_transcript,
     transcript_line,
     truncate_tool_result,

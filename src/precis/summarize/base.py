@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
-from precis.core.messages import KIND_SUMMARY, Message
+from precis.core.messages import Message
 from precis.core.types import MergePolicy, PlanMode, SummaryStyle
-from precis.summarize.transcript import raw_summary_text
-
-_PACKED_SUMMARY_MARK: Final = "The following is a summary of the previous messages:"
+from precis.facts import earlier_summary_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,24 +63,6 @@ class LocalSummarizer:
 
     async def asummarize(self, request: SummaryRequest) -> str:
         return self.summarize(request)
-
-
-def earlier_summary_text(message: Message) -> str | None:
-    """The raw text of an earlier summary, unwrapping letta's JSON when no raw copy was kept."""
-    raw = raw_summary_text(message)
-    if raw is not None:
-        return raw
-    if message.kind != KIND_SUMMARY:
-        return None
-    text = message.content
-    try:
-        packed = json.loads(text)
-    except ValueError:
-        packed = None
-    if isinstance(packed, Mapping) and isinstance(packed.get("message"), str):
-        text = packed["message"]
-    _, mark, after = text.partition(_PACKED_SUMMARY_MARK)
-    return after.strip() if mark else text.strip()
 
 
 def _same_text(a: str, b: str) -> bool:

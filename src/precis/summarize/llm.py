@@ -5,9 +5,9 @@ from __future__ import annotations
 from precis.core.errors import SummarizerError
 from precis.core.messages import Message
 from precis.core.steps import Steps, arun_steps, run_steps
+from precis.facts import span_language
 from precis.providers.base import ChatProvider
 from precis.summarize.base import SummaryRequest, contains_message, split_previous
-from precis.summarize.extractive import span_language
 from precis.summarize.ladder import Ask, ladder_steps, usable_answer
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
 from precis.summarize.prompts import (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from precis.core.jscompat import utf16_slice
 from precis.core.messages import KIND_SUMMARY, Message
+from precis.facts import raw_summary_text
 from precis.summarize.base import LocalSummarizer, SummaryRequest
 from precis.summarize.packaging import NO_MESSAGES_SUMMARY
-from precis.summarize.transcript import raw_summary_text
 
 MOCK_PREFIX_CHARS = 12
 MOCK_SEPARATOR = " | "

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from precis.core.jscompat import utf16_len, utf16_slice
 from precis.core.messages import Message
+from precis.facts import raw_summary_text
 
 DEFAULT_TOOL_RESULT_CHARS = 2000
 
@@ -36,19 +37,6 @@ def truncate_tool_result(text: str, limit: int | None) -> str:
     if limit is None or total <= limit:
         return text
     return f"{utf16_slice(text, 0, limit)}... [truncated {total - limit} chars]"
-
-
-def raw_summary_text(message: Message) -> str | None:
-    """The bare text of an earlier summary, so a re-summary sees it without its JSON wrapper."""
-    ours = message.metadata.get("summary")
-    if isinstance(ours, str):
-        return ours
-    compaction = message.metadata.get("compaction")
-    if isinstance(compaction, Mapping):
-        letta_summary = compaction.get("summary")
-        if isinstance(letta_summary, str):
-            return letta_summary
-    return None
 
 
 def _with_image_placeholder(text: str, images: int) -> str:

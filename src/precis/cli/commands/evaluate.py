@@ -13,7 +13,7 @@ from precis.cli.errors import CliFailure, CliUsageError
 
 def _strategy_name(name: str) -> str:
     """A known strategy's name; the library's own lookup rejects others, and typer reports it."""
-    from precis.eval.evaluation import strategy
+    from precis.eval import strategy
 
     return strategy(name).name
 
@@ -45,7 +45,7 @@ def eval_command(
     """Replay conversations per strategy: violations, tokens, calls, time, fact retention."""
     from rich.console import Console
 
-    from precis.eval import evaluation
+    import precis.eval as evaluation
 
     if reference:
         if trajectories is None:

@@ -1,0 +1,355 @@
+"""Replaying a conversation under a strategy: compactions when due, and what each one kept.
+
+A run replays one conversation message by message into a fresh in-memory session, compacts when
+the engine's triggers fire (or once, at a chosen message), and records validity, tokens,
+summarizer calls, time and fact retention: the share of facts from the evicted span still in the
+new context.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from precis.core.errors import CompactionError, InvalidInput, InvalidMessage
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.types import CompactionMode, Trigger
+from precis.core.validity import check
+from precis.engine.settings import CompactionSettings
+from precis.eval.retention import Retention, facts_of, measure
+from precis.eval.strategies import STRATEGY_NAMES, Strategy, strategy
+from precis.facts import context_text
+from precis.session import Session
+from precis.stores.memory import MemoryStore
+from precis.summarize.base import LocalSummarizer, Summarizer, SummaryRequest
+from precis.summarize.extractive import ExtractiveSummarizer
+
+DEFAULT_WINDOW = 8000
+
+
+def load_conversation(path: Path) -> list[dict[str, Any]]:
+    """A shared trajectory (JSON lines, flat tool calls) as OpenAI message dicts."""
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{path}:{n}: not JSON: {exc.msg}") from None
+        if not isinstance(row, dict):
+            raise InvalidInput(f"{path}:{n}: expected a JSON object per line")
+        calls = row.get("tool_calls")
+        if calls:
+            row["tool_calls"] = [
+                c
+                if "function" in c
+                else {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c.get("arguments", "{}")},
+                }
+                for c in calls
+            ]
+        out.append(row)
+    return out
+
+
+class _CountingSummarizer(LocalSummarizer):
+    """Counts the calls a strategy makes, since model calls are what compaction costs."""
+
+    def __init__(self, inner: Summarizer) -> None:
+        self.inner = inner
+        self.calls = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def summarize(self, request: SummaryRequest) -> str:
+        self.calls += 1
+        return self.inner.summarize(request)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    """One compaction during a replay: where, why, cost, and what it kept of the evicted span."""
+
+    index: int  # the message (index into the file) after which it ran
+    trigger: str
+    mode: str
+    tokens_before: int
+    tokens_after: int
+    seconds: float
+    evicted: int
+    violations: int
+    retention: Retention
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "trigger": self.trigger,
+            "mode": self.mode,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "seconds": self.seconds,
+            "evicted": self.evicted,
+            "violations": self.violations,
+            "retention": self.retention.as_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One conversation replayed under one strategy.
+
+    `tokens[i]` is the context's size right after message i was appended (before any compaction
+    it triggered); `retention` pools every compaction's evicted span (for masking: the outputs
+    the view hides at the end).
+    """
+
+    conversation: str
+    strategy: str
+    messages: int
+    tokens: tuple[int, ...]
+    compactions: tuple[CompactionRecord, ...]
+    summarizer_calls: int
+    final_violations: int
+    retention: Retention
+    errors: tuple[str, ...] = ()
+
+    @property
+    def violations(self) -> int:
+        return sum(c.violations for c in self.compactions) + self.final_violations
+
+    @property
+    def seconds(self) -> float:
+        return sum(c.seconds for c in self.compactions)
+
+    @property
+    def peak_tokens(self) -> int:
+        return max(self.tokens, default=0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "conversation": self.conversation,
+            "strategy": self.strategy,
+            "messages": self.messages,
+            "compactions": [c.as_dict() for c in self.compactions],
+            "violations": self.violations,
+            "final_violations": self.final_violations,
+            "summarizer_calls": self.summarizer_calls,
+            "seconds": self.seconds,
+            "peak_tokens": self.peak_tokens,
+            "tokens": list(self.tokens),
+            "retention": self.retention.as_dict(),
+            "errors": list(self.errors),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StrategySummary:
+    """One strategy pooled over every conversation of a report."""
+
+    strategy: str
+    conversations: int
+    compactions: int
+    violations: int
+    tokens_before: float | None  # mean over compactions
+    tokens_after: float | None
+    peak_tokens: int
+    summarizer_calls: int
+    seconds: float
+    retention: Retention
+    errors: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "conversations": self.conversations,
+            "compactions": self.compactions,
+            "violations": self.violations,
+            "tokens_before_mean": self.tokens_before,
+            "tokens_after_mean": self.tokens_after,
+            "peak_tokens": self.peak_tokens,
+            "summarizer_calls": self.summarizer_calls,
+            "seconds": self.seconds,
+            "retention": self.retention.as_dict(),
+            "errors": self.errors,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EvalReport:
+    """Every run of `run_eval`, in conversation-then-strategy order."""
+
+    window: int
+    at: int | None
+    strategies: tuple[str, ...]
+    runs: tuple[RunResult, ...]
+
+    @property
+    def conversations(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.conversation for r in self.runs))
+
+    def overall(self, name: str) -> StrategySummary:
+        """Pool one strategy's runs: sums, means over compactions, pooled retention."""
+        runs = [r for r in self.runs if r.strategy == name]
+        records = [c for r in runs for c in r.compactions]
+        return StrategySummary(
+            strategy=name,
+            conversations=len(runs),
+            compactions=len(records),
+            violations=sum(r.violations for r in runs),
+            tokens_before=mean(c.tokens_before for c in records),
+            tokens_after=mean(c.tokens_after for c in records),
+            peak_tokens=max((r.peak_tokens for r in runs), default=0),
+            summarizer_calls=sum(r.summarizer_calls for r in runs),
+            seconds=sum(r.seconds for r in runs),
+            retention=sum((r.retention for r in runs), Retention()),
+            errors=sum(len(r.errors) for r in runs),
+        )
+
+
+def mean(values: Iterable[int]) -> float | None:
+    items = list(values)
+    return sum(items) / len(items) if items else None
+
+
+def _original(evicted: Sequence[Message]) -> list[Message]:
+    """The evicted conversation messages, without earlier summaries: their facts were measured
+    when they were made, and a guard's carried ledger would give guarded strategies more facts."""
+    return [m for m in evicted if m.kind not in (KIND_SUMMARY, KIND_MARKER)]
+
+
+def _compaction_point(items: Sequence[Mapping[str, Any]], at: int) -> int | None:
+    """Index of the message after which `at=K` compacts: K-1, moved past the tool results
+    answering it, since an agent only compacts before a model call."""
+    if at < 1 or at > len(items):
+        return None
+    index = at - 1
+    while index + 1 < len(items) and items[index + 1].get("role") == "tool":
+        index += 1
+    return index
+
+
+class _Replay:
+    """The mutable state of one replay, kept out of the frozen result until it is done."""
+
+    def __init__(self, name: str, items: Sequence[Mapping[str, Any]], plan: Strategy, window: int):
+        self.name = name
+        self.items = items
+        self.plan = plan
+        self.summarizer = _CountingSummarizer(ExtractiveSummarizer())
+        settings = plan.configure(CompactionSettings(context_window=window))
+        self.session = Session(MemoryStore(), name, None, self.summarizer, settings)
+        self.tokens: list[int] = []
+        self.records: list[CompactionRecord] = []
+        self.errors: list[str] = []
+
+    def run(self, at: int | None) -> RunResult:
+        point = _compaction_point(self.items, at) if at is not None else None
+        for i, item in enumerate(self.items):
+            if i == 0 and item.get("role") == "system" and isinstance(item.get("content"), str):
+                self.session.set_system_prompt(item["content"])
+            else:
+                try:
+                    self.session.append(item)
+                except InvalidMessage as exc:
+                    self.errors.append(f"message {i}: {exc}")
+            self.tokens.append(self.session.tokens())
+            if not self.plan.compacts:
+                continue
+            if at is not None:
+                if i == point:
+                    self._compact(i, self.plan.mode, "manual")
+            elif i + 1 == len(self.items) or self.items[i + 1].get("role") != "tool":
+                self._when_due(i)
+        view = self.session.view()
+        retention = sum((c.retention for c in self.records), Retention())
+        if not self.plan.compacts:
+            retention = self._masked_retention(view)
+        return RunResult(
+            conversation=self.name,
+            strategy=self.plan.name,
+            messages=len(self.items),
+            tokens=tuple(self.tokens),
+            compactions=tuple(self.records),
+            summarizer_calls=self.summarizer.calls,
+            final_violations=len(check(view)),
+            retention=retention,
+            errors=tuple(self.errors),
+        )
+
+    def _when_due(self, index: int) -> None:
+        """`Session.maybe_compact`'s rule, with the strategy's mode for the summarizing step."""
+        s = self.session.settings
+        hard = s.hard_limit
+        if hard is not None and self.session.tokens() > hard:
+            self._compact(index, "truncate", "hard_watermark")
+        if self.session.needs_compaction():
+            self._compact(index, self.plan.mode, "context_window_limit")
+        elif s.turn_limit is not None and self.session.turns_since_compaction() >= s.turn_limit:
+            self._compact(index, self.plan.mode, "turn_limit")
+
+    def _compact(self, index: int, mode: CompactionMode | None, trigger: Trigger) -> None:
+        before = self.session.context()
+        tokens_before = self.session.tokens()
+        start = time.perf_counter()
+        try:
+            stats = self.session.compact(mode, trigger=trigger)
+        except CompactionError as exc:
+            self.errors.append(f"message {index}: {exc}")
+            return
+        seconds = time.perf_counter() - start
+        view = self.session.view()
+        after = {m.id for m in self.session.context()}
+        evicted = [m for m in before if m.id not in after]
+        self.records.append(
+            CompactionRecord(
+                index=index,
+                trigger=trigger,
+                mode=stats.mode,
+                tokens_before=tokens_before,
+                tokens_after=self.session.tokens(),
+                seconds=seconds,
+                evicted=len(evicted),
+                violations=len(check(view)),
+                retention=measure(facts_of(_original(evicted)), context_text(view)),
+            )
+        )
+
+    def _masked_retention(self, view: Sequence[Message]) -> Retention:
+        """What masking hides is the outputs it replaced with a note: their facts vs the view."""
+        originals = {m.id: m for m in self.session.context()}
+        hidden = [originals[m.id] for m in view if m.metadata.get("masked") and m.id in originals]
+        return measure(facts_of(hidden), context_text(view))
+
+
+def run_eval(
+    paths: Sequence[Path],
+    *,
+    strategies: Sequence[str] = STRATEGY_NAMES,
+    window: int = DEFAULT_WINDOW,
+    at: int | None = None,
+) -> EvalReport:
+    """Replay each conversation under each strategy; compact when due, or once after `at` messages.
+
+    "When due" is `maybe_compact`'s rule (hard watermark truncates, the threshold summarizes),
+    consulted before each model call: after every message not followed by a tool result.
+    """
+    plans = [strategy(name) for name in strategies]
+    if window < 1:
+        raise InvalidInput(f"window must be positive, got {window}")
+    if at is not None and at < 1:
+        raise InvalidInput(f"at must be a positive message count, got {at}")
+    runs: list[RunResult] = []
+    for path in paths:
+        items = load_conversation(path)
+        for plan in plans:
+            runs.append(_Replay(path.stem, items, plan, window).run(at))
+    return EvalReport(window, at, tuple(p.name for p in plans), tuple(runs))

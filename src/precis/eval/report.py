@@ -1,0 +1,191 @@
+"""`precis eval`'s output: the rich tables, the JSON, the sawtooth plot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from precis.eval.reference import ReferenceReport
+from precis.eval.replay import EvalReport, mean
+from precis.eval.retention import KIND_LABELS, Retention, ordered_kinds
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _tokens(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
+def _kinds_of(retentions: Iterable[Retention]) -> list[str]:
+    return ordered_kinds(k for r in retentions for k in r.total)
+
+
+def render_table(report: EvalReport) -> Table:
+    """The eval as a rich table: one row per conversation and strategy, then pooled rows."""
+    from rich.table import Table
+
+    kinds = _kinds_of(r.retention for r in report.runs)
+    where = f"window {report.window}" + (f", once at message {report.at}" if report.at else "")
+    table = Table(title=f"precis eval ({where})")
+    for header in ("conversation", "strategy"):
+        table.add_column(header, overflow="fold")
+    for header in ("compactions", "violations", "tokens before", "after", "peak", "calls", "ms"):
+        table.add_column(header, justify="right")
+    table.add_column("retained", justify="right")
+    for kind in kinds:
+        table.add_column(KIND_LABELS.get(kind, kind), justify="right")
+
+    def retention_cells(r: Retention) -> list[str]:
+        overall = f"{_share(r.overall)} ({r.kept}/{r.facts})"
+        return [overall, *(_share(r.share(k)) for k in kinds)]
+
+    for run in report.runs:
+        records = run.compactions
+        table.add_row(
+            run.conversation,
+            run.strategy,
+            str(len(records)),
+            str(run.violations),
+            _tokens(mean(c.tokens_before for c in records)),
+            _tokens(mean(c.tokens_after for c in records)),
+            f"{run.peak_tokens:,}",
+            str(run.summarizer_calls),
+            f"{run.seconds * 1000:.1f}",
+            *retention_cells(run.retention),
+        )
+    table.add_section()
+    for name in report.strategies:
+        s = report.overall(name)
+        table.add_row(
+            f"all ({s.conversations})",
+            name,
+            str(s.compactions),
+            str(s.violations),
+            _tokens(s.tokens_before),
+            _tokens(s.tokens_after),
+            f"{s.peak_tokens:,}",
+            str(s.summarizer_calls),
+            f"{s.seconds * 1000:.1f}",
+            *retention_cells(s.retention),
+            style="bold",
+        )
+    return table
+
+
+def report_json(report: EvalReport) -> dict[str, Any]:
+    """The eval as plain data for `--json`: every run in full and each strategy pooled."""
+    return {
+        "window": report.window,
+        "at": report.at,
+        "strategies": list(report.strategies),
+        "conversations": list(report.conversations),
+        "runs": [r.as_dict() for r in report.runs],
+        "overall": {name: report.overall(name).as_dict() for name in report.strategies},
+    }
+
+
+def plot_sawtooth(report: EvalReport, out: Path) -> Path:
+    """Tokens in context per message for each strategy of the first conversation: the sawtooth."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not report.runs:
+        raise ValueError("the report has no runs to plot")
+    first = report.runs[0].conversation
+    figure = Figure(figsize=(11, 5.5))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    runs = [r for r in report.runs if r.conversation == first]
+    # Strategies that never compact (masking) would flatten the sawtooth: clip them, say so.
+    compacting = [r.peak_tokens for r in runs if r.compactions]
+    top = max([report.window * 1.5, *compacting]) * 1.05
+    for run in runs:
+        xs: list[float] = []
+        ys: list[float] = []
+        drops = {c.index: c for c in run.compactions}
+        after: dict[int, int] = {}
+        for c in run.compactions:
+            after[c.index] = c.tokens_after  # several at one message: the last one counts
+        for i, tokens in enumerate(run.tokens):
+            xs.append(i)
+            ys.append(tokens)
+            if i in after:
+                xs.append(i)
+                ys.append(after[i])
+        label = f"{run.strategy} ({len(run.compactions)})"
+        if run.peak_tokens > top:
+            label += f", off the chart: peak {run.peak_tokens:,}"
+        (line,) = axes.plot(xs, ys, label=label, lw=1.2)
+        axes.scatter(
+            list(drops),
+            [after[i] for i in drops],
+            marker="v",
+            s=22,
+            color=line.get_color(),
+            zorder=3,
+        )
+    axes.axhline(report.window, color="black", ls="--", lw=0.8, label=f"window {report.window}")
+    axes.set_ylim(0, top)
+    axes.set_xlabel("message")
+    axes.set_ylabel("tokens in context")
+    axes.set_title(f"{first}: tokens in context (▼ compaction, count in legend)")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(str(out), format="png", dpi=110)
+    return out
+
+
+def render_reference(ref: ReferenceReport) -> Table:
+    """precis beside Claude Code's summary: retention per session and pooled, and both sizes."""
+    from rich.table import Table
+
+    kinds = _kinds_of([*(r.reference for r in ref.rows), *(r.precis for r in ref.rows)])
+    table = Table(title="precis vs Claude Code's compaction (same point, same size)")
+    table.add_column("session", overflow="fold")
+    for header in ("messages", "facts", "CC chars", "precis chars", "CC kept", "precis kept"):
+        table.add_column(header, justify="right")
+    for kind in kinds:
+        table.add_column(f"{KIND_LABELS.get(kind, kind)} CC/precis", justify="right")
+
+    def cells(reference: Retention, precis: Retention) -> list[str]:
+        return [
+            f"{_share(reference.overall)} ({reference.kept})",
+            f"{_share(precis.overall)} ({precis.kept})",
+            *(f"{_share(reference.share(k))}/{_share(precis.share(k))}" for k in kinds),
+        ]
+
+    for row in ref.rows:
+        table.add_row(
+            row.conversation,
+            str(row.message_index),
+            str(row.facts),
+            f"{row.reference_chars:,}",
+            f"{row.precis_chars:,}",
+            *cells(row.reference, row.precis),
+        )
+    table.add_section()
+    table.add_row(
+        "overall (pooled)",
+        str(sum(r.message_index for r in ref.rows)),
+        str(ref.precis.facts),
+        f"{sum(r.reference_chars for r in ref.rows):,}",
+        f"{sum(r.precis_chars for r in ref.rows):,}",
+        *cells(ref.reference, ref.precis),
+        style="bold",
+    )
+    return table
+
+
+def reference_json(ref: ReferenceReport) -> dict[str, Any]:
+    """The reference comparison as plain data for `--json`."""
+    return {
+        "rows": [r.as_dict() for r in ref.rows],
+        "overall": {"reference": ref.reference.as_dict(), "precis": ref.precis.as_dict()},
+    }

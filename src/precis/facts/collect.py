@@ -1,0 +1,330 @@
+"""The collector: one pass over a span, replaying each message's scan into the span's facts.
+
+The scans (`precis.facts.scan`) hold every rule that reads one message; the replay here adds what
+depends on the order: the task, requests and their answers, the open file, pending calls, errors
+and the fix that followed, the newest to-dos. An earlier summary met in the span is folded in by
+a `SummaryReader` when one is given (the brief reads its own sections), else as plain text.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from precis.core.messages import Message
+from precis.facts.patterns import (
+    MAX_SYSTEM_CONSTRAINTS,
+    RECENT_CALLS,
+    RECENT_DONE_CALLS,
+    RECENT_TODOS,
+    TELLING_KINDS,
+)
+from precis.facts.scan import (
+    W_ARGS,
+    W_CARRIED,
+    W_OUTPUT,
+    W_SPOKEN,
+    W_USER,
+    AssistantScan,
+    CallScan,
+    SummaryScan,
+    SystemScan,
+    Term,
+    ToolScan,
+    UserScan,
+    offered,
+    scan,
+    task_scan,
+)
+from precis.facts.terms import terms_in
+from precis.facts.text import by_strength, constraint_sentences, is_trivial, one_line
+
+
+@dataclass(slots=True)
+class TermEntry:
+    label: str
+    weight: int
+    count: int
+    first: int
+    kind: str
+
+
+@dataclass(slots=True)
+class Tally:
+    """Distinct terms with where they were seen: user words outrank tool output, then counts."""
+
+    terms: dict[str, TermEntry] = field(default_factory=dict)
+
+    def add(self, key: str, label: str, weight: int, kind: str = "path") -> None:
+        term = self.terms.get(key)
+        if term is None:
+            self.terms[key] = TermEntry(label, weight, 1, len(self.terms), kind)
+            return
+        term.count += 1
+        term.weight = max(term.weight, weight)
+        if "=" in label and "=" not in term.label:
+            term.label = label
+        if kind in TELLING_KINDS:
+            term.kind = kind
+
+    def ranked(self) -> list[TermEntry]:
+        """Best first; a term seen once and only in tool output is left out unless it is telling."""
+        kept = (
+            t
+            for t in self.terms.values()
+            if t.weight > W_OUTPUT or t.count > 1 or t.kind in TELLING_KINDS
+        )
+        return sorted(
+            kept,
+            key=lambda t: (-t.weight, t.kind not in TELLING_KINDS, -min(t.count, 5), t.first),
+        )
+
+    def keyed(self) -> list[tuple[str, TermEntry]]:
+        """The ranked terms with the key each is filed under."""
+        keys = {id(term): key for key, term in self.terms.items()}
+        return [(keys[id(term)], term) for term in self.ranked()]
+
+
+@dataclass(slots=True)
+class ErrorEntry:
+    signature: str
+    count: int
+    first: int
+    last: int
+    fix: str = ""
+    carried: bool = False
+
+
+@dataclass(slots=True)
+class Facts:
+    """Everything the rules found in one pass over the span."""
+
+    task: str = ""
+    task_keep: tuple[str, ...] = ()
+    task_from_summary: bool = False
+    requests: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
+    carried_requests: list[str] = field(default_factory=list)
+    constraints: dict[str, str] = field(default_factory=dict)
+    system_constraints: dict[str, str] = field(default_factory=dict)
+    modified: Tally = field(default_factory=Tally)
+    read: Tally = field(default_factory=Tally)
+    identifiers: Tally = field(default_factory=Tally)
+    errors: dict[str, ErrorEntry] = field(default_factory=dict)
+    tool_counts: dict[str, int] = field(default_factory=dict)
+    recent_calls: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_CALLS))
+    pending_calls: dict[str, str] = field(default_factory=dict)
+    todo_lines: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_TODOS))
+    todo_tool_items: list[str] = field(default_factory=list)
+    carried_open: list[str] = field(default_factory=list)
+    carried_hints: list[str] = field(default_factory=list)
+    last_request: str = ""
+    last_request_answered: bool = True
+    last_assistant_text: str = ""
+    user_texts: list[str] = field(default_factory=list)
+    # For the brief and the notes: what got done, decided, and carried from an earlier one.
+    answered: list[tuple[str, str]] = field(default_factory=list)
+    completed_calls: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_DONE_CALLS))
+    decisions: dict[str, str] = field(default_factory=dict)
+    confirmations: list[tuple[str, str]] = field(default_factory=list)
+    carried_done: list[str] = field(default_factory=list)
+    carried_findings: list[str] = field(default_factory=list)
+    carried_decisions: list[str] = field(default_factory=list)
+    phases: list[str] = field(default_factory=list)
+
+
+# Folds an earlier summary's text into the collector; False leaves it to the plain-text fold.
+SummaryReader = Callable[["Collector", str], bool]
+
+
+class Collector:
+    """One linear pass over the span, filling `Facts`."""
+
+    def __init__(self, task: str | None = None, *, reader: SummaryReader | None = None) -> None:
+        self.facts = Facts()
+        self._reader = reader
+        self._reads_only: dict[str, bool] = {}
+        self._awaiting_fix: list[ErrorEntry] = []
+        self._open_file: str | None = None
+        self._index = 0
+        self._given_task = one_line(task) if task and task.strip() else ""
+        self._previous_role = ""
+        if task and task.strip():
+            self._set_task(task.strip())
+
+    def _set_task(self, task: str) -> None:
+        """The caller's task stands first and its rules are red lines, whatever the span holds."""
+        facts = self.facts
+        found, keep, terms = task_scan(task)
+        for sentence in found:
+            facts.constraints.setdefault(sentence.lower(), sentence)
+        facts.task, facts.task_keep = task, keep
+        facts.user_texts.append(task)
+        self.add_terms(terms, W_USER, W_USER)
+
+    def fold(self, summary: str) -> None:
+        """Carry the summary being replaced, before the span's own messages."""
+        self._fold_summary(summary)
+
+    def feed(self, messages: Sequence[Message]) -> Facts:
+        for index, message in enumerate(messages):
+            self.feed_one(message, index)
+        return self.facts
+
+    def feed_one(self, message: Message, index: int) -> None:
+        """One message, at position `index` of the span (errors remember where they were seen)."""
+        self._index = index
+        found = scan(message)
+        if isinstance(found, SummaryScan):
+            self._fold_summary(found.text)
+        elif isinstance(found, SystemScan):
+            self._on_system(found)
+        elif isinstance(found, UserScan):
+            self._on_user(found)
+        elif isinstance(found, AssistantScan):
+            self._on_assistant(found)
+        else:
+            self._on_tool(message, found)
+        self._previous_role = message.role
+
+    # -- per role --
+
+    def _on_system(self, found: SystemScan) -> None:
+        for sentence in found.constraints:
+            if len(self.facts.system_constraints) >= MAX_SYSTEM_CONSTRAINTS:
+                break
+            self.facts.system_constraints.setdefault(sentence.lower(), sentence)
+
+    def _on_user(self, found: UserScan) -> None:
+        text = found.text
+        if text is None:
+            return
+        facts = self.facts
+        facts.user_texts.append(text)
+        for sentence in found.constraints:
+            facts.constraints.setdefault(sentence.lower(), sentence)
+        self._note_decisions(found.decisions)
+        proposal = facts.last_assistant_text
+        if self._previous_role == "assistant" and proposal and found.confirms:
+            facts.confirmations.append((offered(proposal), found.short))
+        if not facts.task:
+            facts.task, facts.task_keep = text, found.keep
+        elif not (self._given_task and found.short == self._given_task):
+            facts.requests.append((self._index, text, found.keep))
+        facts.last_request, facts.last_request_answered = text, False
+        facts.todo_lines.clear()  # to-dos are read against the request now being worked on
+        self._todo_lines(found.todos)
+        self.add_terms(found.terms, W_USER, W_USER)
+        if found.opens:
+            self._open_file = found.open_path
+
+    def _on_assistant(self, found: AssistantScan) -> None:
+        facts = self.facts
+        text = found.text
+        if text:
+            facts.last_assistant_text = text
+            for error in self._awaiting_fix:
+                if not error.fix:
+                    error.fix = found.fix
+            self._awaiting_fix.clear()
+            if not found.calls:
+                last = facts.last_request
+                unanswered = last and not facts.last_request_answered
+                if unanswered and not is_trivial(last) and not found.asks:
+                    facts.answered.append((last, found.fix))
+                facts.last_request_answered = True
+            self._note_decisions(found.decisions)
+            self._todo_lines(found.todos)
+            self.add_terms(found.terms, W_SPOKEN, W_SPOKEN)
+        for call in found.calls:
+            self._on_call(call)
+
+    def _on_call(self, call: CallScan) -> None:
+        facts = self.facts
+        facts.tool_counts[call.name] = facts.tool_counts.get(call.name, 0) + 1
+        facts.recent_calls.append(call.short)
+        if not call.final:
+            facts.pending_calls[call.id] = call.short
+        writes = list(call.writes)
+        if call.edits_open_file and self._open_file:
+            writes = [self._open_file]  # SWE-agent edits the file it has open
+        writes += call.shell_writes
+        for path in writes:
+            facts.modified.add(path, path, W_ARGS)
+        for term in call.arg_terms:
+            if term.gate == "id" or term.gate == "term-id":
+                facts.identifiers.add(term.key, term.label, term.weight, term.kind)
+            elif term.key not in writes:
+                facts.read.add(term.key, term.label, term.weight)
+                if term.gate == "path" and call.track_open:
+                    self._open_file = term.key
+        if call.todo_items is not None:
+            # A to-do tool's latest list replaces the previous one: its unfinished items are open.
+            facts.todo_tool_items = list(call.todo_items)
+        self._reads_only[call.id] = call.reads_only
+
+    def _on_tool(self, message: Message, found: ToolScan) -> None:
+        facts = self.facts
+        call_id = message.tool_call_id or ""
+        short = facts.pending_calls.pop(call_id, None)
+        reads_only = self._reads_only.get(call_id, False)
+        failed = found.failed
+        if not found.text:
+            if short is not None and not failed:
+                facts.completed_calls.append(short)
+            return
+        if found.opens:
+            self._open_file = found.open_path
+        for path in found.wrote:
+            facts.modified.add(path, path, W_ARGS)
+        self.add_terms(found.terms, W_OUTPUT, W_OUTPUT)
+        if reads_only and not failed:
+            if short is not None:
+                facts.completed_calls.append(short)
+            return
+        signatures = found.signatures()
+        if short is not None and not failed and not signatures:
+            facts.completed_calls.append(short)
+        for key, signature in signatures:
+            error = facts.errors.get(key)
+            if error is None:
+                error = ErrorEntry(signature, 0, self._index, self._index)
+                facts.errors[key] = error
+            error.count += 1
+            error.last = self._index
+            self._awaiting_fix.append(error)
+
+    # -- shared --
+
+    def add_terms(self, terms: Sequence[Term], path_weight: int, id_weight: int) -> None:
+        """File each term: paths as read, the rest as identifiers."""
+        facts = self.facts
+        for kind, key, label in terms:
+            if kind == "path":
+                facts.read.add(key, label, path_weight)
+            else:
+                facts.identifiers.add(key, label, id_weight, kind)
+
+    def _todo_lines(self, items: Sequence[str]) -> None:
+        todo_lines = self.facts.todo_lines
+        for item in items:
+            if item not in todo_lines:
+                todo_lines.append(item)
+
+    def _note_decisions(self, decisions: Sequence[tuple[str, str]]) -> None:
+        for key, shown in decisions:
+            self.facts.decisions.setdefault(key, shown)
+
+    def _fold_summary(self, text: str) -> None:
+        """Carry an earlier summary forward: by the reader when it knows the text, else whole."""
+        if self._reader is not None and self._reader(self, text):
+            return
+        facts = self.facts
+        if not facts.task:
+            facts.task, facts.task_from_summary = one_line(text), True
+            facts.task_keep = tuple(by_strength(constraint_sentences(text)))
+        else:
+            facts.carried_requests.append(one_line(text))
+        for sentence in constraint_sentences(text):
+            facts.constraints.setdefault(sentence.lower(), sentence)
+        self.add_terms(list(terms_in(text)), W_CARRIED, W_CARRIED)

@@ -1,0 +1,222 @@
+"""The facts a summary must keep: red lines, the task, pins, files, identifiers, errors, requests.
+
+Found by the collector in the evicted span, compacted to one verbatim line each, in priority
+order, after the ledgers that earlier summaries in the span carry. Pure: the same span gives the
+same facts; the heavy reading of each message is remembered (`precis.facts.scan`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from itertools import islice
+from typing import Any, Final
+
+from precis.core.jscompat import utf16_len
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
+from precis.core.types import FactKind
+from precis.facts.collect import Collector, Facts, Tally
+from precis.facts.model import PRIORITY, Fact, Ledger, dedupe
+from precis.facts.scan import MEMO_SIZE, W_OUTPUT, W_SPOKEN
+from precis.facts.terms import project_root
+from precis.facts.text import compact, is_trivial, one_line
+
+# Compact sizes (UTF-16 units) of one fact's text, and how many facts of a kind one span gives.
+_TASK_UNITS: Final = 200
+_CONSTRAINT_UNITS: Final = 300
+_PINNED_UNITS: Final = 200
+_REQUEST_UNITS: Final = 120
+_ERROR_UNITS: Final = 160
+_FIX_UNITS: Final = 120
+_MAX_MODIFIED: Final = 60
+_MAX_READ: Final = 30
+_MAX_IDENTIFIERS: Final = 40
+_MAX_ERRORS: Final = 10
+_MAX_REQUESTS: Final = 20
+# Identifier kinds worth keeping even when only a tool's output named them.
+_OUTPUT_ID_KINDS: Final = frozenset({"commit", "port", "pr", "email"})
+_FILE_EXT_RE: Final = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
+_CARRIERS: Final = frozenset({KIND_SUMMARY, KIND_MARKER})
+
+
+def extract_facts(messages: Sequence[Message], *, task: str | None = None) -> list[Fact]:
+    """Every fact of the span a summary must keep, deterministic and in priority order.
+
+    Ledgers stored on earlier summaries inside the span come first, so they are never lost.
+    """
+    carried: list[Fact] = []
+    for message in messages:
+        if message.kind in _CARRIERS:
+            carried.extend(stored_ledger(message).facts)
+    if not (task and task.strip()):
+        task = next(
+            (m.content for m in messages if m.kind == KIND_TASK and m.content.strip()), None
+        )
+    collector = Collector(task)
+    sources = _Sources(task is not None)
+    for index, message in enumerate(messages):
+        if message.kind in _CARRIERS or message.kind == KIND_TASK:
+            continue
+        # Each message is fed as a span of its own, as the guard always did: every error is
+        # filed at position 0, so errors keep the order they were first seen in.
+        collector.feed_one(message, 0)
+        sources.note(collector.facts, message.id or f"@{index}")
+    facts = collector.facts
+    found: list[Fact] = []
+    found += _constraint_facts(facts, sources)
+    if facts.task:
+        found.append(Fact("task", compact(facts.task, _TASK_UNITS), sources.task or "task"))
+    found += _pinned_facts(messages)
+    modified, read = _file_facts(facts, sources)
+    found += modified
+    found += _identifier_facts(facts.identifiers, sources)
+    found += _error_facts(facts, sources)
+    found += read
+    found += _request_facts(facts, sources)
+    ordered = sorted(dedupe(found), key=lambda f: PRIORITY[f.kind])
+    return list(dedupe((*carried, *ordered)))
+
+
+def stored_ledger(message: Message) -> Ledger:
+    """The ledger a summary or marker carries in `metadata["ledger"]`, read once per message."""
+    data = message.metadata.get("ledger")
+    if not message.id:
+        return Ledger.from_json(data)
+    hit = _LEDGERS.get(message.id)
+    if hit is not None and (hit[0] is data or hit[0] == data):
+        return hit[1]
+    ledger = Ledger.from_json(data)
+    with _LEDGERS_LOCK:
+        if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
+            del _LEDGERS[next(iter(_LEDGERS))]
+        _LEDGERS[message.id] = (data, ledger)
+    return ledger
+
+
+_LEDGERS: dict[str, tuple[Any, Ledger]] = {}
+_LEDGERS_LOCK = threading.Lock()
+
+
+class _Sources:
+    """Which message first gave each fact, found by watching the collector grow."""
+
+    def __init__(self, task_given: bool) -> None:
+        self.task: str | None = "task" if task_given else None
+        self.ids: dict[tuple[str, str], str] = {}
+        self._seen: dict[str, int] = {}
+        self._requests = 0
+
+    def note(self, facts: Facts, source: str) -> None:
+        if self.task is None and facts.task:
+            self.task = source
+        for name, keys in (
+            ("constraint", facts.constraints),
+            ("file_modified", facts.modified.terms),
+            ("file_read", facts.read.terms),
+            ("identifier", facts.identifiers.terms),
+            ("error", facts.errors),
+        ):
+            # The collector only ever adds keys, in order: the new ones are those at the end.
+            seen = self._seen.get(name, 0)
+            if len(keys) > seen:
+                for key in islice(keys, seen, None):
+                    self.ids.setdefault((name, key), source)
+                self._seen[name] = len(keys)
+        for _, text, _ in facts.requests[self._requests :]:
+            self.ids.setdefault(("request", text), source)
+        self._requests = len(facts.requests)
+
+    def of(self, kind: FactKind, key: str) -> str:
+        return self.ids.get((kind, key), "task")
+
+
+def _constraint_facts(facts: Facts, sources: _Sources) -> list[Fact]:
+    """The user's red lines (and the task's), verbatim; a question sets no rule."""
+    return [
+        Fact("constraint", compact(sentence, _CONSTRAINT_UNITS), sources.of("constraint", key))
+        for key, sentence in facts.constraints.items()
+        if not sentence.rstrip().endswith(("?", "？"))
+    ]
+
+
+def _pinned_facts(messages: Sequence[Message]) -> list[Fact]:
+    """Pinned messages: short ones whole, long ones by their first line."""
+    out: list[Fact] = []
+    for index, message in enumerate(messages):
+        text = message.content.strip()
+        if not message.pinned or not text:
+            continue
+        whole = one_line(text)
+        if utf16_len(whole) > _PINNED_UNITS:
+            whole = compact(next(line for line in text.splitlines() if line.strip()), _PINNED_UNITS)
+        out.append(Fact("pinned", whole, message.id or f"@{index}"))
+    return out
+
+
+def _file_facts(facts: Facts, sources: _Sources) -> tuple[list[Fact], list[Fact]]:
+    """Files written, then files read on purpose, relative to the project root when one shows."""
+    modified_terms = facts.modified.keyed()
+    read_terms = [(k, t) for k, t in facts.read.keyed() if t.weight >= W_SPOKEN]
+    root = project_root([t.label for _, t in modified_terms]) or project_root(
+        [t.label for _, t in modified_terms] + [t.label for _, t in read_terms[:200]]
+    )
+
+    def short(path: str) -> str:
+        shown = path[len(root) :] if root and path.startswith(root) else path
+        return shown.removeprefix("./")
+
+    modified: dict[str, Fact] = {}
+    for key, term in modified_terms:
+        path = short(term.label)
+        if path and len(modified) < _MAX_MODIFIED:
+            modified.setdefault(path, Fact("file_modified", path, sources.of("file_modified", key)))
+    names = {p.rsplit("/", 1)[-1] for p in modified if "/" in p}
+    names |= {short(t.label).rsplit("/", 1)[-1] for _, t in read_terms if "/" in t.label}
+    read: dict[str, Fact] = {}
+    for key, term in read_terms:
+        path = short(term.label)
+        if not path or path in modified or path in read or len(read) >= _MAX_READ:
+            continue
+        if _FILE_EXT_RE.search(path) is None or ("/" not in path and path in names):
+            continue  # a directory, or a bare name a full path already covers
+        read[path] = Fact("file_read", path, sources.of("file_read", key))
+    return list(modified.values()), list(read.values())
+
+
+def _identifier_facts(tally: Tally, sources: _Sources) -> list[Fact]:
+    """URLs, tickets, hashes, ports, versions, codes: those a person or a call named, mostly."""
+    out: list[Fact] = []
+    for key, term in tally.keyed():
+        if len(out) >= _MAX_IDENTIFIERS:
+            break
+        if term.weight <= W_OUTPUT and term.kind not in _OUTPUT_ID_KINDS:
+            continue
+        text = key.removeprefix("port ") if term.kind == "port" else key
+        out.append(Fact("identifier", text, sources.of("identifier", key)))
+    return out
+
+
+def _error_facts(facts: Facts, sources: _Sources) -> list[Fact]:
+    """Error signatures on one line, newest first, each with the fix that followed if any."""
+    errors = sorted(facts.errors.items(), key=lambda kv: (-kv[1].last, kv[1].first))
+    return [
+        Fact(
+            "error",
+            compact(error.signature, _ERROR_UNITS),
+            sources.of("error", key),
+            compact(error.fix, _FIX_UNITS) if error.fix else "",
+        )
+        for key, error in errors[:_MAX_ERRORS]
+    ]
+
+
+def _request_facts(facts: Facts, sources: _Sources) -> list[Fact]:
+    """The user's later requests, by their first line, acknowledgements aside."""
+    out: list[Fact] = []
+    for _, text, _ in facts.requests:
+        if is_trivial(text):
+            continue
+        first = next((line for line in text.splitlines() if line.strip()), text)
+        out.append(Fact("request", compact(first, _REQUEST_UNITS), sources.of("request", text)))
+    return out[-_MAX_REQUESTS:]

@@ -1,0 +1,389 @@
+"""One message's share of the facts: every rule that reads only that message, run once.
+
+A compaction reads the same messages several times (the brief, the guard's ledger, the fallback
+plans, `precis eval`), so the scan of a message is remembered by its id. The entry is checked
+against what the scan reads (role, kind, text, calls, the error flag, a summary's text): a view
+that shows a message shortened or masked keeps its id but gets a scan of its own text.
+What depends on the messages before (the task, the open file, pending calls) is left to the
+collector's replay.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final
+
+from precis.core.jscompat import utf16_len
+from precis.core.messages import Message, ToolCall
+from precis.facts.language import earlier_summary_text
+from precis.facts.patterns import (
+    BODY_KEYS,
+    CONFIRM_RE,
+    DECISION_RE,
+    EDITOR_COMMANDS,
+    FINAL_TOOL_RE,
+    ID_KEY_RE,
+    ID_VALUE_RE,
+    MAX_CONFIRM_UNITS,
+    OPEN_FILE_RE,
+    PATCH_FILE_RE,
+    PATH_KEYS,
+    READ_SHELL_RE,
+    READ_TOOLS,
+    SENTENCE_SPLIT_RE,
+    SHELL_TOOLS,
+    TODO_RE,
+    WRITE_TOOL_RE,
+    WROTE_MARK_RE,
+)
+from precis.facts.terms import (
+    clean_path,
+    error_key,
+    error_lines,
+    marked_lines,
+    parse_arguments,
+    paths_in,
+    scalars,
+    shell_modified,
+    short_arguments,
+    terms_in,
+)
+from precis.facts.text import (
+    by_strength,
+    clean_user_text,
+    constraint_sentences,
+    fix_text,
+    one_line,
+    shorten,
+)
+
+# (kind, key, label): a path ("path") or an identifier (URL, port, ticket, hash …).
+Term = tuple[str, str, str]
+# Messages whose scans are remembered; a compaction's span beyond this is scanned again.
+MEMO_SIZE: Final = 4096
+# Where a term was seen, as a weight.
+W_CARRIED, W_USER, W_ARGS, W_SPOKEN, W_OUTPUT = 5, 4, 3, 2, 1
+_SWE_EDITS: Final = frozenset({"edit", "insert", "append"})
+
+
+@dataclass(frozen=True, slots=True)
+class ArgTerm:
+    """A term a call's argument names; `gate` says how the collector files it.
+
+    "id" and "term-id" are identifiers; "path" is a path argument (read unless the call writes
+    it, and the file a viewer now has open); "term-path" a path mentioned in an argument.
+    """
+
+    gate: str
+    key: str
+    label: str
+    weight: int
+    kind: str = "path"
+
+
+@dataclass(frozen=True, slots=True)
+class CallScan:
+    """A tool call: its tally line, what it writes and reads, and its to-do list if any."""
+
+    id: str
+    name: str
+    short: str
+    final: bool
+    writes: tuple[str, ...]
+    # SWE-agent's edit names no file: it writes the one the agent has open.
+    edits_open_file: bool
+    shell_writes: tuple[str, ...]
+    arg_terms: tuple[ArgTerm, ...]
+    track_open: bool
+    reads_only: bool
+    todo_items: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryScan:
+    """An earlier summary in the span: folded in by the collector, not scanned as a turn."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SystemScan:
+    constraints: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UserScan:
+    """A user turn; `text` is None for a notice the agent harness wrote."""
+
+    text: str | None
+    short: str = ""
+    constraints: tuple[str, ...] = ()
+    keep: tuple[str, ...] = ()
+    decisions: tuple[tuple[str, str], ...] = ()
+    confirms: bool = False
+    todos: tuple[str, ...] = ()
+    terms: tuple[Term, ...] = ()
+    opens: bool = False
+    open_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantScan:
+    text: str
+    fix: str
+    asks: bool
+    decisions: tuple[tuple[str, str], ...]
+    todos: tuple[str, ...]
+    terms: tuple[Term, ...]
+    calls: tuple[CallScan, ...]
+
+
+class ToolScan:
+    """A tool result; its error lines are found only when the collector asks (not for reads)."""
+
+    __slots__ = ("_signatures", "failed", "open_path", "opens", "terms", "text", "wrote")
+
+    def __init__(self, text: str, failed: bool) -> None:
+        self.text = text
+        self.failed = failed
+        self.opens = False
+        self.open_path: str | None = None
+        self.wrote: tuple[str, ...] = ()
+        self.terms: tuple[Term, ...] = ()
+        self._signatures: tuple[tuple[str, str], ...] | None = None
+        if not text:
+            return
+        self.opens, self.open_path = _open_file(text)
+        wrote: list[str] = []
+        for line in marked_lines(text, WROTE_MARK_RE):
+            # "The file X has been updated. All occurrences of '…' …": X is the first path.
+            path = next(paths_in(line, prose=True), None)
+            if path is not None:
+                wrote.append(path)
+        self.wrote = tuple(wrote)
+        self.terms = tuple(terms_in(text))
+
+    def signatures(self) -> tuple[tuple[str, str], ...]:
+        """`(error key, signature)` for each error line of the output."""
+        if self._signatures is None:
+            self._signatures = tuple((error_key(s), s) for s in error_lines(self.text))
+        return self._signatures
+
+
+MessageScan = SummaryScan | SystemScan | UserScan | AssistantScan | ToolScan
+
+
+def scan(message: Message) -> MessageScan:
+    """The scan of one message, from the memo when this message was scanned before."""
+    if not message.id:
+        return _scan(message)
+    fingerprint = _fingerprint(message)
+    hit = _MEMO.get(message.id)
+    if hit is not None and hit[0] == fingerprint:
+        return hit[1]
+    found = _scan(message)
+    with _LOCK:
+        if message.id not in _MEMO and len(_MEMO) >= MEMO_SIZE:
+            del _MEMO[next(iter(_MEMO))]  # the oldest entry: spans move forward in time
+        _MEMO[message.id] = (fingerprint, found)
+    return found
+
+
+def clear_memo() -> None:
+    """Forget every remembered scan (for tests and benchmarks)."""
+    with _LOCK:
+        _MEMO.clear()
+
+
+_MEMO: dict[str, tuple[tuple[Any, ...], MessageScan]] = {}
+_LOCK = threading.Lock()
+
+
+def _fingerprint(message: Message) -> tuple[Any, ...]:
+    """Everything `_scan` reads of a message, compared (not hashed) on a memo hit."""
+    metadata = message.metadata
+    return (
+        message.role,
+        message.kind,
+        message.content,
+        message.tool_calls,
+        metadata.get("is_error"),
+        metadata.get("summary"),
+        metadata.get("compaction"),
+        message.openai_extra.get("content"),
+    )
+
+
+def _scan(message: Message) -> MessageScan:
+    earlier = earlier_summary_text(message)
+    if earlier is not None:
+        return SummaryScan(earlier)
+    if message.role == "system":
+        return SystemScan(tuple(constraint_sentences(message.content)))
+    if message.role == "user":
+        return _user(message.content)
+    if message.role == "assistant":
+        return _assistant(message)
+    text = "\n".join(message.text_parts) if message.text_parts else message.content
+    return ToolScan(text, bool(message.metadata.get("is_error")))
+
+
+@lru_cache(maxsize=64)
+def task_scan(task: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Term, ...]]:
+    """A stated task's rules, its rules strongest first, and its terms: the same every time."""
+    found = constraint_sentences(task)
+    return tuple(found), tuple(by_strength(found)), tuple(terms_in(task))
+
+
+def _user(content: str) -> UserScan:
+    text = clean_user_text(content)
+    if text is None:
+        return UserScan(None)
+    found = constraint_sentences(text)
+    short = one_line(text)
+    confirms = utf16_len(short) <= MAX_CONFIRM_UNITS and CONFIRM_RE.search(short) is not None
+    opens, open_path = _open_file(text)
+    return UserScan(
+        text,
+        short,
+        tuple(found),
+        tuple(by_strength(found)),
+        _decisions(text),
+        confirms,
+        _todos(text),
+        tuple(terms_in(text)),
+        opens,
+        open_path,
+    )
+
+
+def _assistant(message: Message) -> AssistantScan:
+    text = message.content.strip()
+    calls = tuple(_call(c) for c in message.tool_calls)
+    if not text:
+        return AssistantScan("", "", False, (), (), (), calls)
+    return AssistantScan(
+        text,
+        fix_text(text),
+        text.endswith(("?", "？")),
+        _decisions(text),
+        _todos(text),
+        tuple(terms_in(text)),
+        calls,
+    )
+
+
+def _call(call: ToolCall) -> CallScan:
+    name, arguments = call.name, call.arguments
+    data = parse_arguments(arguments)
+    lname = name.lower()
+    fields: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
+    command = fields.get("command")
+    # str_replace_editor and its kind name the operation in "command": view, create, …
+    editor_command = command if isinstance(command, str) and command in EDITOR_COMMANDS else None
+    shell_text = data if isinstance(data, str) and lname in SHELL_TOOLS else ""
+    if editor_command is None:
+        for key in ("command", "cmd", "script"):
+            value = fields.get(key)
+            if isinstance(value, str):
+                shell_text = value
+                break
+    named = [
+        cleaned
+        for key, value in scalars(data)
+        if key.lower() in PATH_KEYS and (cleaned := clean_path(value.strip())) is not None
+    ]
+    writes: list[str] = []
+    edits_open_file = False
+    if editor_command is not None:
+        writes = named if editor_command != "view" else []
+    elif WRITE_TOOL_RE.search(lname):
+        writes = named or [p for m in PATCH_FILE_RE.finditer(arguments) for p in m.groups() if p]
+        edits_open_file = not writes and lname in _SWE_EDITS
+    track_open = lname in READ_TOOLS or editor_command == "view"
+    reads_only = track_open or (bool(shell_text) and READ_SHELL_RE.match(shell_text) is not None)
+    return CallScan(
+        id=call.id,
+        name=name,
+        short=f"{name}({short_arguments(data)})",
+        final=FINAL_TOOL_RE.search(name) is not None,
+        writes=tuple(writes),
+        edits_open_file=edits_open_file,
+        shell_writes=tuple(shell_modified(shell_text)) if shell_text else (),
+        arg_terms=_arg_terms(data),
+        track_open=track_open,
+        reads_only=reads_only,
+        todo_items=_todo_items(lname, fields),
+    )
+
+
+def _arg_terms(data: Any) -> tuple[ArgTerm, ...]:
+    """Paths read and identifiers named in a call's arguments; file bodies count as output."""
+    out: list[ArgTerm] = []
+    for key, value in scalars(data):
+        lkey = key.lower()
+        if ID_KEY_RE.search(lkey) and ID_VALUE_RE.match(value) and "/" not in value:
+            out.append(ArgTerm("id", value, f"{key}={value}", W_ARGS, "arg"))
+        if lkey in PATH_KEYS:
+            path = clean_path(value.strip())
+            if path is not None:
+                out.append(ArgTerm("path", path, path, W_ARGS))
+            continue
+        body = lkey in BODY_KEYS
+        for kind, term, label in terms_in(value, prose=body):
+            if kind != "path":
+                out.append(ArgTerm("term-id", term, label, W_OUTPUT if body else W_ARGS, kind))
+            else:
+                out.append(ArgTerm("term-path", term, label, W_OUTPUT if body else W_SPOKEN))
+    return tuple(out)
+
+
+def _todo_items(lname: str, fields: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """A to-do tool's list: its unfinished items, or None when this is no to-do call."""
+    todos = fields.get("todos")
+    if "todo" not in lname or not isinstance(todos, list):
+        return None
+    return tuple(
+        f"[{t.get('status', '?')}] {one_line(str(t.get('content', '')))}"
+        for t in todos
+        if isinstance(t, Mapping) and t.get("status") not in {"completed", "done"}
+    )
+
+
+def _todos(text: str) -> tuple[str, ...]:
+    """Lines that say what is left to do, shortened, in order (repeats are the collector's)."""
+    items: list[str] = []
+    for line in text.splitlines():
+        if TODO_RE.search(line):
+            item = shorten(one_line(line.strip().lstrip("-*• ")), 200)
+            if item:
+                items.append(item)
+    return tuple(items)
+
+
+def _decisions(text: str) -> tuple[tuple[str, str], ...]:
+    """Choices stated outright ("let's go with …", 决定 …), as (folded key, shown text)."""
+    out: list[tuple[str, str]] = []
+    for piece in SENTENCE_SPLIT_RE.split(text):
+        sentence = one_line(piece.strip().lstrip("-*•>#").strip())
+        if len(sentence) >= 6 and DECISION_RE.search(sentence):
+            out.append((sentence.lower(), shorten(sentence, 240)))
+    return tuple(out)
+
+
+def offered(proposal: str) -> str:
+    """What a user's yes agreed to: the proposal's last question, else its last sentence."""
+    sentences = [p.strip() for p in SENTENCE_SPLIT_RE.split(proposal) if p.strip()]
+    asked = [p for p in sentences if p.endswith(("?", "？"))]
+    return shorten(one_line((asked or sentences or [proposal])[-1]), 160)
+
+
+def _open_file(text: str) -> tuple[bool, str | None]:
+    """Whether the text names the file a viewer has open (SWE-agent), and that file."""
+    match = OPEN_FILE_RE.search(text)
+    if match is None:
+        return False, None
+    return True, clean_path(match.group(1))

@@ -1,0 +1,287 @@
+"""Terms in text: file paths, identifiers (URLs, ports, tickets, hashes …), errors, tool arguments.
+
+Pure functions of their input; the collector calls them once per message (see `scan`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from precis.core.jscompat import utf16_len
+from precis.facts.patterns import (
+    BUILD_OUTPUT_RE,
+    CODE_LINE_RE,
+    DIGIT_RE,
+    DIGITS_RE,
+    EMAIL_RE,
+    ERROR_CLASS_RE,
+    ERROR_MARK_RE,
+    ERROR_PREFIX_RE,
+    ERROR_STRONG_RE,
+    ERROR_TAG_RE,
+    HEREDOC_RE,
+    JIRA_STOP,
+    MAX_IDENTIFIER_UNITS,
+    MOVE_RE,
+    NON_ASCII_RE,
+    NUMBER_AFTER_RE,
+    NUMBERED_LINE_RE,
+    PATH_EXT_RE,
+    PATH_RE,
+    PORT_AFTER_RE,
+    PORT_WORDS,
+    QUOTED_RE,
+    REDIRECT_RE,
+    SED_INPLACE_RE,
+    SOURCE_DIRS,
+    SUBTOKEN_SPLIT_RE,
+    SUMMARY_ARG_KEYS,
+    SYSTEM_DIRS,
+    TEE_TOUCH_RE,
+    TICKET_WORDS,
+    TOKEN_ID_RE,
+    TOKEN_STRIP,
+    URL_PORT_RE,
+    URL_RE,
+    ZH_PORT_RE,
+)
+from precis.facts.text import one_line, shorten
+
+
+def clean_path(raw: str, *, prose: bool = False) -> str | None:
+    """A path candidate kept only when it looks like a file or directory, not prose like and/or.
+
+    In prose a relative path needs a file extension; in tool arguments three segments will do.
+    """
+    path = raw.rstrip(".,;:)]}'\"`").rstrip("/")
+    if path.startswith(("a/", "b/")) and path.count("/") >= 2:
+        path = path[2:]  # a diff's a/ and b/ sides name the same file
+    if not path or "//" in path or path.startswith(("/dev/", "/proc/")):
+        return None
+    if BUILD_OUTPUT_RE.search(path):
+        return None
+    if not any(ch.isalpha() for ch in path):
+        return None
+    segments = [s for s in path.split("/") if s]
+    if not segments:
+        return None
+    has_ext = PATH_EXT_RE.search(segments[-1]) is not None
+    if "/" not in path:
+        return path if has_ext else None
+    anchored = path.startswith(("/", "~/", "./", "../"))
+    if anchored:
+        return path if len(segments) >= 2 or has_ext else None
+    return path if has_ext or (len(segments) >= 3 and not prose) else None
+
+
+def paths_in(text: str, *, prose: bool = False) -> Iterator[str]:
+    """Every file path mentioned in `text`, URLs aside."""
+    for kind, key, _ in terms_in(text, prose=prose):
+        if kind == "path":
+            yield key
+
+
+def _port(number: str) -> Iterator[tuple[str, str, str]]:
+    if 0 < int(number) <= 65535:
+        yield "port", f"port {number}", f"port {number}"
+
+
+def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, str]]:
+    """`(kind, key, label)` for an identifier a whitespace token holds, given the word before."""
+    if token.startswith(":"):
+        bare = token[1:].rstrip(TOKEN_STRIP)
+        if bare.isdigit() and 4 <= len(bare) <= 5:
+            yield from _port(bare)
+        return
+    core = token.strip(TOKEN_STRIP)
+    word = previous.lower().strip(TOKEN_STRIP + "=#")
+    if word in PORT_WORDS and (after := PORT_AFTER_RE.fullmatch(core)) is not None:
+        yield from _port(after.group(1))
+        return
+    if word in TICKET_WORDS and (number := NUMBER_AFTER_RE.fullmatch(core)) is not None:
+        yield "pr", f"#{number.group(1)}", f"{TICKET_WORDS[word]} {number.group(1)}"
+        return
+    if core.isdigit():
+        return  # a bare number (ASCII: the token is) is no identifier by itself
+    match = TOKEN_ID_RE.fullmatch(core)
+    if match is None:
+        # "s/1.2.3/1.2.4/", "version=2.0.1", "(#12)": look at the pieces between separators.
+        pieces = SUBTOKEN_SPLIT_RE.split(core)
+        if len(pieces) > 1:
+            for piece in pieces:
+                if piece and DIGIT_RE.search(piece) is not None:
+                    yield from _token_identifiers(piece, "")
+        return
+    kind = match.lastgroup or ""
+    if kind == "port" or kind == "hostport":
+        yield from _port(match.group("port_n") or match.group("hostport_n"))
+    elif kind == "pr":
+        yield "pr", f"#{match.group('pr_n')}", f"PR {match.group('pr_n')}"
+    elif kind == "jira" and match.group("jira_p") in JIRA_STOP:
+        return
+    elif kind == "hash" and previous.startswith("[") and token.endswith("]"):
+        yield "commit", core, core  # git's "[branch abc1234] message" after a commit
+    else:
+        yield kind, core, core
+
+
+def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]:
+    """`(kind, key, label)` for each path ("path") and identifier (URL, port, ticket, hash …)."""
+    if "://" in text:
+        for match in URL_RE.finditer(text):
+            url = match.group(0).rstrip(".,;:!?")
+            if utf16_len(url) <= MAX_IDENTIFIER_UNITS:
+                yield "url", url, url
+            port = URL_PORT_RE.match(url)
+            if port is not None:
+                yield from _port(port.group(1))
+        text = URL_RE.sub(" ", text)
+    if "端口" in text:
+        for match in ZH_PORT_RE.finditer(text):
+            yield from _port(match.group(1))
+    previous = ""
+    for raw in text.split():
+        for token in (raw,) if raw.isascii() else NON_ASCII_RE.split(raw):
+            if not token:
+                continue
+            if token.isalpha():
+                previous = token
+                continue
+            if "/" in token or "." in token:
+                for match in PATH_RE.finditer(token):
+                    cleaned = clean_path(match.group(0), prose=prose)
+                    if cleaned is not None:
+                        yield "path", cleaned, cleaned
+            if "@" in token:
+                email = EMAIL_RE.search(token)
+                if email is not None:
+                    yield "email", email.group(0), email.group(0)
+            if DIGIT_RE.search(token) is not None:
+                yield from _token_identifiers(token, previous)
+            previous = token
+
+
+def parse_arguments(arguments: str) -> Any:
+    """The tool call's arguments as JSON data, or the raw text when they are not JSON."""
+    try:
+        return json.loads(arguments) if arguments else {}
+    except ValueError:
+        return arguments
+
+
+def scalars(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """`(nearest key, text)` for every string or number inside JSON data."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int | float):
+        yield key, str(value)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from scalars(v, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from scalars(v, key)
+
+
+def short_arguments(data: Any) -> str:
+    """The one argument that says what a call did (its command, path or query), kept short."""
+    if isinstance(data, Mapping):
+        for key in SUMMARY_ARG_KEYS:
+            value = data.get(key)
+            if isinstance(value, str) and value.strip():
+                return shorten(one_line(value), 60)
+        for _, value in scalars(data):
+            if value.strip():
+                return shorten(one_line(value), 60)
+        return ""
+    return shorten(one_line(str(data)), 60)
+
+
+def shell_modified(command: str) -> list[str]:
+    """Paths a shell command writes: `sed -i`, redirections, tee, touch, mv/cp targets."""
+    command = HEREDOC_RE.sub(" ", command)
+    bare = QUOTED_RE.sub(" ", command)
+    found: list[str] = []
+    for match in SED_INPLACE_RE.finditer(bare):
+        found.extend(paths_in(match.group(0)))
+    for pattern in (REDIRECT_RE, TEE_TOUCH_RE, MOVE_RE):
+        for match in pattern.finditer(bare):
+            found.extend(paths_in(match.group(1)))
+    return [p for p in found if p != "/dev/null"]
+
+
+def error_key(line: str) -> str:
+    """Equal for errors that differ only in numbers, so repeats are counted, not listed."""
+    return one_line(DIGITS_RE.sub("#", line.lower()))[:120]
+
+
+def marked_lines(text: str, mark: re.Pattern[str]) -> Iterator[str]:
+    """Each line of `text` holding `mark`, once, without splitting the whole text into lines.
+
+    A line that is only a label ("ERROR:") comes with the line after it, which says what failed.
+    """
+    after = -1
+    for match in mark.finditer(text):
+        if match.start() < after:
+            continue
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        after = len(text) if end < 0 else end
+        if after - start <= 12 and after < len(text):
+            following = text.find("\n", after + 1)
+            after = len(text) if following < 0 else following
+        yield text[start:after]
+
+
+def error_lines(text: str) -> list[str]:
+    """Error signatures in a tool output: the first two distinct and the last one."""
+    seen: dict[str, str] = {}
+    for line in marked_lines(text, ERROR_MARK_RE):
+        stripped = line.strip()
+        if len(stripped) < 4 or NUMBERED_LINE_RE.match(line) or CODE_LINE_RE.search(stripped):
+            continue
+        hit = ERROR_STRONG_RE.search(stripped) is not None
+        if not hit:
+            cls = ERROR_CLASS_RE.search(stripped)
+            hit = cls is not None and (
+                cls.start() <= 4 or stripped[cls.end() : cls.end() + 1] in {":", ")"}
+            )
+        if hit:
+            signature = one_line(ERROR_PREFIX_RE.sub("", ERROR_TAG_RE.sub("", stripped)))
+            seen.setdefault(error_key(signature), signature)
+    lines = list(seen.values())
+    chosen = lines if len(lines) <= 3 else [*lines[:2], lines[-1]]
+    # pytest prints "E KeyError: x" and then "FAILED test - KeyError: x": keep the fuller one.
+    return [a for a in chosen if not any(a != b and a in b for b in chosen)]
+
+
+def project_root(paths: Iterable[str]) -> str:
+    """The directory most absolute paths live under (a project checkout), or "" when none."""
+    absolute = [p for p in paths if p.startswith("/")]
+    if len(absolute) < 2:
+        return ""
+    counts: dict[str, int] = {}
+    for path in absolute:
+        prefix = ""
+        for part in path.split("/")[1:-1]:
+            if part in SOURCE_DIRS:
+                break
+            prefix += "/" + part
+            counts[prefix] = counts.get(prefix, 0) + 1
+    best = ""
+    for prefix, count in counts.items():
+        if count * 2 < len(absolute) or (prefix.count("/") == 1 and prefix[1:] in SYSTEM_DIRS):
+            continue
+        if prefix.count("/") > best.count("/"):
+            best = prefix
+    return best + "/" if best else ""
+
+
+def basename(path: str) -> str:
+    """The last segment of a path, a trailing slash aside."""
+    return path.rstrip("/").rsplit("/", 1)[-1]

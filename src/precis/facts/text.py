@@ -1,0 +1,136 @@
+"""Small text helpers the rules share: one line, UTF-16 heads and tails, rules in sentences."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from precis.core.jscompat import utf16_len
+from precis.facts.patterns import (
+    ACK_RE,
+    CJK_RE,
+    COMMAND_ARGS_RE,
+    COMMAND_RE,
+    CONSTRAINT_EN_RE,
+    CONSTRAINT_ZH_RE,
+    DIGIT_RE,
+    NOTICE_PREFIXES,
+    REMINDER_RE,
+    SELF_REPORT_RE,
+    SENTENCE_SPLIT_RE,
+    STRONG_CONSTRAINT_RE,
+)
+
+ELLIPSIS: Final = " … "
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace, so each fact is one dense line."""
+    return " ".join(text.split())
+
+
+def head(text: str, units: int) -> str:
+    """The longest prefix within `units` UTF-16 units, never splitting a surrogate pair."""
+    if units <= 0:
+        return ""
+    if text.isascii():
+        return text[:units]
+    used = 0
+    for i, ch in enumerate(text):
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > units:
+            return text[:i]
+    return text
+
+
+def tail(text: str, units: int) -> str:
+    """The longest suffix within `units` UTF-16 units, never splitting a surrogate pair."""
+    if units <= 0:
+        return ""
+    if text.isascii():
+        return text[-units:]
+    used = 0
+    for i in range(len(text) - 1, -1, -1):
+        used += 2 if ord(text[i]) > 0xFFFF else 1
+        if used > units:
+            return text[i + 1 :]
+    return text
+
+
+def shorten(text: str, units: int, keep: Sequence[str] = ()) -> str:
+    """Head and tail around an ellipsis, keeping `keep` sentences from the middle when they fit.
+
+    `keep` is in order of importance; together the kept sentences take at most half the room.
+    """
+    if utf16_len(text) <= units:
+        return text
+    if units < 12:
+        return head(text, units)
+    kept = [k for k in keep if k and k in text]
+    while kept and sum(utf16_len(k) + 3 for k in kept) > units // 2:
+        kept.pop()
+    kept.sort(key=text.find)
+    spare = units - sum(utf16_len(k) for k in kept) - utf16_len(ELLIPSIS) * (len(kept) + 1)
+    head_units = (spare * 2) // 3
+    start = head(text, head_units).rstrip()
+    end = tail(text, spare - head_units).lstrip()
+    middle = [k for k in kept if k not in start and k not in end]
+    return ELLIPSIS.join([start, *middle, end])
+
+
+def is_trivial(request: str) -> bool:
+    """A short acknowledgement ("thanks, that's all", "continue") rather than a request."""
+    words = len(request.split())
+    if words < 6 and not CJK_RE.search(request):
+        return True
+    return words < 12 and ACK_RE.search(request) is not None and not DIGIT_RE.search(request)
+
+
+def by_strength(sentences: Iterable[str]) -> list[str]:
+    """Outright prohibitions first (never, don't, 不要), then the softer rules, each in order."""
+    return sorted(sentences, key=lambda s: STRONG_CONSTRAINT_RE.search(s) is None)
+
+
+def constraint_sentences(text: str) -> list[str]:
+    """The sentences of `text` that state a rule (don't / never / must / 不要 …), verbatim."""
+    found: list[str] = []
+    for piece in SENTENCE_SPLIT_RE.split(text):
+        sentence = one_line(piece.strip().lstrip("-*•>#").strip())
+        if len(sentence) < 6:
+            continue
+        bare = SELF_REPORT_RE.sub(" ", sentence)
+        if CONSTRAINT_EN_RE.search(bare) or CONSTRAINT_ZH_RE.search(bare):
+            found.append(sentence)
+    return found
+
+
+def clean_user_text(text: str) -> str | None:
+    """A user turn as the user wrote it, or None for a notice the agent harness injected."""
+    text = REMINDER_RE.sub("", text).strip()
+    if not text or text.startswith(NOTICE_PREFIXES):
+        return None
+    command = COMMAND_RE.search(text)
+    if command is not None and text.startswith("<command-"):
+        args = COMMAND_ARGS_RE.search(text)
+        spoken = f"{command.group(1).strip()} {args.group(1).strip() if args else ''}"
+        return spoken.strip() or None
+    return text
+
+
+def fix_text(text: str) -> str:
+    """What the agent said right after an error, cut to its first sentences."""
+    line = one_line(text)
+    if utf16_len(line) <= 200:
+        return line
+    first = " ".join(SENTENCE_SPLIT_RE.split(line)[:2])
+    return shorten(first, 160)
+
+
+def compact(text: str, units: int) -> str:
+    """One line, cut at a word boundary within `units`: a prefix, so the full text contains it."""
+    line = one_line(text)
+    if utf16_len(line) <= units:
+        return line
+    cut = head(line, units)
+    space = cut.rfind(" ")
+    return (cut[:space] if space >= len(cut) // 2 else cut).rstrip(" ,;:")

@@ -1,0 +1,166 @@
+"""Whether a text keeps a fact: the one containment check the guard, the engine and eval share."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import Any, Final
+
+from precis.core.messages import Message
+from precis.facts.language import raw_summary_text
+from precis.facts.model import KINDS, Fact
+from precis.facts.scan import MEMO_SIZE
+
+_TICKET_FACT_RE: Final = re.compile(r"#(\d+)")
+
+
+def fold(text: str) -> str:
+    """Whitespace collapsed and case folded, the form every containment check uses."""
+    return " ".join(text.split()).casefold()
+
+
+class ContextText(str):
+    """The text of some messages, with its folded form (`fold`) made from per-message parts.
+
+    A context keeps most of its messages from one compaction to the next; each message's part
+    is folded once, so checking facts against a whole context does not fold it all again.
+    """
+
+    folded: str
+
+
+def _word(ch: str) -> bool:
+    """What the regex class \\w matches in a str pattern."""
+    return ch.isalnum() or ch == "_"
+
+
+def _ascii_alnum(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
+def _path_in(needle: str, folded: str) -> bool:
+    """`(?<![\\w.\\-])needle(?![\\w\\-]|\\.\\w)`, tried at every place the needle occurs."""
+    size, end_of_text = len(needle), len(folded)
+    at = folded.find(needle)
+    while at >= 0:
+        before = folded[at - 1] if at else ""
+        if not before or not (_word(before) or before in ".-"):
+            end = at + size
+            after = folded[end] if end < end_of_text else ""
+            if not after:
+                return True
+            dotted = after == "." and end + 1 < end_of_text and _word(folded[end + 1])
+            if not (_word(after) or after == "-" or dotted):
+                return True
+        at = folded.find(needle, at + 1)
+    return False
+
+
+def _token_in(needle: str, folded: str) -> bool:
+    """`(?<![A-Za-z0-9])needle(?![A-Za-z0-9])`, tried at every place the needle occurs."""
+    size, end_of_text = len(needle), len(folded)
+    at = folded.find(needle)
+    while at >= 0:
+        end = at + size
+        if not (at and _ascii_alnum(folded[at - 1])) and not (
+            end < end_of_text and _ascii_alnum(folded[end])
+        ):
+            return True
+        at = folded.find(needle, at + 1)
+    return False
+
+
+@lru_cache(maxsize=8192)
+def _matcher(kind: str, text: str) -> Callable[[str], bool]:
+    """The presence test for one fact, made once: identifiers and paths stand as whole tokens."""
+    needle = fold(text)
+    if kind in {"file_modified", "file_read"}:
+        needle = needle.removeprefix("./")
+        if not needle:
+            return lambda folded: False
+        return lambda folded: _path_in(needle, folded)
+    if kind == "identifier":
+        ticket = _TICKET_FACT_RE.fullmatch(needle)
+        if ticket is not None:
+            number = ticket.group(1)
+            cited = re.compile(rf"(?:#|\b(?:pr|issue|ticket)\s*#?\s*){number}(?!\d)")
+            return lambda folded: cited.search(folded) is not None
+        return lambda folded: _token_in(needle, folded)
+    return lambda folded: bool(needle) and needle in folded
+
+
+def present(fact: Fact, folded: str) -> bool:
+    """Whether the folded text holds the fact; identifiers and paths must stand as whole tokens."""
+    return _matcher(fact.kind, fact.text)(folded)
+
+
+def folded_text(text: str) -> str:
+    """`fold(text)`, taken from a `ContextText` without folding it again."""
+    return text.folded if isinstance(text, ContextText) else fold(text)
+
+
+def context_text(messages: Sequence[Message]) -> ContextText:
+    """Everything a model reads of these messages, the text facts are looked for in: contents,
+    tool calls, and the raw text of summaries and markers."""
+    parts: list[str] = []
+    folded: list[str] = []
+    for m in messages:
+        mine, theirs = _message_parts(m)
+        parts.extend(mine)
+        folded.extend(theirs)
+    text = ContextText("\n".join(parts))
+    # fold() of parts joined by newlines is their non-empty folds joined by one space.
+    text.folded = " ".join(f for f in folded if f)
+    return text
+
+
+def _message_parts(message: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """One message's parts of a context text, and each folded, from the memo when seen."""
+    key = (message.content, message.tool_calls, raw_summary_text(message))
+    hit = _PARTS.get(message.id) if message.id else None
+    if hit is not None and hit[0] == key:
+        return hit[1], hit[2]
+    content, calls, raw = key
+    parts = [content]
+    if raw is not None and raw != content:
+        parts.append(raw)
+    parts.extend(f"{call.name} {call.arguments}" for call in calls)
+    mine = tuple(parts)
+    theirs = tuple(fold(part) for part in mine)
+    if message.id:
+        with _PARTS_LOCK:
+            if message.id not in _PARTS and len(_PARTS) >= MEMO_SIZE:
+                del _PARTS[next(iter(_PARTS))]
+            _PARTS[message.id] = (key, mine, theirs)
+    return mine, theirs
+
+
+_PARTS: dict[str, tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...]]] = {}
+_PARTS_LOCK = threading.Lock()
+
+
+def fact_present(fact: Fact, text: str) -> bool:
+    """Whether `text` keeps the fact: its compact text, ignoring case, spacing and a leading ./."""
+    return present(fact, folded_text(text))
+
+
+def missing_facts(facts: Iterable[Fact], summary_text: str) -> list[Fact]:
+    """The facts the summary lost, in the order given."""
+    folded = folded_text(summary_text)
+    return [fact for fact in facts if not present(fact, folded)]
+
+
+def retention(facts: Iterable[Fact], context_text: str) -> dict[str, float]:
+    """Share of facts the context keeps, per kind and "overall": the measure `precis eval` uses."""
+    folded = folded_text(context_text)
+    kept: dict[str, list[int]] = {}
+    for fact in facts:
+        tally = kept.setdefault(fact.kind, [0, 0])
+        tally[0] += present(fact, folded)
+        tally[1] += 1
+    out: dict[str, float] = {k: kept[k][0] / kept[k][1] for k in KINDS if k in kept}
+    total = sum(t[1] for t in kept.values())
+    out["overall"] = sum(t[0] for t in kept.values()) / total if total else 1.0
+    return out

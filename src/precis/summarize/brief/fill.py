@@ -1,0 +1,218 @@
+"""Fitting a brief to its budget: sections filled by priority, then rendered in reading order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from precis.core.jscompat import utf16_len
+from precis.facts import Facts, head, one_line, shorten
+from precis.summarize.brief.labels import (
+    DISPLAY_ORDER,
+    FILES,
+    FLOORS,
+    HINTS,
+    LAYOUTS,
+    MIN_ITEM_UNITS,
+    MODIFIED,
+    READ,
+    SHARES,
+    STYLE_FILL,
+    STYLE_ORDER,
+    WORD_RE,
+    labels_for,
+)
+from precis.summarize.brief.sections import Item, hint_items, rank, sections, wanted_sections
+from precis.summarize.prompts import BRIEF_WORD_LIMIT
+
+
+@dataclass(slots=True)
+class _Section:
+    key: str
+    layout: str
+    items: list[Item]
+    header: str = ""
+    shown_count: int = 0
+    used: int = 0
+    opened: bool = False
+
+
+class _Brief:
+    """Fills sections by priority within the budget, then renders them in reading order."""
+
+    def __init__(
+        self,
+        budget: int,
+        labels: Mapping[str, str],
+        root: str,
+        order: Sequence[str] = DISPLAY_ORDER,
+    ) -> None:
+        self.budget = budget
+        self.labels = labels
+        self.root = root
+        self.order = tuple(order)
+        self.root_shown = False
+        self.sections: dict[str, _Section] = {}
+        self.used = 0
+        self.min_item = max(8, min(MIN_ITEM_UNITS, budget // 5))
+        self.boosted: frozenset[str] = frozenset()
+
+    def add_section(self, key: str, items: list[Item]) -> None:
+        if items:
+            self.sections[key] = _Section(key, LAYOUTS.get(key, "bullets"), items)
+
+    def _header(self, section: _Section) -> str:
+        if section.layout == "bare":
+            return ""
+        header = f"## {self.labels[section.key]}"
+        if self.root and not self.root_shown and section.key in {MODIFIED, READ, FILES}:
+            header += f" ({self.labels['in']} {self.root})"
+        return header
+
+    def _item_cost(self, section: _Section, text: str) -> int:
+        header = "" if section.opened else self._header(section)
+        opening = utf16_len(header) + 1 if header else 0
+        if section.layout in {"plain", "bare"}:
+            return opening + utf16_len(text) + 1
+        if section.layout == "bullets":
+            return opening + utf16_len(text) + 3
+        return opening + utf16_len(text) + (1 if section.shown_count == 0 else 2)
+
+    def _show(self, section: _Section, item: Item, text: str, cost: int) -> None:
+        if not section.opened:
+            section.opened = True
+            section.header = self._header(section)
+            if section.key in {MODIFIED, READ, FILES} and self.root:
+                self.root_shown = True
+        item.shown = text
+        section.shown_count += 1
+        section.used += cost
+        self.used += cost
+
+    def _try_item(self, section: _Section, item: Item, room: int) -> None:
+        cost = self._item_cost(section, item.text)
+        if cost <= room:
+            self._show(section, item, item.text, cost)
+            return
+        overhead = cost - utf16_len(item.text)
+        available = room - overhead
+        for variant in item.variants:
+            if utf16_len(variant) <= available:
+                self._show(section, item, variant, overhead + utf16_len(variant))
+                return
+        if not item.shrink or section.layout == "inline":
+            return
+        if available >= self.min_item:
+            text = shorten(item.text, available, item.keep)
+            self._show(section, item, text, overhead + utf16_len(text))
+
+    def _widen(self, section: _Section, item: Item, limit: int) -> None:
+        """Give a shortened item back some of its text once every section had its turn."""
+        assert item.shown is not None
+        if item.shown == item.text or not item.shrink:
+            return
+        now = utf16_len(item.shown)
+        wider = shorten(item.text, now + limit - self.used, item.keep)
+        extra = utf16_len(wider) - now
+        if extra > 0 and self.used + extra <= limit:
+            item.shown = wider
+            section.used += extra
+            self.used += extra
+
+    def fill(self, priority: Sequence[str], limit: int) -> None:
+        """Each section up to its share, then the rest by priority, then the late items."""
+        for first_pass, late in ((True, False), (False, False), (False, True)):
+            for key in priority:
+                section = self.sections.get(key)
+                if section is None:
+                    continue
+                share = max(SHARES[key] * self.budget, FLOORS.get(key, 0))
+                if key in self.boosted:
+                    share = max(share, 0.3 * self.budget)
+                cap = int(share) if first_pass else limit
+                for item in section.items:
+                    if item.shown is not None:
+                        if not first_pass:
+                            self._widen(section, item, limit)
+                        continue
+                    room = min(limit - self.used, cap - section.used)
+                    if room <= 0:
+                        break
+                    if item.late == late:
+                        self._try_item(section, item, room)
+
+    def shown_text(self) -> str:
+        return "\n".join(
+            item.shown for s in self.sections.values() for item in s.items if item.shown
+        )
+
+    def render(self) -> str:
+        lines: list[str] = []
+        for key in self.order:
+            section = self.sections.get(key)
+            if section is None or not section.opened:
+                continue
+            if section.header:
+                lines.append(section.header)
+            shown = sorted((i for i in section.items if i.shown is not None), key=lambda i: i.order)
+            texts = [i.shown for i in shown if i.shown is not None]
+            if section.layout in {"plain", "bare"}:
+                lines.extend(texts)
+            elif section.layout == "bullets":
+                lines.extend(f"- {t}" for t in texts)
+            else:
+                lines.append(", ".join(texts))
+        return "\n".join(lines)
+
+
+def compose(
+    facts: Facts,
+    *,
+    style: str,
+    language: str,
+    mode: str,
+    budget: int,
+    instructions: str | None,
+) -> str:
+    """One rendering of the facts in `style` within `budget` UTF-16 units."""
+    labels = labels_for(style, language)
+    ranked = rank(facts)
+    brief = _Brief(budget, labels, ranked.root, STYLE_ORDER[style])
+    for key, items in sections(style, facts, labels, language, mode, budget, ranked).items():
+        brief.add_section(key, items)
+    wanted = wanted_sections(instructions)
+    brief.boosted = frozenset(wanted)
+    limit = budget + 1  # every line is charged a newline; the last one is never written
+    fill = STYLE_FILL[style]
+    if style == "letta":
+        priority = [k for k in (*wanted, *fill) if k != HINTS]
+        reserve = int(budget * (0.25 if HINTS in wanted else SHARES[HINTS]))
+        brief.fill(list(dict.fromkeys(priority)), limit - reserve)
+        # Lookup hints come last: they name what did not make it in.
+        hints = hint_items(facts, ranked.errors, ranked.modified, ranked.read, brief.shown_text())
+        brief.add_section(HINTS, hints)
+        brief.fill([HINTS], limit)
+    else:
+        priority = [*fill[:3], *(k for k in wanted if k in fill), *fill]
+        brief.fill(list(dict.fromkeys(priority)), limit)
+    text = brief.render()
+    if not text:  # a budget too small for any heading
+        text = shorten(one_line(facts.task or facts.last_assistant_text or "…"), budget)
+    return text if utf16_len(text) <= budget else head(text, budget)
+
+
+def _word_count(text: str) -> int:
+    """Words as a reader counts them: Latin words, and each Chinese character as one."""
+    return sum(1 for word in WORD_RE.findall(text) if any(ch.isalnum() for ch in word))
+
+
+def within_words(render: Callable[[int], str], style: str, budget: int) -> str:
+    """Render, then shrink the budget until a brief keeps to S3's word limit."""
+    text = render(budget)
+    for _ in range(8):
+        words = _word_count(text)
+        if style != "brief" or words <= BRIEF_WORD_LIMIT or budget <= 100:
+            break
+        budget = max(100, int(budget * max(0.5, min(0.92, BRIEF_WORD_LIMIT / words))))
+        text = render(budget)
+    return text

@@ -1,0 +1,247 @@
+"""The brief's vocabulary: its sections, their labels in each style and language, their shares.
+
+Also the few patterns that read a brief back (its headings, its phase line, its tool tally).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from precis.summarize.prompts import (
+    BRIEF_HEADINGS_EN,
+    BRIEF_HEADINGS_ZH,
+    NOTES_HEADINGS_EN,
+    NOTES_HEADINGS_ZH,
+    PHASE_LABEL_EN,
+    PHASE_LABEL_ZH,
+)
+
+DEFAULT_BRIEF_CHARS: Final = 4000
+# Past this a rule-built brief only repeats low-value detail, however large the clip allows.
+MAX_BRIEF_CHARS: Final = 16000
+
+TASK: Final = "task"
+CONSTRAINTS: Final = "constraints"
+REQUESTS: Final = "requests"
+MODIFIED: Final = "modified"
+READ: Final = "read"
+IDENTIFIERS: Final = "identifiers"
+ERRORS: Final = "errors"
+TOOLS: Final = "tools"
+STATE: Final = "state"
+OPEN: Final = "open"
+HINTS: Final = "hints"
+# Sections of the task brief (S3) and the notes (S2); red lines reuse CONSTRAINTS and
+# "not done" / "todo" reuse OPEN, so a summary of one style folds into another.
+DONE: Final = "done"
+FINDINGS: Final = "findings"
+FILES: Final = "files"
+DECISIONS: Final = "decisions"
+PHASE: Final = "phase"
+
+DISPLAY_ORDER: Final = (
+    TASK,
+    CONSTRAINTS,
+    REQUESTS,
+    MODIFIED,
+    READ,
+    IDENTIFIERS,
+    ERRORS,
+    TOOLS,
+    STATE,
+    OPEN,
+    HINTS,
+)
+FILL_ORDER: Final = (
+    TASK,
+    CONSTRAINTS,
+    MODIFIED,
+    IDENTIFIERS,
+    ERRORS,
+    REQUESTS,
+    STATE,
+    READ,
+    TOOLS,
+    OPEN,
+    HINTS,
+)
+
+LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+    {
+        "en": MappingProxyType(
+            {
+                TASK: "Task",
+                CONSTRAINTS: "Constraints",
+                REQUESTS: "Requests",
+                MODIFIED: "Files modified",
+                READ: "Files read",
+                IDENTIFIERS: "Identifiers",
+                ERRORS: "Errors and fixes",
+                TOOLS: "Tool activity",
+                STATE: "Current state",
+                OPEN: "Open items",
+                HINTS: "Lookup hints",
+                "in": "in",
+                "awaiting": "awaiting result",
+                "unanswered": "unanswered",
+                "earlier": "earlier summary",
+            }
+        ),
+        "zh": MappingProxyType(
+            {
+                TASK: "任务",
+                CONSTRAINTS: "约束",
+                REQUESTS: "请求",
+                MODIFIED: "已修改文件",
+                READ: "已读文件",
+                IDENTIFIERS: "标识符",
+                ERRORS: "错误与修复",
+                TOOLS: "工具调用",
+                STATE: "当前状态",
+                OPEN: "待办",
+                HINTS: "检索提示",
+                "in": "目录",
+                "awaiting": "等待结果",
+                "unanswered": "未回答",
+                "earlier": "先前摘要",
+            }
+        ),
+    }
+)
+_BRIEF_KEYS: Final = (TASK, CONSTRAINTS, DONE, OPEN, FINDINGS, FILES)
+_NOTES_KEYS: Final = (TASK, CONSTRAINTS, FINDINGS, DONE, OPEN, DECISIONS)
+STYLE_EXTRA: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+    {
+        "en": MappingProxyType(
+            {
+                PHASE: PHASE_LABEL_EN,
+                "confirmed": "confirmed",
+                "files": "Files",
+                "identifiers": "Identifiers",
+                "latest": "Latest",
+            }
+        ),
+        "zh": MappingProxyType(
+            {
+                PHASE: PHASE_LABEL_ZH,
+                "confirmed": "已确认",
+                "files": "文件",
+                "identifiers": "标识符",
+                "latest": "最新",
+            }
+        ),
+    }
+)
+STYLE_LABELS: Final[Mapping[str, Mapping[str, Mapping[str, str]]]] = MappingProxyType(
+    {
+        style: MappingProxyType(
+            {
+                lang: MappingProxyType(
+                    {
+                        **LABELS[lang],
+                        **STYLE_EXTRA[lang],
+                        **dict(zip(keys, headings, strict=True)),
+                    }
+                )
+                for lang, headings in (("en", en), ("zh", zh))
+            }
+        )
+        for style, keys, en, zh in (
+            ("brief", _BRIEF_KEYS, BRIEF_HEADINGS_EN, BRIEF_HEADINGS_ZH),
+            ("notes", _NOTES_KEYS, NOTES_HEADINGS_EN, NOTES_HEADINGS_ZH),
+        )
+    }
+)
+STYLE_ORDER: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "letta": (TASK, PHASE, *DISPLAY_ORDER[1:]),
+        "brief": (TASK, PHASE, CONSTRAINTS, DONE, OPEN, FINDINGS, FILES),
+        "notes": (TASK, PHASE, CONSTRAINTS, FINDINGS, DONE, OPEN, DECISIONS),
+    }
+)
+# Task and red lines first, so a tight clip loses the least vital items.
+STYLE_FILL: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "letta": (TASK, PHASE, *FILL_ORDER[1:]),
+        "brief": (TASK, PHASE, CONSTRAINTS, OPEN, DONE, FINDINGS, FILES),
+        "notes": (TASK, PHASE, CONSTRAINTS, OPEN, FINDINGS, DONE, DECISIONS),
+    }
+)
+SECTION_KEYS: Final = frozenset((*DISPLAY_ORDER, DONE, FINDINGS, FILES, DECISIONS))
+HEADING_TO_SECTION: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        label.lower(): key
+        for table in (*LABELS.values(), *(t for s in STYLE_LABELS.values() for t in s.values()))
+        for key, label in table.items()
+        if key in SECTION_KEYS
+    }
+)
+
+# First-pass share of the budget per section; a floor keeps task and red lines in tight clips.
+SHARES: Final[Mapping[str, float]] = MappingProxyType(
+    {
+        TASK: 0.3,
+        CONSTRAINTS: 0.25,
+        MODIFIED: 0.12,
+        IDENTIFIERS: 0.08,
+        ERRORS: 0.15,
+        REQUESTS: 0.15,
+        STATE: 0.12,
+        READ: 0.08,
+        TOOLS: 0.06,
+        OPEN: 0.06,
+        HINTS: 0.04,
+        PHASE: 0.1,
+        DONE: 0.2,
+        FINDINGS: 0.2,
+        FILES: 0.12,
+        DECISIONS: 0.15,
+    }
+)
+FLOORS: Final[Mapping[str, int]] = MappingProxyType({TASK: 60, CONSTRAINTS: 60, PHASE: 120})
+LAYOUTS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        TASK: "plain",
+        STATE: "plain",
+        MODIFIED: "inline",
+        READ: "inline",
+        IDENTIFIERS: "inline",
+        HINTS: "inline",
+        FILES: "inline",
+        PHASE: "bare",
+    }
+)
+MIN_ITEM_UNITS: Final = 32
+MAX_HINTS: Final = 100
+
+# Instruction words that name a section the caller cares about most.
+INSTRUCTION_SECTIONS: Final = (
+    (re.compile(r"(?i)\b(?:task|goal)s?\b|任务|目标"), (TASK,)),
+    (re.compile(r"(?i)\bconstraints?\b|\bred[- ]lines?\b|\brules?\b|约束|红线"), (CONSTRAINTS,)),
+    (re.compile(r"(?i)\brequests?\b|请求"), (REQUESTS,)),
+    (re.compile(r"(?i)\bfiles?\b|\bpaths?\b|文件|路径"), (MODIFIED, READ)),
+    (re.compile(r"(?i)\bidentifiers?\b|\bids\b|标识"), (IDENTIFIERS,)),
+    (re.compile(r"(?i)\berrors?\b|\bfix(?:es)?\b|错误"), (ERRORS,)),
+    (re.compile(r"(?i)\btools?\b|工具"), (TOOLS,)),
+    (re.compile(r"(?i)\bcurrent state\b|\bstate\b|当前状态"), (STATE,)),
+    (re.compile(r"(?i)\bopen items?\b|\btodos?\b|\bnext steps?\b|待办"), (OPEN,)),
+    (re.compile(r"(?i)\b(?:lookup )?hints?\b|检索"), (HINTS,)),
+)
+# Reading a brief back: its headings (with the project root a file list names), its phase line.
+HEADING_RE: Final = re.compile(r"^#{1,4}\s*(.+?)\s*$")
+HEADING_ROOT_RE: Final = re.compile(r"\s*\((?:in|目录) ([^)]*)\)\s*$")
+COUNT_RE: Final = re.compile(r"([^\s,×]+)×(\d+)")
+PHASE_LINE_RE: Final = re.compile(
+    rf"^(?:{re.escape(PHASE_LABEL_EN)}|{re.escape(PHASE_LABEL_ZH)})\s*[:：]\s*(.+?)\s*$"
+)
+# Words as a reader counts them, for S3's word limit.
+WORD_RE: Final = re.compile(r"[^\s\u3400-\u9fff]+|[\u3400-\u9fff]")
+
+
+def labels_for(style: str, language: str) -> Mapping[str, str]:
+    if style == "letta":
+        return MappingProxyType({**LABELS[language], **STYLE_EXTRA[language]})
+    return STYLE_LABELS[style][language]

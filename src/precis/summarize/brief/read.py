@@ -1,0 +1,139 @@
+"""Reading an earlier brief back: its sections, carried into the collector of the next one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from precis.facts import (
+    W_CARRIED,
+    Collector,
+    ErrorEntry,
+    by_strength,
+    constraint_sentences,
+    error_key,
+)
+from precis.summarize.brief.labels import (
+    CONSTRAINTS,
+    COUNT_RE,
+    DECISIONS,
+    DONE,
+    ERRORS,
+    FILES,
+    FINDINGS,
+    HEADING_RE,
+    HEADING_ROOT_RE,
+    HEADING_TO_SECTION,
+    HINTS,
+    IDENTIFIERS,
+    LABELS,
+    LAYOUTS,
+    MODIFIED,
+    OPEN,
+    PHASE,
+    PHASE_LINE_RE,
+    READ,
+    REQUESTS,
+    SECTION_KEYS,
+    STYLE_EXTRA,
+    TASK,
+    TOOLS,
+)
+
+
+def parse_brief(text: str) -> dict[str, list[str]]:
+    """The sections of a brief this summarizer wrote earlier; empty for any other text."""
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        phase = PHASE_LINE_RE.match(line.strip())
+        if phase is not None:
+            sections.setdefault(PHASE, []).append(phase.group(1))
+            continue
+        heading = HEADING_RE.match(line)
+        if heading is not None:
+            title = heading.group(1)
+            root = HEADING_ROOT_RE.search(title)
+            if root is not None:
+                title = title[: root.start()]
+            known = HEADING_TO_SECTION.get(title.strip().lower())
+            if known is not None:  # any other "## …" line is content, e.g. a task's title
+                current = known
+                if root is not None:
+                    sections.setdefault("root", []).append(root.group(1))
+                continue
+        stripped = line.strip()
+        if current is None or not stripped:
+            continue
+        if stripped.startswith("- "):
+            stripped = stripped[2:]
+        if LAYOUTS.get(current) == "inline":
+            sections.setdefault(current, []).extend(s for s in stripped.split(", ") if s)
+        else:
+            sections.setdefault(current, []).append(stripped)
+    return sections
+
+
+def read_brief(collector: Collector, text: str) -> bool:
+    """Carry an earlier brief's sections into `collector`; False when `text` has none of them.
+
+    Its phases are carried either way; an unstructured text is left to the collector.
+    """
+    facts = collector.facts
+    sections = parse_brief(text)
+    facts.phases.extend(p for p in sections.get(PHASE, []) if p not in facts.phases)
+    if not any(key in sections for key in SECTION_KEYS):
+        return False
+    roots = sections.get("root", [])
+    root = roots[0] if roots else ""
+    if sections.get(TASK) and not facts.task:
+        facts.task = " ".join(sections[TASK])
+        facts.task_keep = tuple(by_strength(constraint_sentences(facts.task)))
+    for sentence in sections.get(CONSTRAINTS, []):
+        facts.constraints.setdefault(sentence.lower(), sentence)
+    facts.carried_requests.extend(sections.get(REQUESTS, []))
+    for key, tally in ((MODIFIED, facts.modified), (READ, facts.read)):
+        for path in sections.get(key, []):
+            full = path if not root or path.startswith(("/", "~", ".")) else root + path
+            tally.add(full, full, W_CARRIED)
+    for label in sections.get(IDENTIFIERS, []):
+        facts.identifiers.add(label.split("=", 1)[-1], label, W_CARRIED, "carried")
+    for line in sections.get(ERRORS, []):
+        facts.errors.setdefault(error_key(line), ErrorEntry(line, 1, -1, -1, carried=True))
+    for line in sections.get(TOOLS, []):
+        for name, count in COUNT_RE.findall(line):
+            facts.tool_counts[name] = facts.tool_counts.get(name, 0) + int(count)
+    # Pending calls and unanswered requests are re-derived from the new span, not carried.
+    stale = tuple(
+        f"{labels[k]}: " for labels in LABELS.values() for k in ("awaiting", "unanswered")
+    )
+    facts.carried_open.extend(t for t in sections.get(OPEN, []) if not t.startswith(stale))
+    facts.carried_hints.extend(sections.get(HINTS, []))
+    facts.user_texts.extend(sections.get(TASK, []))
+    _read_style_sections(collector, sections, root)
+    return True
+
+
+def _read_style_sections(
+    collector: Collector, sections: Mapping[str, list[str]], root: str
+) -> None:
+    """Carry a brief's or notes' own sections; grouped files and identifiers are re-ranked."""
+    facts = collector.facts
+    facts.carried_done.extend(sections.get(DONE, []))
+    facts.carried_decisions.extend(sections.get(DECISIONS, []))
+    for path in sections.get(FILES, []):
+        full = path if not root or path.startswith(("/", "~", ".")) else root + path
+        facts.read.add(full, full, W_CARRIED)
+    for line in sections.get(FINDINGS, []):
+        label, colon, rest = line.partition(": ")
+        kind = next(
+            (k for k in ("files", "identifiers") for t in STYLE_EXTRA.values() if t[k] == label),
+            None,
+        )
+        if not colon or kind is None:
+            facts.carried_findings.append(line)
+        elif kind == "files":
+            for path in rest.split(", "):
+                facts.read.add(path, path, W_CARRIED)
+        else:
+            for ident in rest.split(", "):
+                facts.identifiers.add(ident.split("=", 1)[-1], ident, W_CARRIED, "carried")

@@ -1,0 +1,328 @@
+"""From collected facts to each section's candidate items, before any budget applies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from precis.core.jscompat import utf16_len
+from precis.facts import (
+    W_OUTPUT,
+    ErrorEntry,
+    Facts,
+    TermEntry,
+    basename,
+    is_trivial,
+    one_line,
+    project_root,
+    shorten,
+)
+from precis.facts.patterns import ERROR_CLASS_RE, STRONG_CONSTRAINT_RE
+from precis.summarize.brief.labels import (
+    CONSTRAINTS,
+    DECISIONS,
+    DONE,
+    ERRORS,
+    FILES,
+    FILL_ORDER,
+    FINDINGS,
+    IDENTIFIERS,
+    INSTRUCTION_SECTIONS,
+    MAX_HINTS,
+    MODIFIED,
+    OPEN,
+    PHASE,
+    READ,
+    REQUESTS,
+    STATE,
+    TASK,
+    TOOLS,
+)
+from precis.summarize.prompts import phase_line
+
+
+@dataclass(slots=True)
+class Item:
+    text: str
+    order: int
+    keep: tuple[str, ...] = ()
+    shrink: bool = True
+    shown: str | None = None
+    # Shorter whole forms to fall back on, longest first, instead of cutting the text.
+    variants: tuple[str, ...] = ()
+    # Filled only once every section had its share (the system prompt's rules).
+    late: bool = False
+
+
+def display_path(path: str, root: str) -> str:
+    return path[len(root) :] if root and path.startswith(root) and len(path) > len(root) else path
+
+
+def _path_items(
+    terms: list[TermEntry], root: str, names: set[str], listed: Iterable[str] = ()
+) -> list[Item]:
+    """Ranked path items shown relative to the project root, each path once.
+
+    A bare file name is left out when one of `names` (basenames of full paths) already covers it.
+    """
+    items: list[Item] = []
+    seen = set(listed)
+    for term in terms:
+        shown = display_path(term.label, root)
+        if shown in seen or ("/" not in term.label and term.label in names):
+            continue
+        seen.add(shown)
+        items.append(Item(shown, term.first, shrink=False, late=term.weight <= W_OUTPUT))
+    return items
+
+
+def wanted_sections(instructions: str | None) -> list[str]:
+    """The sections a caller's own prompt names, in the default fill order."""
+    if not instructions:
+        return []
+    named = {
+        k for pattern, keys in INSTRUCTION_SECTIONS if pattern.search(instructions) for k in keys
+    }
+    return [k for k in FILL_ORDER if k in named]
+
+
+def _item_caps(budget: int) -> dict[str, int]:
+    """The most one item of each text section may take, so no single fact crowds out the rest."""
+    return {
+        TASK: max(60, int(budget * 0.3)),
+        CONSTRAINTS: 300,
+        REQUESTS: max(80, min(500, budget // 10)),
+        ERRORS: 300,
+        STATE: max(100, min(1200, int(budget * 0.12))),
+        TOOLS: 400,
+        OPEN: 240,
+    }
+
+
+def _text_item(text: str, order: int, cap: int, keep: tuple[str, ...] = ()) -> Item:
+    return Item(shorten(one_line(text), cap, keep), order, keep)
+
+
+def _constraint_items(facts: Facts, cap: int) -> list[Item]:
+    """The user's prohibitions first, then the user's other rules, then the system prompt's."""
+    user_rules = list(facts.constraints.values())
+    system_rules = [v for k, v in facts.system_constraints.items() if k not in facts.constraints]
+    items = [_text_item(rule, i, cap) for i, rule in enumerate(user_rules + system_rules)]
+    for item in items[len(user_rules) :]:
+        item.late = True  # the system prompt stays in context anyway
+    return sorted(
+        items,
+        key=lambda i: (i.late, STRONG_CONSTRAINT_RE.search(i.text) is None),
+    )
+
+
+def _request_items(facts: Facts, cap: int) -> list[Item]:
+    """The newest substantive requests first; all shown in the order they were made."""
+    fresh: dict[str, Item] = {}
+    carried = len(facts.carried_requests)
+    for index, text, keep in reversed(facts.requests):
+        item = _text_item(text, carried + index, cap, keep)
+        fresh.setdefault(item.text, item)
+    ranked = sorted(fresh.values(), key=lambda i: is_trivial(i.text))
+    earlier = [_text_item(t, i, cap) for i, t in enumerate(facts.carried_requests)]
+    return [*ranked, *reversed(earlier)]
+
+
+def _error_items(errors: list[ErrorEntry], cap: int) -> list[Item]:
+    """The latest errors first, each with how often it recurred and what was tried next."""
+    items = []
+    for error in errors:
+        text = error.signature if error.carried else shorten(error.signature, 200)
+        if error.count > 1 and not error.carried:
+            text += f" (×{error.count})"
+        if error.fix:
+            text += f" → {shorten(error.fix, 160)}"
+        items.append(_text_item(text, error.first, cap))
+    return items
+
+
+def _tool_items(facts: Facts) -> list[Item]:
+    """Call counts (losing the rarest tools first when short of room), then the newest calls."""
+    if not facts.tool_counts:
+        return []
+    counts = sorted(facts.tool_counts.items(), key=lambda kv: -kv[1])
+    tallies = [f"{n}×{c}" for n, c in counts]
+    shorter = tuple(", ".join(tallies[:n]) for n in (8, 5, 3, 1) if n < len(tallies))
+    items = [Item(", ".join(tallies), 0, shrink=False, variants=shorter)]
+    calls = list(enumerate(facts.recent_calls, start=1))
+    items += [Item(f"→ {call}", i, shrink=False) for i, call in reversed(calls)]
+    return items
+
+
+def _open_items(facts: Facts, labels: Mapping[str, str], cap: int) -> list[Item]:
+    """What is still pending: an unanswered request, calls without results, to-dos."""
+    texts: list[str] = []
+    last = facts.last_request
+    if last and not facts.last_request_answered and facts.requests and not is_trivial(last):
+        texts.append(f"{labels['unanswered']}: {shorten(one_line(last), 100)}")
+    texts += [f"{labels['awaiting']}: {call}" for call in facts.pending_calls.values()]
+    texts += facts.todo_tool_items
+    texts += reversed(facts.todo_lines)
+    texts += facts.carried_open
+    return [_text_item(t, i, cap) for i, t in enumerate(dict.fromkeys(texts))]
+
+
+def hint_items(
+    facts: Facts,
+    errors: list[ErrorEntry],
+    modified: list[TermEntry],
+    read: list[TermEntry],
+    shown: str,
+) -> list[Item]:
+    """Search terms for what did not make it into the brief: error names, files, identifiers."""
+    candidates: list[str] = []
+    for error in errors:
+        candidates += ERROR_CLASS_RE.findall(error.signature)
+    candidates += [basename(t.label) for t in modified]
+    candidates += [t.label.split("=", 1)[-1] for t in facts.identifiers.ranked()]
+    candidates += [basename(t.label) for t in read if t.weight > W_OUTPUT]
+    candidates += facts.carried_hints
+    fresh = [t for t in dict.fromkeys(candidates) if t and utf16_len(t) <= 60][:MAX_HINTS]
+    return [Item(term, i, shrink=False) for i, term in enumerate(fresh) if term not in shown]
+
+
+@dataclass(slots=True)
+class Ranked:
+    """The span's files and errors, ranked once and shared by every style."""
+
+    modified: list[TermEntry]
+    read: list[TermEntry]
+    root: str
+    modified_items: list[Item]
+    read_items: list[Item]
+    errors: list[ErrorEntry]
+
+
+def rank(facts: Facts, *, use_root: bool = True) -> Ranked:
+    modified = facts.modified.ranked()
+    read = facts.read.ranked()
+    root = ""
+    if use_root:
+        root = project_root([t.label for t in modified]) or project_root(
+            [t.label for t in modified] + [t.label for t in read[:200]]
+        )
+    modified_names = {basename(t.label) for t in modified if "/" in t.label}
+    read_names = {basename(t.label) for t in read if "/" in t.label}
+    modified_items = _path_items(modified, root, modified_names)
+    listed = {i.text for i in modified_items}
+    read_items = _path_items(read, root, modified_names | read_names, listed)
+    errors = sorted(facts.errors.values(), key=lambda e: (e.carried, -e.last, e.first))
+    return Ranked(modified, read, root, modified_items, read_items, errors)
+
+
+def _task_items(facts: Facts, labels: Mapping[str, str], cap: int) -> list[Item]:
+    if not facts.task:
+        return []
+    task = f"({labels['earlier']}) {facts.task}" if facts.task_from_summary else facts.task
+    return [_text_item(task, 0, cap, facts.task_keep)]
+
+
+def _phase_items(facts: Facts, language: str) -> list[Item]:
+    """One line per finished phase, never shortened, so the name survives verbatim."""
+    phases = dict.fromkeys(p.strip() for p in facts.phases if p.strip())
+    return [Item(phase_line(p, language), i, shrink=False) for i, p in enumerate(phases)]
+
+
+def _listing(label: str, names: Sequence[str]) -> list[Item]:
+    """A labelled comma list as one item that loses its tail before it is dropped."""
+    if not names:
+        return []
+    shorter = tuple(f"{label}: {', '.join(names[:n])}" for n in (20, 10, 5, 2, 1) if n < len(names))
+    return [Item(f"{label}: {', '.join(names)}", 0, shrink=False, variants=shorter)]
+
+
+def _newest_first(texts: Iterable[str], cap: int) -> list[Item]:
+    """Items shown in the order they happened but filled newest first when room is short."""
+    items = [_text_item(t, i, cap) for i, t in enumerate(dict.fromkeys(texts))]
+    return list(reversed(items))
+
+
+def _done_items(facts: Facts) -> list[Item]:
+    """Answered requests with the gist of the answer, then the tool calls that came back clean."""
+    texts = list(facts.carried_done)
+    texts += [
+        f"{shorten(one_line(request), 140)} → {shorten(one_line(reply), 140)}"
+        for request, reply in facts.answered
+    ]
+    texts += list(facts.completed_calls)
+    return _newest_first(texts, 300)
+
+
+def _finding_items(
+    facts: Facts,
+    labels: Mapping[str, str],
+    mode: str,
+    ranked: Ranked,
+    *,
+    with_files: bool,
+) -> list[Item]:
+    """Errors with their fixes, carried findings, identifiers (and files, for the notes)."""
+    items = _error_items(ranked.errors, 300)
+    carried = [*facts.carried_findings]
+    carried += [f"({labels['earlier']}) {t}" for t in facts.carried_requests]
+    items += _newest_first(carried, 300)
+    identifiers = [t.label for t in facts.identifiers.ranked()]
+    items += _listing(labels["identifiers"], identifiers)
+    if with_files:
+        paths = [t.label for t in (*ranked.modified, *ranked.read)]
+        items += _listing(labels["files"], list(dict.fromkeys(paths)))
+    if mode == "all" and facts.last_assistant_text:
+        state = _text_item(f"{labels['latest']}: {facts.last_assistant_text}", 0, 400)
+        items.insert(0, state)
+    for order, item in enumerate(items):
+        item.order = order
+    return items
+
+
+def _decision_items(facts: Facts, labels: Mapping[str, str]) -> list[Item]:
+    """Choices stated outright and proposals the user said yes to, in the order they were made."""
+    texts = [*facts.carried_decisions, *facts.decisions.values()]
+    texts += [
+        f"{proposal} ({labels['confirmed']}: {answer})" for proposal, answer in facts.confirmations
+    ]
+    return _newest_first(texts, 300)
+
+
+def sections(
+    style: str,
+    facts: Facts,
+    labels: Mapping[str, str],
+    language: str,
+    mode: str,
+    budget: int,
+    ranked: Ranked,
+) -> dict[str, list[Item]]:
+    """Every section's candidate items for one style, before any budget is applied."""
+    caps = _item_caps(budget)
+    out: dict[str, list[Item]] = {
+        TASK: _task_items(facts, labels, caps[TASK]),
+        PHASE: _phase_items(facts, language),
+        CONSTRAINTS: _constraint_items(facts, caps[CONSTRAINTS]),
+    }
+    if style == "letta":
+        out[REQUESTS] = _request_items(facts, caps[REQUESTS])
+        out[MODIFIED] = ranked.modified_items
+        out[READ] = ranked.read_items
+        out[IDENTIFIERS] = [
+            Item(t.label, t.first, shrink=False, late=t.weight <= W_OUTPUT)
+            for t in facts.identifiers.ranked()
+        ]
+        out[ERRORS] = _error_items(ranked.errors, caps[ERRORS])
+        if mode == "all" and facts.last_assistant_text:
+            out[STATE] = [_text_item(facts.last_assistant_text, 0, caps[STATE])]
+        out[TOOLS] = _tool_items(facts)
+        out[OPEN] = _open_items(facts, labels, caps[OPEN])
+        return out
+    out[DONE] = _done_items(facts)
+    out[OPEN] = _open_items(facts, labels, caps[OPEN])
+    out[FINDINGS] = _finding_items(facts, labels, mode, ranked, with_files=style == "notes")
+    if style == "brief":
+        out[FILES] = [*ranked.modified_items, *ranked.read_items]
+    else:
+        out[DECISIONS] = _decision_items(facts, labels)
+    return out

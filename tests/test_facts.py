@@ -1,0 +1,43 @@
+"""precis.facts: scans remembered per message stay right, the folded context, token edges."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from precis.core.messages import Message
+from precis.facts import Fact, context_text, extract_facts, fold, missing_facts
+from precis.facts.verify import ContextText
+
+
+def texts(messages: list[Message]) -> list[str]:
+    return [f.text for f in extract_facts(messages)]
+
+
+def test_a_view_that_keeps_the_id_gets_the_facts_of_its_own_text() -> None:
+    first = Message(role="user", id="m1", content="Fix src/app/main.py, never use npm.")
+    assert "src/app/main.py" in texts([first])
+    shown = replace(first, content="Fix lib/other/util.py please, and keep going with it.")
+    found = texts([shown])
+    assert "lib/other/util.py" in found and "src/app/main.py" not in found
+    assert "src/app/main.py" in texts([first])
+
+
+def test_the_context_text_carries_its_folded_form() -> None:
+    messages = [
+        Message(role="user", id="a", content="  Never   USE npm\n"),
+        Message(role="user", id="b", content=""),
+        Message(role="user", id="c", content="Straße\tPORT 8080", metadata={"summary": "old"}),
+    ]
+    text = context_text(messages)
+    assert isinstance(text, ContextText) and text.folded == fold(str(text))
+    assert missing_facts([Fact("constraint", "never use npm", "a")], text) == []
+
+
+def test_paths_and_identifiers_must_stand_as_whole_tokens() -> None:
+    text = "see `src/app.py`, not src/app.pyc; v1.2.3 and xv1.2.34 and 12345-6"
+    for needle in ("src/app.py", "src/app", "app.py", "v1.2.3", "1.2.3", "2345", "12345"):
+        path = re.search(rf"(?<![\w.\-]){re.escape(needle)}(?![\w\-]|\.\w)", text) is not None
+        token = re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", text)
+        assert (missing_facts([Fact("file_read", needle, "x")], text) == []) == path
+        assert (missing_facts([Fact("identifier", needle, "x")], text) == []) == (token is not None)
