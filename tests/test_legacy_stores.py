@@ -10,6 +10,7 @@ import asyncio
 import json
 import re
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -20,7 +21,10 @@ import pytest
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall
 from precis.engine.settings import CompactionSettings
 from precis.session import Session
-from precis.stores import ConversationStore, SQLiteStore
+from precis.stores import ConversationStore, SQLiteStore, StoreError
+from precis.stores.migrations import MIGRATIONS, counted_steps
+
+NAMES = ["m001_core", "m002_recall", "m003_pins"]
 
 LEGACY = Path(__file__).resolve().parent / "data" / "legacy"
 # The schema name the dump was taken from; each test loads it under a throwaway name.
@@ -119,7 +123,25 @@ def _check_still_writes(store: ConversationStore, expected: dict[str, Any]) -> N
     assert [m.pinned for m in store.context("notes").messages][:2] == [True, True]
 
 
+def test_migrations_are_named_in_order() -> None:
+    pytest.importorskip("psycopg")
+    from precis.stores.postgres import PostgresDialect
+    from precis.stores.sqlite import SQLiteDialect
+
+    assert [fn.__name__ for fn in MIGRATIONS] == NAMES
+    # What schema_version counts: the older precis's steps, one per migration added since.
+    assert counted_steps(SQLiteDialect()) == [(name,) for name in NAMES]
+    assert counted_steps(PostgresDialect()) == [("m001_core", "m003_pins"), ("m002_recall",)]
+
+
 # --- SQLite -----------------------------------------------------------------------------------
+
+
+def _sqlite_records(path: Path) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
+    with sqlite3.connect(path) as raw:
+        names = raw.execute("SELECT name, applied_at FROM migrations ORDER BY name").fetchall()
+        steps = raw.execute("SELECT version, applied_at FROM schema_version ORDER BY 1").fetchall()
+    return names, steps
 
 
 @pytest.fixture
@@ -130,11 +152,32 @@ def legacy_sqlite(tmp_path: Path) -> Path:
 
 
 def test_legacy_sqlite_store_reads_as_before_and_still_writes(legacy_sqlite: Path) -> None:
+    with sqlite3.connect(legacy_sqlite) as raw:
+        counted = raw.execute(
+            "SELECT version, applied_at FROM schema_version ORDER BY 1"
+        ).fetchall()
+        assert not raw.execute("SELECT 1 FROM sqlite_master WHERE name = 'migrations'").fetchall()
+    assert [v for v, _ in counted] == [1, 2, 3]
     with SQLiteStore(legacy_sqlite) as store:
         expected = _check_reads_as_before(store, "expected-sqlite.json")
         _check_still_writes(store, expected)
+    # The count became names, each with the time its counted step was applied.
+    assert _sqlite_records(legacy_sqlite) == (
+        [(name, at) for name, (_, at) in zip(NAMES, counted, strict=True)],
+        counted,
+    )
     with SQLiteStore(legacy_sqlite) as again:
         assert again.context("deploy").version == 2
+    assert _sqlite_records(legacy_sqlite)[1] == counted
+
+
+def test_sqlite_refuses_a_migration_it_does_not_know(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("INSERT INTO migrations VALUES ('m999_future', 'later')")
+    with pytest.raises(StoreError, match=r"m999_future.*newer"):
+        SQLiteStore(path)
 
 
 # --- PostgreSQL -------------------------------------------------------------------------------
@@ -178,8 +221,60 @@ def test_legacy_postgres_store_reads_as_before_and_still_writes(
 ) -> None:
     from precis.stores.postgres import PostgresStore
 
+    counted = _pg_records(postgres_url, legacy_postgres, "schema_version")
+    assert [v for v, _ in counted] == [1, 2]
     with PostgresStore(postgres_url, schema=legacy_postgres) as store:
         expected = _check_reads_as_before(store, "expected-postgres.json")
         _check_still_writes(store, expected)
+    # PostgreSQL's count 1 stood for the core and the pins table, 2 for the recall indexes.
+    (_, at_one), (_, at_two) = counted
+    assert _pg_records(postgres_url, legacy_postgres, "migrations") == [
+        ("m001_core", at_one),
+        ("m002_recall", at_two),
+        ("m003_pins", at_one),
+    ]
+    # The count stays what the older precis wrote, so that precis still opens the schema.
+    assert _pg_records(postgres_url, legacy_postgres, "schema_version") == counted
     with PostgresStore(postgres_url, schema=legacy_postgres) as again:
         assert again.context("deploy").version == 2
+    assert _pg_records(postgres_url, legacy_postgres, "schema_version") == counted
+
+
+def _pg_records(url: str, schema: str, table: str) -> list[tuple[Any, str]]:
+    import psycopg
+    from psycopg import sql
+
+    query = sql.SQL("SELECT * FROM {}.{} ORDER BY 1").format(
+        sql.Identifier(schema), sql.Identifier(table)
+    )
+    with psycopg.connect(url) as conn:
+        return [(row[0], str(row[1])) for row in conn.execute(query).fetchall()]
+
+
+def test_postgres_at_count_one_gets_the_recall_indexes(postgres_url: str, pg_schema: str) -> None:
+    """A schema an older precis left at step 1 (core and pins, no recall index yet)."""
+    import psycopg
+    from psycopg import sql
+
+    from precis.stores.postgres import MIGRATIONS as STEPS
+    from precis.stores.postgres import PostgresStore
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(pg_schema)))
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(pg_schema)))
+        with conn.cursor() as cur:
+            STEPS[0](cur)  # counted step 1: m001_core and m003_pins
+        conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TEXT)")
+        conn.execute("INSERT INTO schema_version VALUES (1, 'then')")
+        conn.execute("INSERT INTO conversations (id, next_seq, created_at) VALUES ('old', 2, 'x')")
+        conn.execute(
+            "INSERT INTO messages (conversation_id, seq, id, role, content, kind, created_at) "
+            "VALUES ('old', 1, 'm1', 'user', 'legacy port 5433 数据库', 'message', 'x')"
+        )
+    with PostgresStore(postgres_url, schema=pg_schema) as store:
+        assert [h.id for h in store.recall("old", "5433")] == ["m1"]
+        assert [h.id for h in store.recall("old", "数据库")] == ["m1"]
+    names = _pg_records(postgres_url, pg_schema, "migrations")
+    assert [n for n, _ in names] == ["m001_core", "m002_recall", "m003_pins"]
+    assert [at for n, at in names if n != "m002_recall"] == ["then", "then"]
+    assert [v for v, _ in _pg_records(postgres_url, pg_schema, "schema_version")] == [1, 2]
