@@ -6,7 +6,6 @@ file and a pg_dump of a PostgreSQL schema, each with what that precis read back 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
@@ -19,9 +18,13 @@ from typing import Any
 import pytest
 
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall
-from precis.engine.settings import CompactionSettings
-from precis.session import Session
-from precis.stores import ConversationStore, SQLiteStore, StoreError
+from precis.stores import (
+    CompactionEvent,
+    ConversationStore,
+    SQLiteStore,
+    StoreError,
+    VersionConflict,
+)
 from precis.stores.migrations import MIGRATIONS, counted_steps
 
 NAMES = ["m001_core", "m002_recall", "m003_pins"]
@@ -86,37 +89,59 @@ def _check_reads_as_before(store: ConversationStore, expected_file: str) -> dict
 
 
 def _check_still_writes(store: ConversationStore, expected: dict[str, Any]) -> None:
-    """Append, pin, recall and a second compaction all work on the migrated store."""
+    """Append, recall, pin, the prompt and a second compaction all work on the migrated store."""
     before = expected["deploy"]
-    session = Session(store, "deploy", settings=CompactionSettings(context_window=4000))
     call = ToolCall("call_after", "read_file", '{"path": "deploy/after-upgrade.yaml"}')
-    appended = session.append(
-        Message(role="user", content="After the upgrade: the cache port is 6380."),
-        Message(role="assistant", content="", tool_calls=(call,)),
-        Message(role="tool", tool_call_id=call.id, content="cache: redis\nport: 6380"),
-        Message(role="assistant", content="The cache config is in place."),
+    appended = store.append(
+        "deploy",
+        [
+            Message(role="user", content="After the upgrade: the cache port is 6380."),
+            Message(role="assistant", content="", tool_calls=(call,)),
+            Message(role="tool", tool_call_id=call.id, content="cache: redis\nport: 6380"),
+            Message(role="assistant", content="The cache config is in place."),
+        ],
     )
     count = len(before["history"]) + len(appended)
     assert store.count("deploy") == count
     assert {h.id for h in store.recall("deploy", "6380")} == {appended[0].id, appended[2].id}
-    context = store.context("deploy")
-    assert context.version == 1 and [m.id for m in context.messages][-4:] == [
-        m.id for m in appended
-    ]
-    asyncio.run(session.compact())
-    after = store.context("deploy")
+    snap = store.context("deploy")
+    assert snap.version == 1 and snap.last_seq == count
+    assert [m.id for m in snap.messages] == [*before["context"]["ids"], *(m.id for m in appended)]
+
+    summary = Message(
+        role="user", kind=KIND_SUMMARY, id="summary-after-upgrade", content="Cache port 6380."
+    )
+    kept = [*before["context"]["pinned"], summary.id, *(m.id for m in appended)]
+    event = CompactionEvent("manual", "sliding_window", {"kept": len(kept)}, summary.id, "later")
+    after = store.commit_compaction(
+        "deploy",
+        expected_version=1,
+        snapshot_last_seq=snap.last_seq,
+        summary=summary,
+        context_ids=kept,
+        event=event,
+    )
     assert after.version == 2 and after.last_seq == count + 1
+    assert [m.id for m in after.messages] == kept
+    assert [m.id for m in after.messages if m.pinned] == before["context"]["pinned"]
+    with pytest.raises(VersionConflict):
+        store.commit_compaction(
+            "deploy",
+            expected_version=1,
+            snapshot_last_seq=snap.last_seq,
+            summary=Message(role="user", kind=KIND_SUMMARY, id="late", content="late"),
+            context_ids=["late"],
+            event=CompactionEvent("manual", "all", {}, "late", "later"),
+        )
     events = store.events("deploy")
-    assert len(events) == 2 and _plain(asdict(events[0])) == before["events"][0]
-    summary = store.history("deploy", offset=count)
-    assert [m.kind for m in summary] == [KIND_SUMMARY] and summary[0].id == events[1].summary_id
-    assert summary[0].id in {m.id for m in after.messages}
-    # The pinned task and red line survive the second compaction.
-    assert set(before["context"]["pinned"]) <= {m.id for m in after.messages if m.pinned}
+    assert _plain([asdict(e) for e in events]) == [*before["events"], _plain(asdict(event))]
+    (stored,) = store.history("deploy", offset=count)
+    assert stored.kind == KIND_SUMMARY and stored.id == summary.id
+    assert summary.id in {h.id for h in store.recall("deploy", "6380")}
     assert store.system_prompt("deploy") == (before["system_prompt"][0], True)
-    session.set_system_prompt("recompiled")
+    store.set_system_prompt("deploy", "recompiled")
     assert store.system_prompt("deploy") == ("recompiled", False)
-    # The untouched conversation is still as it was.
+    # The untouched conversation is still as it was, and takes a new pin.
     notes = store.history("notes")
     assert _plain([asdict(m) for m in notes]) == expected["notes"]["history"]
     store.set_pinned("notes", notes[1].id, True)
