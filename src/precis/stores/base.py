@@ -8,29 +8,33 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
 from precis.core.messages import Message
 
 __all__ = [
     "SNIPPET_CHARS",
+    "Compaction",
     "CompactionEvent",
     "ContextSnapshot",
     "ConversationNotFound",
     "ConversationStore",
     "MessageIds",
     "RecallHit",
+    "StoreBase",
     "StoreError",
     "UnknownMessage",
     "VersionConflict",
     "check_context_ids",
     "check_page",
     "check_summary",
+    "duplicate_id",
     "json_safe",
+    "normalize_batch",
     "normalize_message",
     "query_terms",
     "search_text",
@@ -151,6 +155,70 @@ class ConversationStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """The arguments of one `commit_compaction`, with the checks every backend makes of them."""
+
+    expected_version: int
+    snapshot_last_seq: int
+    summary: Message
+    context_ids: tuple[str, ...]
+    event: CompactionEvent
+
+    def check(
+        self, conversation_id: str, version: int, holds: Callable[[str], bool]
+    ) -> dict[str, Any]:
+        """Refuse a stale version, a bad summary or id list; return the event's stats as data.
+
+        `holds(id)` says whether the conversation already has a message with that id.
+        """
+        if version != self.expected_version:
+            raise VersionConflict(conversation_id, self.expected_version, version)
+        check_summary(conversation_id, self.summary, self.event)
+        if holds(self.summary.id):
+            raise duplicate_id(conversation_id, self.summary.id)
+        check_context_ids(conversation_id, self.context_ids, self.summary.id, holds)
+        return json_safe(self.event.stats, f"stats of the compaction event of {conversation_id!r}")
+
+    def id_list(self, later: Iterable[str]) -> list[str]:
+        """The new context: the kept ids, then those appended after the snapshot not among them."""
+        kept = set(self.context_ids)
+        return [*self.context_ids, *(i for i in later if i not in kept)]
+
+
+class StoreBase:
+    """What the backends share above their storage: the commit's argument handling, `with`."""
+
+    def commit_compaction(
+        self,
+        conversation_id: str,
+        *,
+        expected_version: int,
+        snapshot_last_seq: int,
+        summary: Message,
+        context_ids: Sequence[str],
+        event: CompactionEvent,
+    ) -> ContextSnapshot:
+        """Atomically append the summary, replace the id list, bump the version, log the event."""
+        compaction = Compaction(
+            expected_version, snapshot_last_seq, summary, tuple(context_ids), event
+        )
+        return self._commit(conversation_id, compaction)
+
+    def _commit(self, conversation_id: str, compaction: Compaction) -> ContextSnapshot:
+        """commit_compaction in one transaction: `compaction.check` first, then all or nothing."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections and files."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class MessageIds:
     """Makes 'msg_' + 13 hex ms + 16 hex random ids that sort by time, strictly within one store."""
 
@@ -210,6 +278,22 @@ def normalize_message(
     )
 
 
+def normalize_batch(
+    conversation_id: str, messages: Sequence[Message], ids: MessageIds, held: Container[str]
+) -> list[Message]:
+    """The batch as the store will keep it; StoreError for an id repeated in it or in `held`."""
+    now = utc_now()
+    out: list[Message] = []
+    seen: set[str] = set()
+    for message in messages:
+        stored = normalize_message(message, conversation_id=conversation_id, ids=ids, now=now)
+        if stored.id in seen or stored.id in held:
+            raise duplicate_id(conversation_id, stored.id)
+        seen.add(stored.id)
+        out.append(stored)
+    return out
+
+
 def search_text(message: Message) -> str:
     """The text recall indexes: the content plus each tool call's name and arguments."""
     if not message.tool_calls:
@@ -256,6 +340,13 @@ def snippet(text: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
     suffix = "…" if end < len(text) else ""
     body = text[start + len(prefix) : end - len(suffix)]
     return prefix + body + suffix
+
+
+def duplicate_id(conversation_id: str, message_id: str) -> StoreError:
+    """The error for an id the conversation (or the batch being appended) already holds."""
+    return StoreError(
+        f"message id {message_id!r} already exists in conversation {conversation_id!r}"
+    )
 
 
 def check_page(offset: int, limit: int | None) -> None:

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field, replace
 
-from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
+from precis.core.errors import ConversationNotFound, UnknownMessage
 from precis.core.messages import Message
 from precis.stores.base import (
+    Compaction,
     CompactionEvent,
     ContextSnapshot,
     MessageIds,
     RecallHit,
-    check_context_ids,
+    StoreBase,
     check_page,
-    check_summary,
-    json_safe,
-    normalize_message,
+    normalize_batch,
     query_terms,
     search_text,
     snippet,
     term_score,
-    utc_now,
 )
 
 __all__ = ["MemoryStore"]
@@ -41,7 +39,7 @@ class _Conversation:
     events: list[CompactionEvent] = field(default_factory=list)
 
 
-class MemoryStore:
+class MemoryStore(StoreBase):
     """A `ConversationStore` in memory; every method holds one lock, so it is thread-safe."""
 
     def __init__(self) -> None:
@@ -70,25 +68,6 @@ class MemoryStore:
         with self._lock:
             return sorted(self._conversations)
 
-    def _prepare(
-        self, conversation_id: str, conv: _Conversation | None, messages: Sequence[Message]
-    ) -> list[Message]:
-        """Normalize a batch and reject ids the conversation or the batch already holds."""
-        now = utc_now()
-        out: list[Message] = []
-        batch: set[str] = set()
-        for message in messages:
-            stored = normalize_message(
-                message, conversation_id=conversation_id, ids=self._ids, now=now
-            )
-            if stored.id in batch or (conv is not None and stored.id in conv.seq_of):
-                raise StoreError(
-                    f"message id {stored.id!r} already exists in conversation {conversation_id!r}"
-                )
-            batch.add(stored.id)
-            out.append(stored)
-        return out
-
     def _store(self, conv: _Conversation, messages: Sequence[Message]) -> None:
         for message in messages:
             conv.log.append(message)
@@ -98,7 +77,8 @@ class MemoryStore:
         """Append in one step; return the messages with id and created_at filled in."""
         with self._lock:
             conv = self._conversations.get(conversation_id)
-            stored = self._prepare(conversation_id, conv, messages)
+            held: Container[str] = conv.seq_of if conv is not None else ()
+            stored = normalize_batch(conversation_id, messages, self._ids, held)
             if conv is None:
                 conv = self._conversations.setdefault(conversation_id, _Conversation(""))
             self._store(conv, stored)
@@ -159,32 +139,18 @@ class MemoryStore:
         with self._lock:
             return len(self._conversation(conversation_id).log)
 
-    def commit_compaction(
-        self,
-        conversation_id: str,
-        *,
-        expected_version: int,
-        snapshot_last_seq: int,
-        summary: Message,
-        context_ids: Sequence[str],
-        event: CompactionEvent,
-    ) -> ContextSnapshot:
-        """Atomically append the summary, replace the id list, bump the version, log the event."""
+    def _commit(self, conversation_id: str, compaction: Compaction) -> ContextSnapshot:
+        """Append the summary, replace the id list, bump the version, log the event, at once."""
         with self._lock:
             conv = self._conversation(conversation_id)
-            if conv.version != expected_version:
-                raise VersionConflict(conversation_id, expected_version, conv.version)
-            check_summary(conversation_id, summary, event)
-            (stored,) = self._prepare(conversation_id, conv, [summary])
-            check_context_ids(conversation_id, context_ids, stored.id, conv.seq_of.__contains__)
-            kept = set(context_ids)
-            later = [m.id for m in conv.log[max(snapshot_last_seq, 0) :] if m.id not in kept]
-            stats = json_safe(event.stats, f"stats of the compaction event of {conversation_id!r}")
+            stats = compaction.check(conversation_id, conv.version, conv.seq_of.__contains__)
+            (stored,) = normalize_batch(conversation_id, [compaction.summary], self._ids, ())
+            later = [m.id for m in conv.log[max(compaction.snapshot_last_seq, 0) :]]
             self._store(conv, [stored])
-            conv.id_list = [*context_ids, *later]
+            conv.id_list = compaction.id_list(later)
             conv.version += 1
             conv.prompt_stale = True
-            conv.events.append(replace(event, stats=stats, summary_id=stored.id))
+            conv.events.append(replace(compaction.event, stats=stats, summary_id=stored.id))
             return self._snapshot(conv)
 
     def events(self, conversation_id: str) -> list[CompactionEvent]:

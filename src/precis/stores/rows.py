@@ -16,6 +16,23 @@ MESSAGE_COLUMNS = (
     "reasoning, images, openai_extra"
 )
 M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in MESSAGE_COLUMNS.split(","))
+# The columns every message insert writes, in the order `message_values` gives them.
+INSERT_COLUMNS = (
+    "conversation_id",
+    "seq",
+    "id",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "kind",
+    "pinned",
+    "metadata",
+    "created_at",
+    "reasoning",
+    "images",
+    "openai_extra",
+)
 
 
 def tool_calls_json(calls: Sequence[ToolCall]) -> str:
@@ -55,6 +72,26 @@ def message_from_row(row: Sequence[Any]) -> Message:
         reasoning=row[9],
         images=int(row[10]),
         openai_extra=_json_object(row[11]),
+    )
+
+
+def message_values(conversation_id: str, seq: int, m: Message) -> tuple[Any, ...]:
+    """A stored message as the values of INSERT_COLUMNS."""
+    return (
+        conversation_id,
+        seq,
+        m.id,
+        m.role,
+        m.content,
+        tool_calls_json(m.tool_calls),
+        m.tool_call_id,
+        m.kind,
+        m.pinned,
+        json_text(m.metadata),
+        m.created_at,
+        m.reasoning,
+        m.images,
+        json_text(m.openai_extra),
     )
 
 

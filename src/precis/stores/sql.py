@@ -1,0 +1,449 @@
+"""The SQL store: the store contract written once, for SQLite and PostgreSQL alike.
+
+`SQLStore` holds every query the two backends share. What differs between the databases is a
+`Dialect` (the placeholder style, the row lock, the DDL types, the extra columns a message row
+carries for search, recall); what differs in connection handling is a subclass (`SQLiteStore`:
+one WAL file shared by threads under a lock; `PostgresStore`: a psycopg pool, one pooled
+connection per call). The shared SQL is written with `?` placeholders; `Dialect.sql` rewrites a
+statement into the driver's style.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from precis.core.errors import ConversationNotFound, UnknownMessage, VersionConflict
+from precis.core.messages import Message
+from precis.stores import base
+from precis.stores.base import Compaction, CompactionEvent, ContextSnapshot, RecallHit, StoreBase
+from precis.stores.rows import (
+    INSERT_COLUMNS,
+    M_COLUMNS,
+    MESSAGE_COLUMNS,
+    apply_pins,
+    message_from_row,
+    message_values,
+)
+
+__all__ = ["Dialect", "Handle", "Rows", "SQLStore", "context_sql"]
+
+# Ids per IN (...) list: SQLite's default cap on host parameters is 999 in old builds.
+IN_CHUNK = 500
+
+
+class Rows(Protocol):
+    """What a statement returns: a sqlite3 cursor or a psycopg cursor."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Handle(Protocol):
+    """What a transaction hands the shared code: a sqlite3 connection or a psycopg cursor.
+
+    Statements come already in the driver's placeholder style (see `Dialect.sql`). Read every
+    result before the next statement: on PostgreSQL the handle is one cursor.
+    """
+
+    def execute(self, query: str, params: Sequence[Any] = ..., /) -> Rows: ...
+
+    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> object: ...
+
+
+class Dialect:
+    """What one database does its own way; where a default is given, it is SQLite's.
+
+    The DDL fragments let each migration be written once (see stores/migrations.py); the hooks
+    below them are what the shared queries cannot say in one text for both databases.
+    """
+
+    # DDL: integer and flag column types, false, a table clustered on its primary key,
+    # an auto-numbered key column.
+    int_type = "INTEGER"
+    bool_type = "INTEGER"
+    false = "0"
+    clustered = ""
+    identity = "INTEGER PRIMARY KEY"
+    # DDL of the message log: a row key column before the others, the reference to the
+    # conversation, columns after tool_calls that recall reads, the (conversation, seq) key.
+    message_row_key = ""
+    conversation_ref = ""
+    message_search_columns = ""
+    seq_key = "UNIQUE"
+    # Statements that make UPDATE on messages fail with 'precis messages are immutable'.
+    immutable_messages: tuple[str, ...] = ()
+    # Which named migrations each count-based schema_version step of an older precis stood for.
+    legacy_steps: tuple[tuple[str, ...], ...] = ()
+    # Appended to the conversation read of a write, to lock that row until commit.
+    for_update = ""
+    # Columns a message row has besides rows.INSERT_COLUMNS (see `message_extras`).
+    extra_columns: tuple[str, ...] = ()
+
+    def __init__(self, context_join: str = "JOIN") -> None:
+        self.context_sql = self.sql(context_sql(context_join))
+
+    def sql(self, statement: str) -> str:
+        """The statement in this driver's placeholder style (the shared text uses `?`)."""
+        return statement
+
+    def create_recall_index(self, db: Handle) -> None:
+        """Migration m002_recall: whatever recall searches with; messages may already exist."""
+        raise NotImplementedError
+
+    def message_extras(self, db: Handle, messages: Sequence[Message]) -> list[tuple[Any, ...]]:
+        """The values of `extra_columns` for each message about to be inserted."""
+        return [() for _ in messages]
+
+    def after_insert(
+        self, db: Handle, messages: Sequence[Message], extras: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Index newly inserted messages where the database does not do it by itself."""
+
+    def recall(
+        self, db: Handle, conversation_id: str, terms: Sequence[str], limit: int
+    ) -> list[RecallHit]:
+        """The best `limit` messages for these terms (at least one term, limit > 0)."""
+        raise NotImplementedError
+
+    def optimize(self, db: Handle) -> None:
+        """Compact indexes and refresh planner statistics after a bulk load."""
+
+
+def context_sql(join: str) -> str:
+    """The context read: walk the positions index, then fetch each message by (conversation, id).
+
+    SQLite is given CROSS JOIN, which pins that loop order, so the cost is O(in-context) rather
+    than O(history); PostgreSQL plans the same loop from its statistics.
+    """
+    return (
+        f"SELECT {M_COLUMNS} FROM in_context AS c {join} messages AS m "
+        "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
+        "WHERE c.conversation_id = ? ORDER BY c.position"
+    )
+
+
+class SQLStore(StoreBase):
+    """A `ConversationStore` over SQL; subclasses open the connection and run transactions."""
+
+    def __init__(self, dialect: Dialect, where: str) -> None:
+        self._dialect = dialect
+        self._where = where
+        self._ids = base.MessageIds()
+        self._q = dialect.sql
+        columns = (*INSERT_COLUMNS, *dialect.extra_columns)
+        self._insert_sql = self._q(
+            f"INSERT INTO messages ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        )
+
+    # --- what a subclass provides -------------------------------------------------------------
+
+    def _transaction(self, *, write: bool) -> AbstractContextManager[Handle]:
+        """One transaction; a write one keeps other writers of the same rows out until commit."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the connection(s); later calls raise StoreError."""
+        raise NotImplementedError
+
+    # --- shared plumbing ----------------------------------------------------------------------
+
+    def _conversation_row(
+        self, db: Handle, conversation_id: str, *, lock: bool = False
+    ) -> tuple[int, int, int]:
+        """(version, next_seq, next_position), row-locked for a write; or ConversationNotFound."""
+        row = db.execute(
+            self._q("SELECT version, next_seq, next_position FROM conversations WHERE id = ?")
+            + (self._dialect.for_update if lock else ""),
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def _chunks(
+        self, db: Handle, select: str, conversation_id: str, ids: Sequence[str]
+    ) -> list[Any]:
+        """The rows of `select … WHERE conversation_id = ? AND id IN (…)` for these ids."""
+        found: list[Any] = []
+        unique = list(dict.fromkeys(ids))
+        for start in range(0, len(unique), IN_CHUNK):
+            chunk = unique[start : start + IN_CHUNK]
+            query = f"{select} WHERE conversation_id = ? AND id IN ({', '.join('?' * len(chunk))})"
+            found += db.execute(self._q(query), (conversation_id, *chunk)).fetchall()
+        return found
+
+    def _existing_ids(self, db: Handle, conversation_id: str, ids: Sequence[str]) -> set[str]:
+        return {
+            str(row[0]) for row in self._chunks(db, "SELECT id FROM messages", conversation_id, ids)
+        }
+
+    def _insert(
+        self, db: Handle, conversation_id: str, messages: Sequence[Message], first_seq: int
+    ) -> list[Message]:
+        """Normalize and insert a batch at seq `first_seq`…; refuse ids the conversation has."""
+        given = [m.id for m in messages if m.id]
+        held = self._existing_ids(db, conversation_id, given) if given else set()
+        stored = base.normalize_batch(conversation_id, messages, self._ids, held)
+        if stored:
+            extras = self._dialect.message_extras(db, stored)
+            db.executemany(
+                self._insert_sql,
+                [
+                    (*message_values(conversation_id, first_seq + i, m), *extra)
+                    for i, (m, extra) in enumerate(zip(stored, extras, strict=True))
+                ],
+            )
+            self._dialect.after_insert(db, stored, extras)
+        return stored
+
+    def _with_pins(
+        self, db: Handle, conversation_id: str, messages: list[Message]
+    ) -> list[Message]:
+        """Apply the pin overlay: one indexed read of this conversation's (few) pin rows."""
+        rows = db.execute(
+            self._q("SELECT message_id, pinned FROM pins WHERE conversation_id = ?"),
+            (conversation_id,),
+        ).fetchall()
+        return apply_pins(messages, {str(r[0]): bool(r[1]) for r in rows})
+
+    def _snapshot(self, db: Handle, conversation_id: str) -> ContextSnapshot:
+        version, next_seq, _ = self._conversation_row(db, conversation_id)
+        if version == 0:
+            query = self._q(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY seq"
+            )
+        else:
+            query = self._dialect.context_sql
+        rows = db.execute(query, (conversation_id,)).fetchall()
+        return ContextSnapshot(
+            messages=self._with_pins(db, conversation_id, [message_from_row(r) for r in rows]),
+            version=version,
+            last_seq=next_seq - 1,
+            compacted=version > 0,
+        )
+
+    def _ensure(self, db: Handle, conversation_id: str, system_prompt: str = "") -> None:
+        db.execute(
+            self._q(
+                "INSERT INTO conversations (id, system_prompt, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO NOTHING"
+            ),
+            (conversation_id, system_prompt, base.utc_now()),
+        )
+
+    # --- the protocol -------------------------------------------------------------------------
+
+    def create(self, conversation_id: str, *, system_prompt: str = "") -> None:
+        """Create the conversation if missing; an existing one is left untouched."""
+        with self._transaction(write=True) as db:
+            self._ensure(db, conversation_id, system_prompt)
+
+    def exists(self, conversation_id: str) -> bool:
+        """Whether the conversation is in the store."""
+        with self._transaction(write=False) as db:
+            query = self._q("SELECT 1 FROM conversations WHERE id = ?")
+            return db.execute(query, (conversation_id,)).fetchone() is not None
+
+    def conversations(self) -> list[str]:
+        """Every conversation id, sorted by code point (as SQLite's BINARY and C collations)."""
+        with self._transaction(write=False) as db:
+            return sorted(
+                str(row[0]) for row in db.execute("SELECT id FROM conversations").fetchall()
+            )
+
+    def append(self, conversation_id: str, messages: Sequence[Message]) -> list[Message]:
+        """Append in one transaction under the conversation's lock; ids and seq filled in."""
+        with self._transaction(write=True) as db:
+            self._ensure(db, conversation_id)
+            version, next_seq, next_position = self._conversation_row(
+                db, conversation_id, lock=True
+            )
+            stored = self._insert(db, conversation_id, messages, next_seq)
+            if version > 0 and stored:
+                db.executemany(
+                    self._q(
+                        "INSERT INTO in_context (conversation_id, position, message_id) "
+                        "VALUES (?, ?, ?)"
+                    ),
+                    [(conversation_id, next_position + i, m.id) for i, m in enumerate(stored)],
+                )
+                next_position += len(stored)
+            db.execute(
+                self._q("UPDATE conversations SET next_seq = ?, next_position = ? WHERE id = ?"),
+                (next_seq + len(stored), next_position, conversation_id),
+            )
+            return stored
+
+    def context(self, conversation_id: str) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted."""
+        with self._transaction(write=False) as db:
+            return self._snapshot(db, conversation_id)
+
+    def history(
+        self, conversation_id: str, *, offset: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Every message ever appended (summaries included), in seq order."""
+        base.check_page(offset, limit)
+        # seq runs 1, 2, 3… without gaps, so the offset is a seq bound, not a row skip.
+        query = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND seq > ? "
+        query += "ORDER BY seq" if limit is None else "ORDER BY seq LIMIT ?"
+        params = (conversation_id, offset) if limit is None else (conversation_id, offset, limit)
+        with self._transaction(write=False) as db:
+            self._conversation_row(db, conversation_id)
+            rows = db.execute(self._q(query), params).fetchall()
+            return self._with_pins(db, conversation_id, [message_from_row(r) for r in rows])
+
+    def get(self, conversation_id: str, ids: Sequence[str]) -> list[Message]:
+        """The messages with these ids, in the order asked; UnknownMessage for a missing one."""
+        with self._transaction(write=False) as db:
+            self._conversation_row(db, conversation_id)
+            select = f"SELECT {MESSAGE_COLUMNS} FROM messages"
+            rows = self._chunks(db, select, conversation_id, ids)
+            found = {str(row[0]): message_from_row(row) for row in rows}
+            for message_id in ids:
+                if message_id not in found:
+                    raise UnknownMessage(conversation_id, message_id)
+            return self._with_pins(db, conversation_id, [found[i] for i in ids])
+
+    def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
+        """Pin or unpin a stored message (an overlay row; the message row never changes)."""
+        with self._transaction(write=True) as db:
+            self._conversation_row(db, conversation_id, lock=True)
+            if not self._existing_ids(db, conversation_id, [message_id]):
+                raise UnknownMessage(conversation_id, message_id)
+            db.execute(
+                self._q(
+                    "INSERT INTO pins (conversation_id, message_id, pinned) VALUES (?, ?, ?) "
+                    "ON CONFLICT (conversation_id, message_id) "
+                    "DO UPDATE SET pinned = excluded.pinned"
+                ),
+                (conversation_id, message_id, pinned),
+            )
+
+    def count(self, conversation_id: str) -> int:
+        """How many messages the log holds."""
+        with self._transaction(write=False) as db:
+            _, next_seq, _ = self._conversation_row(db, conversation_id)
+            return next_seq - 1
+
+    def _commit(self, conversation_id: str, compaction: Compaction) -> ContextSnapshot:
+        """Compare-and-set on `version` under the lock: summary, id list, event, or nothing."""
+        summary = compaction.summary
+        with self._transaction(write=True) as db:
+            version, next_seq, _ = self._conversation_row(db, conversation_id, lock=True)
+            # A stale version fails the check before anything else; only a current one reads ids.
+            existing = (
+                self._existing_ids(db, conversation_id, [*compaction.context_ids, summary.id])
+                if version == compaction.expected_version
+                else set()
+            )
+            stats = compaction.check(conversation_id, version, existing.__contains__)
+            later = db.execute(
+                self._q(
+                    "SELECT id FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq"
+                ),
+                (conversation_id, compaction.snapshot_last_seq),
+            ).fetchall()
+            (stored,) = self._insert(db, conversation_id, [summary], next_seq)
+            id_list = compaction.id_list(str(row[0]) for row in later)
+            db.execute(
+                self._q("DELETE FROM in_context WHERE conversation_id = ?"), (conversation_id,)
+            )
+            if id_list:
+                db.executemany(
+                    self._q(
+                        "INSERT INTO in_context (conversation_id, position, message_id) "
+                        "VALUES (?, ?, ?)"
+                    ),
+                    [(conversation_id, i, message_id) for i, message_id in enumerate(id_list)],
+                )
+            # The WHERE repeats the compare-and-set, so the write itself cannot skip a version.
+            updated = db.execute(
+                self._q(
+                    "UPDATE conversations SET version = version + 1, next_seq = ?, "
+                    "next_position = ?, prompt_stale = TRUE WHERE id = ? AND version = ?"
+                ),
+                (next_seq + 1, len(id_list), conversation_id, compaction.expected_version),
+            )
+            if updated.rowcount != 1:
+                raise VersionConflict(
+                    conversation_id, compaction.expected_version, compaction.expected_version + 1
+                )
+            event = compaction.event
+            db.execute(
+                self._q(
+                    "INSERT INTO events (conversation_id, trigger, mode, stats, summary_id, at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)"
+                ),
+                (
+                    conversation_id,
+                    event.trigger,
+                    event.mode,
+                    json.dumps(stats, ensure_ascii=False),
+                    stored.id,
+                    event.at,
+                ),
+            )
+            return self._snapshot(db, conversation_id)
+
+    def events(self, conversation_id: str) -> list[CompactionEvent]:
+        """The compaction events, oldest first."""
+        with self._transaction(write=False) as db:
+            self._conversation_row(db, conversation_id)
+            rows = db.execute(
+                self._q(
+                    "SELECT trigger, mode, stats, summary_id, at FROM events "
+                    "WHERE conversation_id = ? ORDER BY row_id"
+                ),
+                (conversation_id,),
+            ).fetchall()
+        return [
+            CompactionEvent(
+                trigger=row[0], mode=row[1], stats=json.loads(row[2]), summary_id=row[3], at=row[4]
+            )
+            for row in rows
+        ]
+
+    def system_prompt(self, conversation_id: str) -> tuple[str, bool]:
+        """The compiled system prompt and whether a compaction made it stale."""
+        with self._transaction(write=False) as db:
+            row = db.execute(
+                self._q("SELECT system_prompt, prompt_stale FROM conversations WHERE id = ?"),
+                (conversation_id,),
+            ).fetchone()
+        if row is None:
+            raise ConversationNotFound(conversation_id)
+        return str(row[0]), bool(row[1])
+
+    def set_system_prompt(self, conversation_id: str, text: str) -> None:
+        """Store a recompiled system prompt and clear the stale flag."""
+        with self._transaction(write=True) as db:
+            updated = db.execute(
+                self._q(
+                    "UPDATE conversations SET system_prompt = ?, prompt_stale = FALSE WHERE id = ?"
+                ),
+                (text, conversation_id),
+            )
+            if updated.rowcount == 0:
+                raise ConversationNotFound(conversation_id)
+
+    def recall(self, conversation_id: str, query: str, limit: int = 10) -> list[RecallHit]:
+        """Search every message, evicted ones and summaries included; best first."""
+        terms = base.query_terms(query)
+        with self._transaction(write=False) as db:
+            self._conversation_row(db, conversation_id)
+            if not terms or limit <= 0:
+                return []
+            return self._dialect.recall(db, conversation_id, terms, limit)
+
+    def optimize(self) -> None:
+        """Compact the recall index and refresh planner statistics; run after bulk loads."""
+        with self._transaction(write=True) as db:
+            self._dialect.optimize(db)
