@@ -22,6 +22,7 @@ from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, mask_observations
+from precis.facts import scan
 from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
@@ -45,6 +46,12 @@ def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
         item if isinstance(item, Message) else Message.from_openai(item, index=i)
         for i, item in enumerate(items)
     ]
+
+
+def _remember(messages: Sequence[Message], counter: TokenCounter) -> None:
+    for message in messages:
+        scan(message)
+        counter.count(message)
 
 
 def refuse_broken_pairs(context: Sequence[Message], messages: Sequence[Message]) -> None:
@@ -92,6 +99,7 @@ class BaseSession:
         self._compile = compile_system_prompt
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._created = False
+        self._floor_counts: dict[str, int] = {}
 
     # --- pure ---------------------------------------------------------------------------------
 
@@ -150,6 +158,9 @@ class BaseSession:
                     messages[i] = replace(m, pinned=True, metadata={**m.metadata, "task": True})
                     break
         appended: list[Message] = yield self._call(self.store.append, messages)
+        # Each message's facts and tokens are found once, now, so no compaction has to scan or
+        # count it again; an async session does this off its loop.
+        yield Call(_remember, (self.view_of(appended), self.counter))
         return appended
 
     def _set_task_steps(self, text: str) -> Steps[Request, Message]:
@@ -205,9 +216,20 @@ class BaseSession:
         yield from self._ensure_steps()
         text: str
         text, _ = yield self._call(self.store.system_prompt)
-        system = self.counter.count_text(text) if text else 0
-        tools = self.counter.count_text(json.dumps(self.tools)) if self.tools else 0
-        return system + tools
+        return self._text_tokens(text) + self._text_tokens(
+            json.dumps(self.tools) if self.tools else ""
+        )
+
+    def _text_tokens(self, text: str) -> int:
+        """Tokens of the system prompt or the tool definitions, counted once per text."""
+        if not text:
+            return 0
+        hit = self._floor_counts.get(text)
+        if hit is None:
+            if len(self._floor_counts) > 8:
+                self._floor_counts.clear()
+            hit = self._floor_counts[text] = self.counter.count_text(text)
+        return hit
 
     def _tokens_steps(self, pending: Sequence[Message] = ()) -> Steps[Request, int]:
         context = yield from self._context_steps()
