@@ -11,8 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from run_cli import run_precis
 
-from precis.core.errors import InvalidMessage
-from precis.core.messages import MAX_NESTING, Message
+from precis.core.errors import InvalidMessage, MessageTooLarge
+from precis.core.messages import MAX_MESSAGE_CHARS, MAX_NESTING, Message
 from precis.engine.settings import CompactionSettings
 from precis.server import create_app
 from precis.session import Session
@@ -209,3 +209,43 @@ def test_a_mistyped_variable_is_named_with_the_closest_setting(tmp_path: Path) -
         "precis: warning: PRECIS_SUMARY_TIMEOUT is not a precis setting and is ignored "
         "(did you mean PRECIS_SUMMARY_TIMEOUT?)"
     ) in result.stderr
+
+
+# --- one size limit; a message too big for the window is shown head+tail ---------------------
+
+
+def test_one_message_limit_at_every_way_in(tmp_path: Path, client: TestClient) -> None:
+    huge = "x" * (MAX_MESSAGE_CHARS + 1)
+    with pytest.raises(MessageTooLarge):
+        Message(role="user", content=huge)
+    answer = client.post(f"{BASE}/messages", json={"messages": [{"role": "user", "content": huge}]})
+    assert answer.status_code == 413
+    assert answer.json()["detail"] == (
+        f"messages[0].content: {MAX_MESSAGE_CHARS + 1} characters, "
+        f"over the limit of {MAX_MESSAGE_CHARS}"
+    )
+    home = tmp_path / "home"
+    run_precis(home, "chat", "-p", "Ship the CSV export.")
+    history = run_precis(home, "history", "--json").stdout
+    dump = tmp_path / "huge.jsonl"
+    dump.write_text(json.dumps({"role": "user", "content": huge}) + "\n")
+    result = run_precis(home, "import", str(dump), check=False)
+    assert (
+        result.returncode == 1 and "line 1" in result.stderr and "over the limit" in result.stderr
+    )
+    assert run_precis(home, "history", "--json").stdout == history
+
+
+def test_a_message_bigger_than_the_window_is_shown_head_and_tail(tmp_path: Path) -> None:
+    pasted = "\n".join(f"log line {i}: " + "y" * 80 for i in range(9000))  # ~0.8 M characters
+    session = Session(
+        SQLiteStore(tmp_path / "precis.db"), "c", settings=CompactionSettings(context_window=8000)
+    )
+    session.append({"role": "user", "content": "Find why the build fails."})
+    session.append({"role": "assistant", "content": "Paste the log, please."})
+    (stored,) = session.append({"role": "user", "content": pasted})
+    assert session.tokens() <= 8000  # the view fits before any compaction
+    shown = next(m for m in session.view() if m.id == stored.id)
+    assert shown.content.startswith("log line 0:") and "log line 8999:" in shown.content
+    assert session.history()[-1].content == pasted  # the original is kept whole
+    assert session.recall("8999")[0].id == stored.id

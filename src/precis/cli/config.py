@@ -140,15 +140,22 @@ def make_summarizer(config: CliConfig) -> Summarizer:
     return ExtractiveSummarizer()
 
 
-def open_session(config: CliConfig, *, clip_chars: int | None = None) -> Session:
-    """The configured conversation in the configured store, created on first use."""
+def open_session(
+    config: CliConfig, *, clip_chars: int | None = None, read: bool = False
+) -> Session:
+    """The configured conversation in the configured store, created on first use; a command that
+    only reads (`read`) creates nothing and fails when the database or conversation is missing."""
+    from precis.core.errors import ConversationNotFound
     from precis.session import Session
     from precis.stores import open_store
 
     settings = config_settings(config, clip_chars=clip_chars).settings
-    if config.store_url is None:
+    if config.store_url is None and not read:
         config.home.mkdir(parents=True, exist_ok=True)
-    store = open_store(config.store_url, home=config.home)
+    store = open_store(config.store_url, home=config.home, must_exist=read)
+    if read and not store.exists(config.conversation):
+        store.close()
+        raise ConversationNotFound(config.conversation)
     return Session(store, config.conversation, None, make_summarizer(config), settings)
 
 

@@ -5,6 +5,7 @@ Faces map errors by class (the CLI to an exit code, the server to a status), nev
     PrecisError
     ├── InvalidInput (ValueError)        bad data from the caller
     │   ├── InvalidMessage               index, field, reason
+    │   │   └── MessageTooLarge          over the one size limit
     │   ├── InvalidSetting               key, reason
     │   ├── SettingsError                where (file and key, or variable)
     │   └── ImportLineError              line, reason (a StoreError too: nothing was imported)
@@ -47,7 +48,11 @@ class InvalidMessage(InvalidInput):
 
     def at(self, index: int | None) -> InvalidMessage:
         """The same error placed at another index (a caller's numbering of the messages)."""
-        return InvalidMessage(index, self.reason, self.field)
+        return type(self)(index, self.reason, self.field)
+
+
+class MessageTooLarge(InvalidMessage):
+    """A message over the one size limit every entry point shares (`MAX_MESSAGE_CHARS`)."""
 
 
 class InvalidSetting(InvalidInput):

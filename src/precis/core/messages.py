@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from precis.core.errors import InvalidMessage
+from precis.core.errors import InvalidMessage, MessageTooLarge
 from precis.core.types import Role
 
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -24,6 +24,8 @@ _IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 
 
+# The largest message, in characters of text, tool names and arguments, at every entry point.
+MAX_MESSAGE_CHARS = 1_000_000
 # How deeply a message may nest objects and lists, at every entry point (library, import, API).
 # JSON from real agents stays far below it; past it, encoders and databases start to fail.
 MAX_NESTING = 64
@@ -77,6 +79,11 @@ class Message:
     openai_extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        size = len(self.content) + sum(len(c.name) + len(c.arguments) for c in self.tool_calls)
+        if size > MAX_MESSAGE_CHARS:
+            raise MessageTooLarge(
+                None, f"{size} characters, over the limit of {MAX_MESSAGE_CHARS}", "content"
+            )
         if self.role not in ROLES:
             raise InvalidMessage(None, f"unknown role {self.role!r}", "role")
         if self.tool_calls and self.role != "assistant":
@@ -164,18 +171,21 @@ class Message:
                 extra["reasoning_content"] = reasoning
             reasoning = ""
 
-        return cls(
-            role=cast(Role, role),
-            content=content,
-            id=id,
-            tool_calls=tool_calls,
-            tool_call_id=tool_call_id,
-            kind=kind,
-            pinned=pinned,
-            reasoning=reasoning,
-            images=images,
-            openai_extra=extra,
-        )
+        try:
+            return cls(
+                role=cast(Role, role),
+                content=content,
+                id=id,
+                tool_calls=tool_calls,
+                tool_call_id=tool_call_id,
+                kind=kind,
+                pinned=pinned,
+                reasoning=reasoning,
+                images=images,
+                openai_extra=extra,
+            )
+        except InvalidMessage as exc:
+            raise exc.at(index) from None
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI chat-completions dict; the inverse of `from_openai`."""

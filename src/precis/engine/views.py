@@ -90,7 +90,16 @@ def display_message(
     message: Message, *, max_chars: int | None, head_lines: int, tail_lines: int
 ) -> Message:
     """The message as the model should see it: an over-long tool output shown head+tail."""
-    if message.role != "tool" or max_chars is None:
+    if message.role != "tool":
+        return message
+    return fit_message(message, max_chars=max_chars, head_lines=head_lines, tail_lines=tail_lines)
+
+
+def fit_message(
+    message: Message, *, max_chars: int | None, head_lines: int, tail_lines: int
+) -> Message:
+    """Any message over `max_chars` shown head+tail (a pasted log too big for the window)."""
+    if max_chars is None or len(message.content) <= max_chars:
         return message
     view = head_tail(
         message.content,

@@ -18,6 +18,7 @@ from precis.core.errors import (
     ConversationNotFound,
     InvalidInput,
     InvalidMessage,
+    MessageTooLarge,
     ModelError,
     ModelTimeout,
     StoreError,
@@ -53,6 +54,8 @@ def _detail(exc: Exception) -> tuple[int, str]:
     """The status and detail for one of the library's errors; most specific class first."""
     if isinstance(exc, RequestValidationError):
         return 422, validation_detail(exc)
+    if isinstance(exc, MessageTooLarge):
+        return 413, invalid_message_detail(exc)
     if isinstance(exc, InvalidMessage):
         return 422, invalid_message_detail(exc)
     if isinstance(exc, InvalidInput):

@@ -7,13 +7,15 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from precis.core.messages import MAX_MESSAGE_CHARS
+
 
 @dataclass(frozen=True, slots=True)
 class ServiceLimits:
     """How much one request may carry; the defaults suit agents that post a turn at a time."""
 
     max_body_bytes: int = 5 * 1024 * 1024
-    max_message_chars: int = 1_000_000
+    max_message_chars: int = MAX_MESSAGE_CHARS
     max_messages_per_append: int = 1000
     max_recall_limit: int = 100
     max_history_page: int = 1000

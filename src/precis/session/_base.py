@@ -21,13 +21,15 @@ from precis.engine.compactor import CompactionResult, CompactionStats, Compactor
 from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
-from precis.engine.views import display_message, mask_observations
+from precis.engine.views import display_message, fit_message, mask_observations
 from precis.facts import scan
 from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 
 SystemPromptCompiler = Callable[[str, list[Message]], str]
+# Characters per token when sizing a view to the window (generous for English, safe for code).
+CHARS_PER_TOKEN = 4
 
 
 def _keep_prompt(text: str, context: list[Message]) -> str:
@@ -104,14 +106,19 @@ class BaseSession:
     # --- pure ---------------------------------------------------------------------------------
 
     def view_of(self, messages: list[Message]) -> list[Message]:
-        """What the model sees of these messages: long tool outputs head+tail, old ones masked."""
+        """What the model sees of these messages: long tool outputs head+tail, old ones masked,
+        and any message too big for half the window head+tail too (the original stays stored)."""
         s = self.settings
+        fits = s.context_window * CHARS_PER_TOKEN // 2 if s.context_window else None
+        tools = s.tool_output_max_chars
+        for_tools = min(tools, fits) if tools is not None and fits is not None else tools or fits
+        head, tail = s.tool_output_head_lines, s.tool_output_tail_lines
         shown = [
-            display_message(
-                m,
-                max_chars=s.tool_output_max_chars,
-                head_lines=s.tool_output_head_lines,
-                tail_lines=s.tool_output_tail_lines,
+            fit_message(
+                display_message(m, max_chars=for_tools, head_lines=head, tail_lines=tail),
+                max_chars=fits,
+                head_lines=head,
+                tail_lines=tail,
             )
             for m in messages
         ]

@@ -73,19 +73,30 @@ def _postgres_store_class() -> type[PostgresStore]:
     return PostgresStore
 
 
-def open_store(url: str | None, *, home: Path) -> ConversationStore:
-    """Open the store a URL names; None means the default SQLite file under `home`.
-
-    A postgresql:// or postgres:// URL opens a PostgresStore in the schema "precis".
-    """
-    if url in ("memory", "memory:"):
-        return MemoryStore()
+def sqlite_path(url: str | None, *, home: Path) -> Path | None:
+    """The file a SQLite store URL names (None means the default under `home`), else None."""
     if url is None or url == "sqlite":
-        return SQLiteStore(home / DB_FILENAME)
+        return home / DB_FILENAME
     if url.startswith(_SQLITE_PREFIX + "/"):
         path = url[len(_SQLITE_PREFIX) :]
         if path.strip("/"):
-            return SQLiteStore(Path(path).expanduser())
-    if url.startswith(_POSTGRES_PREFIXES) and url.split("://", 1)[1].strip("/"):
+            return Path(path).expanduser()
+    return None
+
+
+def open_store(url: str | None, *, home: Path, must_exist: bool = False) -> ConversationStore:
+    """Open the store a URL names; None means the default SQLite file under `home`.
+
+    A postgresql:// or postgres:// URL opens a PostgresStore in the schema "precis". With
+    `must_exist`, a SQLite file that is not there is an error rather than a new database.
+    """
+    if url in ("memory", "memory:"):
+        return MemoryStore()
+    path = sqlite_path(url, home=home)
+    if path is not None:
+        if must_exist and not path.is_file():
+            raise StoreError(f"no precis database at {path}")
+        return SQLiteStore(path)
+    if url is not None and url.startswith(_POSTGRES_PREFIXES) and url.split("://", 1)[1].strip("/"):
         return _postgres_store_class()(url)
     raise StoreError(f"unsupported store URL {url!r}; accepted: {_ACCEPTED}")

@@ -37,13 +37,13 @@ def compact(
 
 def context(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Show what is in context now, in the order the model sees it."""
-    with session_for(ctx.obj) as session:
-        print_messages(session.context(), session, "context", as_json)
+    with session_for(ctx.obj, read=True) as session:
+        print_messages(session.view(), session, "context", as_json)
 
 
 def history(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Show every message ever appended, compacted or not."""
-    with session_for(ctx.obj) as session:
+    with session_for(ctx.obj, read=True) as session:
         print_messages(session.history(), session, "history", as_json)
 
 
@@ -53,5 +53,5 @@ def recall(
     limit: Annotated[int, typer.Option(min=1, help="Most hits to show.")] = 10,
 ) -> None:
     """Search every original message, including those compacted away."""
-    with session_for(ctx.obj) as session:
+    with session_for(ctx.obj, read=True) as session:
         print_recall(session, query, limit)

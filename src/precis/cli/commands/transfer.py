@@ -10,20 +10,29 @@ import typer
 
 from precis.cli.config import session_for
 from precis.cli.errors import CliFailure
-from precis.core.errors import StoreError
+from precis.core.errors import InvalidMessage, StoreError
 
 
 def import_command(
     ctx: typer.Context,
-    file: Annotated[Path, typer.Argument(help="OpenAI-format JSONL, one message per line.")],
+    file: Annotated[
+        Path, typer.Argument(help="OpenAI-format JSONL, one message per line; - reads stdin.")
+    ],
 ) -> None:
-    """Append the messages of a JSONL file, all or none."""
-    from precis.stores import import_jsonl
+    """Append the messages of a JSONL file, all or none (the first user message is the task)."""
+    from precis.stores.jsonl import parse_jsonl
 
     with session_for(ctx.obj) as session:
         try:
-            with file.open(encoding="utf-8") as lines:
-                count = import_jsonl(session.store, session.conversation_id, lines)
+            if str(file) == "-":
+                messages = parse_jsonl(sys.stdin)
+            else:
+                with file.open(encoding="utf-8") as lines:
+                    messages = parse_jsonl(lines)
+            # Through the session: the same task pinning and tool-call rules as any append.
+            count = len(session.append(*messages)) if messages else 0
+        except InvalidMessage as exc:
+            raise CliFailure(f"{file}: {exc}; nothing was imported") from None
         except UnicodeDecodeError as exc:
             raise CliFailure(f"{file}: not UTF-8 text ({exc.reason})") from None
         except OSError as exc:
@@ -42,5 +51,5 @@ def export(
     """Print the conversation as OpenAI-format JSONL."""
     from precis.stores import export_jsonl
 
-    with session_for(ctx.obj) as session:
+    with session_for(ctx.obj, read=True) as session:
         export_jsonl(session.store, session.conversation_id, sys.stdout, context_only=context_only)
