@@ -1,0 +1,14 @@
+"""precis inside agent frameworks: one module per framework, each an optional extra.
+
+- `precis.integrations.openai_agents` — `PrecisSession`, a Session for the OpenAI Agents SDK
+  (`pip install 'precis[agents]'`).
+- `precis.integrations.pydantic_ai` — `PrecisCapability` and `precis_history_processor` for
+  pydantic-ai (`pip install 'precis[pydantic-ai]'`).
+- `precis.integrations.langchain` — `PrecisMiddleware` for LangChain v1 agents
+  (`pip install 'precis[langchain]'`).
+
+Each wraps an `AsyncSession` (or a `Session`) over any store: the framework's messages are stored
+as originals, the model is sent the compacted view (system prompt and tool definitions counted in
+the budget), and `search_history` / `read_original` can be given to the agent as its own tools.
+Importing this package imports no framework; each module needs its own.
+"""

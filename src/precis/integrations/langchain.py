@@ -1,0 +1,338 @@
+"""precis for LangChain v1 agents: `PrecisMiddleware`, an `AgentMiddleware`.
+
+    agent = create_agent(model, tools, middleware=[PrecisMiddleware(session)])
+
+By default the middleware is non-destructive: `wrap_model_call` / `awrap_model_call` send the
+model the compacted view (pinned · summary · kept) while the graph state and its checkpoints keep
+every original message. With `destructive=True`, `before_model` also replaces the state's
+messages with the view (`RemoveMessage(REMOVE_ALL_MESSAGES)`, the summary a `HumanMessage`
+tagged `lc_source: "summarization"` like the built-in `SummarizationMiddleware`'s).
+
+The system message stays separate in `ModelRequest`: it is counted in the budget (with the
+tool definitions) and never dropped. Every original is stored in the precis conversation and
+stays searchable; `history_tools=True` gives the agent `search_history` and `read_original`.
+`pip install 'precis[langchain]'`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, cast
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    message_to_dict,
+    messages_from_dict,
+)
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+
+from precis.core.messages import Message, ToolCall, compact_json
+from precis.core.types import Role
+from precis.integrations._common import (
+    FRAMEWORK,
+    KEY,
+    PRECIS_KINDS,
+    RAW,
+    Entry,
+    Mirror,
+    aanswer_history_tool,
+    answer_history_tool,
+    arun_flow,
+    async_face,
+    fingerprint,
+    run_flow,
+    shown_differently,
+    sync_face,
+    tool_schemas,
+)
+from precis.session import BaseSession
+
+__all__ = [
+    "SUMMARY_SOURCE",
+    "PrecisMiddleware",
+    "from_precis",
+    "precis_tools",
+    "to_precis",
+]
+
+NAME = "langchain"
+# How the built-in SummarizationMiddleware tags its summary message; precis tags its own alike.
+SUMMARY_SOURCE = "summarization"
+_ROLES: dict[str, Role] = {
+    "human": "user",
+    "ai": "assistant",
+    "tool": "tool",
+    "system": "system",
+    "developer": "system",
+}
+_IMAGE_BLOCKS = frozenset({"image", "image_url"})
+
+
+# --- conversion -------------------------------------------------------------------------------
+
+
+def message_key(message: BaseMessage) -> str:
+    """The message's id (every message in agent state has one), else a digest of it."""
+    return message.id if message.id else "sha:" + fingerprint(message_to_dict(message))
+
+
+def _is_precis_summary(message: BaseMessage) -> bool:
+    return (
+        isinstance(message, HumanMessage)
+        and message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
+        and bool(message.id)
+        and str(message.id).startswith("msg_")
+    )
+
+
+def to_precis(message: BaseMessage) -> Message:
+    """One LangChain message as a precis message; the original rides along in metadata."""
+    raw = message_to_dict(message)
+    meta = {FRAMEWORK: NAME, KEY: message_key(message), RAW: raw}
+    role: Role = _ROLES.get(message.type, "user")
+    if message.type == "chat":
+        role = _ROLES.get(str(getattr(message, "role", "user")), "user")
+    text = str(message.text)
+    images = 0
+    if isinstance(message.content, list):
+        images = sum(
+            1 for b in message.content if isinstance(b, dict) and b.get("type") in _IMAGE_BLOCKS
+        )
+    if isinstance(message, AIMessage):
+        calls = tuple(
+            ToolCall(str(c["id"]), c["name"], compact_json(c["args"]))
+            for c in message.tool_calls
+            if c.get("id")
+        )
+        reasoning = "".join(
+            str(b.get("reasoning", ""))
+            for b in (message.content if isinstance(message.content, list) else [])
+            if isinstance(b, dict) and b.get("type") == "reasoning"
+        )
+        return Message(
+            role="assistant",
+            content=text,
+            tool_calls=calls,
+            reasoning=reasoning,
+            images=images,
+            metadata=meta,
+        )
+    if isinstance(message, ToolMessage):
+        return Message(role="tool", content=text, tool_call_id=message.tool_call_id, metadata=meta)
+    if role in ("assistant", "tool"):  # a chat or function message with such a role: as text
+        role = "user"
+    return Message(role=role, content=text, images=images, metadata=meta)
+
+
+def original(message: Message) -> BaseMessage:
+    """The LangChain message a stored message came from, exactly."""
+    return messages_from_dict([message.metadata[RAW]])[0]
+
+
+def from_precis(
+    view: Sequence[Message], originals: dict[str, BaseMessage] | None = None
+) -> list[BaseMessage]:
+    """The view as LangChain messages: the originals themselves where shown whole (`originals`
+    maps keys to the objects in hand), copies with the shown text where shortened, and each
+    summary or marker as a `HumanMessage` tagged like the built-in summary."""
+    known = originals or {}
+    out: list[BaseMessage] = []
+    for m in view:
+        if m.kind in PRECIS_KINDS or m.metadata.get(FRAMEWORK) != NAME:
+            out.append(
+                HumanMessage(
+                    content=m.content, id=m.id, additional_kwargs={"lc_source": SUMMARY_SOURCE}
+                )
+            )
+            continue
+        key = m.metadata.get(KEY)
+        message = known.get(key) if isinstance(key, str) else None
+        if message is None:
+            message = original(m)
+        if m.metadata.get("orphan_result"):
+            # Its call was dropped by the framework: a model must not see it as a tool result.
+            message = HumanMessage(content=f"[an earlier tool result]\n{m.content}", id=message.id)
+        elif shown_differently(m):
+            message = message.model_copy(update={"content": m.content})
+        out.append(message)
+    return out
+
+
+def _one(message: BaseMessage) -> tuple[Message]:
+    return (to_precis(message),)
+
+
+def _entries(messages: Sequence[BaseMessage]) -> tuple[list[Entry], dict[str, BaseMessage]]:
+    entries: list[Entry] = []
+    originals: dict[str, BaseMessage] = {}
+    for message in messages:
+        key = message_key(message)
+        originals.setdefault(key, message)
+        if _is_precis_summary(message):
+            entries.append(Entry(key, tuple))
+        else:
+            entries.append(Entry(key, partial(_one, message)))
+    return entries, originals
+
+
+def _tool_dicts(tools: Sequence[BaseTool | dict[str, Any]]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for tool in tools:
+        try:
+            out.append(convert_to_openai_tool(tool))
+        except Exception:  # a provider-specific dict: count it as it is
+            out.append(tool if isinstance(tool, dict) else {"name": str(getattr(tool, "name", ""))})
+    return out
+
+
+def _system_text(system: SystemMessage | None) -> str | None:
+    return None if system is None else str(system.text)
+
+
+def _same(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+# --- the history tools ------------------------------------------------------------------------
+
+
+def precis_tools(session: BaseSession) -> list[BaseTool]:
+    """`search_history` and `read_original` as LangChain tools over this session's store."""
+    tools: list[BaseTool] = []
+    for schema in tool_schemas():
+        name = str(schema["name"])
+
+        def run(_name: str = name, **arguments: Any) -> str:
+            return answer_history_tool(session, _name, arguments)
+
+        async def arun(_name: str = name, **arguments: Any) -> str:
+            return await aanswer_history_tool(session, _name, arguments)
+
+        tools.append(
+            StructuredTool.from_function(
+                func=run,
+                coroutine=arun,
+                name=name,
+                description=str(schema["description"]),
+                args_schema=schema["parameters"],
+            )
+        )
+    return tools
+
+
+# --- the middleware ---------------------------------------------------------------------------
+
+
+class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Keeps a LangChain agent inside its context window; every original stays in the store.
+
+    `session` is a precis `AsyncSession` or `Session` over any store (its settings set the
+    window); the middleware runs sync graphs on a `Session` and async ones on an `AsyncSession`
+    over the same store, so `invoke` and `ainvoke` both work and neither blocks an event loop.
+    """
+
+    def __init__(
+        self,
+        session: BaseSession,
+        *,
+        destructive: bool = False,
+        history_tools: bool = False,
+    ) -> None:
+        super().__init__()
+        self.session = async_face(session)
+        self.sync_session = sync_face(session)
+        self.destructive = destructive
+        self.mirror = Mirror()
+        self.tools = precis_tools(self.session) if history_tools else []
+
+    @property
+    def name(self) -> str:
+        return "PrecisMiddleware"
+
+    # --- non-destructive: the model sees the view, the state keeps everything -----------------
+
+    def _prepare(self, request: ModelRequest[Any]) -> tuple[list[Entry], dict[str, BaseMessage]]:
+        tools = _tool_dicts(request.tools)
+        self.session.tools = list(tools)
+        self.sync_session.tools = list(tools)
+        return _entries(request.messages)
+
+    def _request(
+        self, request: ModelRequest[Any], view: list[Message], originals: dict[str, BaseMessage]
+    ) -> ModelRequest[Any]:
+        messages = from_precis(view, originals)
+        if _same(messages, request.messages):
+            return request
+        return request.override(messages=cast(list[AnyMessage], messages))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage:
+        entries, originals = self._prepare(request)
+        flow = self.mirror.flow(entries, system=_system_text(request.system_message))
+        view = run_flow(flow, self.sync_session)
+        return handler(self._request(request, view, originals))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage:
+        entries, originals = self._prepare(request)
+        flow = self.mirror.flow(entries, system=_system_text(request.system_message))
+        view = await arun_flow(flow, self.session)
+        return await handler(self._request(request, view, originals))
+
+    # --- after the model: its reply is stored at once, not only with the next request -----------
+
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        entries, _ = _entries(list(state["messages"]))
+        run_flow(self.mirror.flow(entries, compact=False), self.sync_session)
+        return None
+
+    async def aafter_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        entries, _ = _entries(list(state["messages"]))
+        await arun_flow(self.mirror.flow(entries, compact=False), self.session)
+        return None
+
+    # --- destructive: the state itself is replaced by the view --------------------------------
+
+    def _update(
+        self, messages: Sequence[BaseMessage], view: list[Message]
+    ) -> dict[str, Any] | None:
+        _, originals = _entries(messages)
+        compacted = from_precis(view, originals)
+        if _same(compacted, messages):
+            return None
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *compacted]}
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        if not self.destructive:
+            return None
+        messages = list(state["messages"])
+        view = run_flow(self.mirror.flow(_entries(messages)[0]), self.sync_session)
+        return self._update(messages, view)
+
+    async def abefore_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        if not self.destructive:
+            return None
+        messages = list(state["messages"])
+        view = await arun_flow(self.mirror.flow(_entries(messages)[0]), self.session)
+        return self._update(messages, view)

@@ -1,0 +1,457 @@
+"""precis for the OpenAI Agents SDK: `PrecisSession`, a `Session` over any precis store.
+
+    session = PrecisSession(AsyncSession(store, "agent-1", settings=...))
+    result = await Runner.run(agent, "…", session=session,
+                              run_config=RunConfig(call_model_input_filter=session.input_filter))
+
+`add_items` stores every item as an original; `get_items` returns the compacted view (pinned ·
+summary · kept) as Responses input items. Items are stored in units the planner never splits: a
+model turn (reasoning, messages, calls) is one assistant message, each call output one tool
+result paired by `call_id` (function, custom tool, shell, apply_patch, computer, local shell,
+tool search, program), so a reasoning item stays with the item after it. `pop_item` returns the
+last item exactly as added (the runner's retry rewind compares fingerprints).
+
+The runner calls `run_compaction` after each turn; while local tool outputs are pending it defers
+(`_defer_compaction`), as the SDK's own compaction session does, and compacts when the run's
+answer comes. Within one run, `input_filter` (a `call_model_input_filter`) compacts before every
+model call and counts the instructions and tool definitions in the budget.
+`pip install 'precis[agents]'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, cast
+
+from agents import Agent, TResponseInputItem
+from agents.memory import SessionSettings
+from agents.run_config import CallModelData, ModelInputData
+from agents.tool import FunctionTool
+
+from precis.core.errors import CompactionError
+from precis.core.messages import KIND_MARKER, Message, ToolCall
+from precis.core.types import Role
+from precis.integrations._common import (
+    FRAMEWORK,
+    PRECIS_KINDS,
+    RAW,
+    async_face,
+    fingerprint,
+    shown_differently,
+)
+from precis.session import AsyncSession, BaseSession
+from precis.stores.base import CompactionEvent, MessageIds, utc_now
+
+__all__ = ["PrecisSession", "from_precis", "to_precis"]
+
+log = logging.getLogger("precis.integrations")
+NAME = "openai-agents"
+# Client-side calls and the outputs that answer them, paired by call_id.
+CALLS = {
+    "function_call": "function",
+    "custom_tool_call": "custom",
+    "shell_call": "shell",
+    "apply_patch_call": "apply_patch",
+    "computer_call": "computer",
+    "local_shell_call": "local_shell",
+    "tool_search_call": "tool_search",
+    "program": "program",
+}
+OUTPUTS = frozenset(
+    {
+        "function_call_output",
+        "custom_tool_call_output",
+        "shell_call_output",
+        "apply_patch_call_output",
+        "computer_call_output",
+        "local_shell_call_output",
+        "tool_search_output",
+        "program_output",
+    }
+)
+# Items only a model emits; with the calls, they make up one model turn.
+MODEL_ITEMS = frozenset(
+    {
+        "reasoning",
+        "file_search_call",
+        "web_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "compaction",
+        *CALLS,
+    }
+)
+_IGNORED_IN_DIGEST = ("id", "status", "provider_data")
+
+
+# --- conversion -------------------------------------------------------------------------------
+
+
+def _plain(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping):
+        return dict(item)
+    dumped: dict[str, Any] = item.model_dump(exclude_unset=True, mode="json")
+    return dumped
+
+
+def _call_id(item: Mapping[str, Any]) -> str | None:
+    value = item.get("call_id")
+    if value is None and item.get("type") == "local_shell_call_output":
+        value = item.get("id")  # the Responses type names the call by `id`
+    return value if isinstance(value, str) and value else None
+
+
+def _is_model_item(item: Mapping[str, Any]) -> bool:
+    kind = item.get("type")
+    if kind == "tool_search_output" and _call_id(item) is None:
+        return True  # a server-side search answers inline
+    if kind == "message" or kind is None:
+        return item.get("role") == "assistant"
+    return kind in MODEL_ITEMS
+
+
+def _is_output(item: Mapping[str, Any]) -> bool:
+    return item.get("type") in OUTPUTS and _call_id(item) is not None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                text = part.get("text", part.get("refusal"))
+                if isinstance(text, str):
+                    texts.append(text)
+        return "\n\n".join(texts)
+    return "" if content is None else json.dumps(content, ensure_ascii=False)
+
+
+def _call(item: Mapping[str, Any]) -> ToolCall | None:
+    call_id = _call_id(item)
+    kind = str(item.get("type"))
+    if call_id is None or kind not in CALLS:
+        return None
+    if kind == "function_call":
+        return ToolCall(call_id, str(item.get("name", "")), str(item.get("arguments", "")))
+    if kind == "custom_tool_call":
+        return ToolCall(call_id, str(item.get("name", "")), str(item.get("input", "")))
+    payload = {k: v for k, v in item.items() if k not in {"type", "id", "call_id", "status"}}
+    return ToolCall(call_id, CALLS[kind], json.dumps(payload, ensure_ascii=False))
+
+
+def _turn_message(items: list[dict[str, Any]], after_reasoning: bool) -> Message:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
+    for item in items:
+        if item.get("type") == "reasoning":
+            reasoning.extend(_text(item.get("summary")).split("\n\n"))
+        elif item.get("role") == "assistant":
+            texts.append(_text(item.get("content")))
+        else:
+            call = _call(item)
+            if call is not None:
+                calls.append(call)
+    meta: dict[str, Any] = {FRAMEWORK: NAME, RAW: items}
+    if after_reasoning:
+        meta["after_reasoning"] = True
+    return Message(
+        role="assistant",
+        content="\n\n".join(t for t in texts if t),
+        tool_calls=tuple(calls),
+        reasoning="\n\n".join(r for r in reasoning if r),
+        metadata=meta,
+    )
+
+
+def _input_message(item: dict[str, Any], known_calls: set[str]) -> Message:
+    meta: dict[str, Any] = {FRAMEWORK: NAME, RAW: [item]}
+    if _is_output(item):
+        output = item.get("output", item.get("result"))
+        call_id = _call_id(item)
+        if call_id in known_calls:
+            return Message(role="tool", content=_text(output), tool_call_id=call_id, metadata=meta)
+        return Message(role="user", content=_text(output), metadata={**meta, "orphan_result": True})
+    role = item.get("role")
+    mapped: Role = "system" if role in ("system", "developer") else "user"
+    return Message(role=mapped, content=_text(item.get("content")), metadata=meta)
+
+
+def to_precis(
+    items: Sequence[Any], *, known_calls: Sequence[str] = (), after_reasoning: bool = False
+) -> list[Message]:
+    """Items as precis messages: each model turn one assistant message, each output one tool
+    result (a result whose call is not in `known_calls` or the batch: a user message)."""
+    out: list[Message] = []
+    calls = set(known_calls)
+    turn: list[dict[str, Any]] = []
+    for item in map(_plain, items):
+        if _is_model_item(item):
+            turn.append(item)
+            continue
+        if turn:
+            out.append(_turn_message(turn, after_reasoning and not out))
+            calls.update(c.id for c in out[-1].tool_calls)
+            turn = []
+        out.append(_input_message(item, calls))
+    if turn:
+        out.append(_turn_message(turn, after_reasoning and not out))
+    return out
+
+
+def _items(message: Message) -> list[dict[str, Any]]:
+    raw = message.metadata.get(RAW)
+    return [dict(i) for i in raw] if isinstance(raw, list) else []
+
+
+def from_precis(view: Sequence[Message]) -> list[TResponseInputItem]:
+    """The view as Responses input items: originals exactly, a long output as shown, each
+    summary a user message; no reasoning item without its follower, and no assistant id left
+    pointing at a reasoning item the view dropped."""
+    out: list[dict[str, Any]] = []
+    for m in view:
+        if m.kind in PRECIS_KINDS or m.metadata.get(FRAMEWORK) != NAME:
+            out.append({"role": "user", "content": m.content})
+            continue
+        items = _items(m)
+        if m.metadata.get("orphan_result"):
+            out.append({"role": "user", "content": f"[an earlier tool result]\n{m.content}"})
+            continue
+        if shown_differently(m) and items:
+            items = [{**items[0], "output": m.content}]
+        if m.metadata.get("after_reasoning") and not (out and out[-1].get("type") == "reasoning"):
+            items = [_without_id(i) if i.get("role") == "assistant" else i for i in items]
+        out.extend(items)
+    return cast(list[TResponseInputItem], _reasoning_followed(out))
+
+
+def _without_id(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k != "id"}
+
+
+def _reasoning_followed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keep: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        if item.get("type") == "reasoning":
+            follower = next((x for x in items[i + 1 :] if x.get("type") != "reasoning"), None)
+            if follower is None or not _is_model_item(follower):
+                continue
+        keep.append(item)
+    return keep
+
+
+def digest(item: Any) -> str:
+    """An item's identity for matching the runner's input against the store."""
+    data = {k: v for k, v in _plain(item).items() if k not in _IGNORED_IN_DIGEST}
+    return fingerprint(data)
+
+
+def _tool_dicts(agent: Agent[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for tool in agent.tools:
+        if isinstance(tool, FunctionTool):
+            out.append(
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.params_json_schema,
+                }
+            )
+        else:
+            out.append({"name": str(getattr(tool, "name", type(tool).__name__))})
+    return out
+
+
+# --- the session ------------------------------------------------------------------------------
+
+
+class PrecisSession:
+    """The Agents SDK `Session` protocol over a precis conversation (structurally: no base class).
+
+    `session` is a precis `AsyncSession` (or `Session`) over any store; its settings set the
+    window. Store calls run off the event loop.
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session: BaseSession,
+        *,
+        session_settings: SessionSettings | None = None,
+        agent: Agent[Any] | None = None,
+    ) -> None:
+        self.precis: AsyncSession = async_face(session)
+        self.session_id = session.conversation_id
+        self.session_settings = session_settings
+        self._deferred: str | None = None
+        self._system: str | None = None
+        self._ids = MessageIds()
+        self._lock = asyncio.Lock()
+        if agent is not None:
+            self.precis.tools = list(_tool_dicts(agent))
+
+    # --- the Session protocol -----------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The compacted view, oldest first; with `limit`, its newest `limit` items."""
+        items = from_precis(await self.precis.view())
+        if limit is None and self.session_settings is not None:
+            limit = self.session_settings.limit
+        return items if limit is None else (items[-limit:] if limit > 0 else [])
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Store every item as an original, in units the planner never splits."""
+        if not items:
+            return
+        async with self._lock:
+            context = await self.precis.context()
+            known = [c.id for m in context for c in m.tool_calls]
+            last = _items(context[-1])[-1:] if context else []
+            after_reasoning = bool(last) and last[0].get("type") == "reasoning"
+            messages = to_precis(items, known_calls=known, after_reasoning=after_reasoning)
+            await self.precis.append(*messages)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Take the newest item out of the context and return it exactly as it was added.
+
+        The store is append-only: the item stays in the history (and searchable); the context
+        no longer holds it."""
+        async with self._lock:
+            return await asyncio.to_thread(self._pop)
+
+    async def clear_session(self) -> None:
+        """Empty the context; every original stays in the history, searchable."""
+        async with self._lock:
+            await asyncio.to_thread(self._clear)
+            self._deferred = None
+
+    # --- compaction ---------------------------------------------------------------------------
+
+    async def run_compaction(
+        self, args: Mapping[str, Any] | None = None, *, wrapper: Any = None
+    ) -> None:
+        """Compact when a trigger fires; `force` (called by you, not the runner) compacts now."""
+        automatic = wrapper is not None and getattr(
+            wrapper, "_session_compaction_is_automatic", False
+        )
+        self._deferred = None
+        try:
+            if args and args.get("force") and not automatic:
+                await self.precis.compact()
+            else:
+                await self.precis.maybe_compact()
+        except CompactionError as exc:
+            log.warning("precis: no compaction after this turn: %s", exc)
+
+    async def _defer_compaction(self, response_id: str, store: bool | None = None) -> None:
+        """The runner's turn left local tool outputs for the model: compact when the run's
+        answer comes, not in the middle of the exchange."""
+        if self._deferred is None and await self.precis.needs_compaction():
+            self._deferred = response_id
+
+    def _get_deferred_compaction_response_id(self) -> str | None:
+        return self._deferred
+
+    def _clear_deferred_compaction(self) -> None:
+        self._deferred = None
+
+    async def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """A `call_model_input_filter`: before every model call of a run, compact if a trigger
+        fires (counting the instructions and tool definitions) and send the view, plus any input
+        the runner has not stored yet."""
+        model_data = data.model_data
+        self.precis.tools = list(_tool_dicts(data.agent))
+        instructions = model_data.instructions or ""
+        if instructions != self._system:
+            await self.precis.set_system_prompt(instructions)
+            self._system = instructions
+        context = await self.precis.context()
+        last = _items(context[-1])[-1:] if context else []
+        if not last:
+            return model_data
+        target = digest(last[0])
+        stored_up_to = next(
+            (
+                i
+                for i in range(len(model_data.input) - 1, -1, -1)
+                if digest(model_data.input[i]) == target
+            ),
+            None,
+        )
+        if stored_up_to is None:
+            return model_data  # this input is not this session's: leave it alone
+        try:
+            await self.precis.maybe_compact()
+        except CompactionError as exc:
+            log.warning("precis: no compaction before this model call: %s", exc)
+        unsaved = list(model_data.input[stored_up_to + 1 :])
+        return ModelInputData(input=[*await self.get_items(), *unsaved], instructions=instructions)
+
+    # --- context edits (off the loop) ---------------------------------------------------------
+
+    def _commit(
+        self, snapshot: Any, ids: list[str], written: Message, edit: str, *, count: int
+    ) -> None:
+        store = self.precis.store
+        store.commit_compaction(
+            self.session_id,
+            expected_version=snapshot.version,
+            snapshot_last_seq=snapshot.last_seq,
+            summary=written,
+            context_ids=ids,
+            event=CompactionEvent(
+                trigger=edit,
+                mode="edit",
+                stats={"messages_count_before": count, "messages_count_after": len(ids)},
+                summary_id=written.id,
+                at=written.created_at or "",
+            ),
+        )
+
+    def _marker(self, text: str) -> Message:
+        return Message(
+            role="user", kind=KIND_MARKER, content=text, id=self._ids.new(), created_at=utc_now()
+        )
+
+    def _pop(self) -> TResponseInputItem | None:
+        store = self.precis.store
+        store.create(self.session_id)
+        snapshot = store.context(self.session_id)
+        if not snapshot.messages:
+            return None
+        last = snapshot.messages[-1]
+        items = _items(last)
+        if not items:
+            return None
+        popped, rest = items[-1], items[:-1]
+        ids = [m.id for m in snapshot.messages[:-1]]
+        count = len(snapshot.messages)
+        if rest:
+            [remaining] = to_precis(
+                rest, known_calls=[c.id for m in snapshot.messages for c in m.tool_calls]
+            )[-1:]
+            remaining = replace(remaining, id=self._ids.new(), pinned=last.pinned)
+            self._commit(snapshot, [*ids, remaining.id], remaining, "pop_item", count=count)
+        else:
+            self._commit(
+                snapshot, ids, self._marker("[an item was popped]"), "pop_item", count=count
+            )
+        return cast(TResponseInputItem, popped)
+
+    def _clear(self) -> None:
+        store = self.precis.store
+        store.create(self.session_id)
+        snapshot = store.context(self.session_id)
+        if snapshot.messages:
+            marker = self._marker("[the session was cleared]")
+            self._commit(snapshot, [], marker, "clear_session", count=len(snapshot.messages))

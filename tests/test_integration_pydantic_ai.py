@@ -1,0 +1,237 @@
+"""A real pydantic-ai agent (its FunctionModel, its tool execution) under PrecisCapability."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict, deque
+from typing import Any
+
+import pytest
+from agent_scenario import (
+    RED_LINE,
+    REPLAY_WINDOW,
+    STEPS_PER_TURN,
+    SYSTEM_PROMPT,
+    TASK,
+    TOOL_DESCRIPTION,
+    USER_TURNS,
+    WINDOW,
+    Meter,
+    assistant_text,
+    ledger,
+    replay_conversation,
+    settings,
+    tool_output,
+    user_text,
+)
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+    _dangling_tool_calls_to_repair,
+    _drop_orphaned_tool_results,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import Tool
+
+from precis import AsyncSession, Message
+from precis.integrations.pydantic_ai import (
+    PrecisCapability,
+    message_key,
+    original,
+    precis_history_processor,
+    to_precis,
+)
+from precis.stores import MemoryStore
+
+
+def _check_request(messages: list[ModelMessage], info: AgentInfo, meter: Meter) -> None:
+    """pydantic-ai's own repairs must find nothing to do, and the messages must round-trip."""
+    assert _drop_orphaned_tool_results(messages) is messages, "an orphan tool return was sent"
+    assert _dangling_tool_calls_to_repair(messages, repair_last_response=True) == {}
+    dumped = ModelMessagesTypeAdapter.dump_json(messages)
+    assert ModelMessagesTypeAdapter.validate_json(dumped) == messages
+    tools = [
+        {"name": t.name, "description": t.description or "", "parameters": t.parameters_json_schema}
+        for t in info.function_tools
+    ]
+    flat: list[Message] = [m for message in messages for m in to_precis(message)]
+    meter.request(flat, info.instructions, tools)
+
+
+def _scripted_model(meter: Meter) -> FunctionModel:
+    state = {"step": 0, "in_turn": 0}
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        _check_request(messages, info, meter)
+        last = messages[-1]
+        if any(isinstance(p, UserPromptPart) for p in last.parts):
+            state["in_turn"] = 0
+        if state["in_turn"] < STEPS_PER_TURN:
+            state["in_turn"] += 1
+            state["step"] += 1
+            step = state["step"]
+            meter.tool_turns += 1
+            return ModelResponse(
+                parts=[
+                    TextPart(assistant_text(step)),
+                    ToolCallPart("run_step", {"step": step}, tool_call_id=f"call_{step}"),
+                ]
+            )
+        return ModelResponse(
+            parts=[TextPart(f"Batch done; {state['step']} steps, legacy/ untouched.")]
+        )
+
+    return FunctionModel(respond)
+
+
+def _run_step() -> Tool[Any]:
+    def run_step(step: int) -> str:
+        return tool_output(step)
+
+    return Tool(run_step, description=TOOL_DESCRIPTION)
+
+
+async def _run(agent: Agent[Any, str]) -> list[ModelMessage]:
+    history: list[ModelMessage] = []
+    for turn in range(USER_TURNS):
+        result = await agent.run(user_text(turn), message_history=history)
+        history = result.all_messages()
+    return history
+
+
+def _stored(history: list[Message]) -> dict[str, list[Message]]:
+    groups: dict[str, list[Message]] = defaultdict(list)
+    for m in history:
+        if m.metadata.get("framework_key"):
+            groups[m.metadata["framework_key"]].append(m)
+    return groups
+
+
+async def _check_store(session: AsyncSession) -> None:
+    history = await session.history()
+    steps = STEPS_PER_TURN * USER_TURNS
+    assert len([m for m in history if m.role == "tool"]) == steps
+    for step in (1, 2, steps // 2, steps):
+        hits = await session.recall(ledger(step))
+        assert any(ledger(step) in h.snippet for h in hits), step
+    assert await session.events(), "a 3,000-token window must have compacted"
+
+
+def test_a_pydantic_ai_agent_runs_200_tool_turns_in_a_3000_token_window() -> None:
+    meter = Meter(WINDOW)
+    session = AsyncSession(MemoryStore(), "pai", settings=settings())
+    agent = Agent(
+        _scripted_model(meter),
+        instructions=SYSTEM_PROMPT,
+        tools=[_run_step()],
+        capabilities=[PrecisCapability(session, history_tools=True)],
+    )
+    messages = asyncio.run(_run(agent))
+    meter.assert_ok(min_tool_turns=200)
+    print("pydantic-ai (capability):", meter.summary())
+    assert len(messages) == USER_TURNS * (2 * STEPS_PER_TURN + 2)  # the run's history is whole
+    stored = _stored(asyncio.run(session.history()))
+    for message in messages:
+        assert message_key(message) in stored
+    asyncio.run(_check_store(session))
+
+
+def test_the_history_processor_replaces_the_history_and_is_idempotent() -> None:
+    meter = Meter(WINDOW)
+    session = AsyncSession(MemoryStore(), "pai", settings=settings())
+    agent = Agent(
+        _scripted_model(meter),
+        instructions=SYSTEM_PROMPT,
+        tools=[_run_step()],
+        capabilities=[ProcessHistory(precis_history_processor(session))],
+    )
+    messages = asyncio.run(_run(agent))
+    meter.assert_ok(min_tool_turns=200)
+    print("pydantic-ai (ProcessHistory):", meter.summary())
+    summaries = [
+        m for m in messages if (m.metadata or {}).get("precis", {}).get("kind") == "summary"
+    ]
+    assert len(summaries) == 1 and len(messages) < USER_TURNS * (2 * STEPS_PER_TURN + 2)
+    assert any(
+        RED_LINE in str(p.content) for m in messages for p in m.parts if hasattr(p, "content")
+    )
+    assert any(getattr(p, "content", None) == TASK for p in messages[0].parts)
+    asyncio.run(_check_store(session))
+
+
+# --- a real conversation, replayed through pydantic-ai's message types -------------------------
+
+
+def test_a_real_conversation_replayed_through_pydantic_ai_round_trips_every_message() -> None:
+    recorded = replay_conversation()
+    task = next(m["content"] for m in recorded if m["role"] == "user")
+    meter = Meter(REPLAY_WINDOW, required=(task,))
+    replies = deque(m for m in recorded if m["role"] == "assistant")
+    calls = {c["id"]: c for m in recorded for c in m.get("tool_calls") or []}
+    outputs = {m["tool_call_id"]: m["content"] for m in recorded if m["role"] == "tool"}
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        _check_request(messages, info, meter)
+        m = replies.popleft()
+        parts: list[Any] = [TextPart(m["content"])] if m["content"] else []
+        for c in m.get("tool_calls") or []:
+            fn = c["function"]
+            parts.append(
+                ToolCallPart(fn["name"], json.loads(fn["arguments"]), tool_call_id=c["id"])
+            )
+        meter.tool_turns += len(parts) > 1 or not m["content"]
+        return ModelResponse(parts=parts)
+
+    def make_tool(name: str) -> Tool[Any]:
+        async def answer(ctx: Any, **arguments: Any) -> str:
+            return outputs.get(ctx.tool_call_id, "")
+
+        schema = {"type": "object", "properties": {}, "additionalProperties": True}
+        return Tool.from_schema(
+            answer, name=name, description=name, json_schema=schema, takes_ctx=True
+        )
+
+    names = sorted({c["function"]["name"] for c in calls.values()})
+    session = AsyncSession(MemoryStore(), "replay", settings=settings(REPLAY_WINDOW))
+    agent = Agent(
+        FunctionModel(respond),
+        tools=[make_tool(n) for n in names],
+        capabilities=[PrecisCapability(session)],
+    )
+
+    async def run() -> list[ModelMessage]:
+        result = await agent.run(task)
+        return result.all_messages()
+
+    messages = asyncio.run(run())
+    meter.assert_ok()
+    print("pydantic-ai replay:", meter.summary())
+    returns = [
+        p.content
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    ]
+    assert returns == [m["content"] for m in recorded if m["role"] == "tool"]
+    stored = _stored(asyncio.run(session.history()))
+    for message in messages:
+        group = stored[message_key(message)]
+        assert original(group) == message
+    assert asyncio.run(session.events()), "the replay must have compacted"
+
+
+@pytest.mark.parametrize("name", ["search_history", "read_original"])
+def test_the_history_tools_are_offered_as_pydantic_ai_tools(name: str) -> None:
+    session = AsyncSession(MemoryStore(), "pai", settings=settings())
+    toolset = PrecisCapability(session, history_tools=True).get_toolset()
+    assert name in toolset.tools
