@@ -26,8 +26,11 @@ test-properties: $(STAMP)
 	$(BIN)/pytest -q -n 2 -m property --hypothesis-profile=thorough
 
 # Real small models: builds llama-cpp-python from source on first install (pip caches the wheel).
+# GGML_NATIVE=OFF builds portable AVX2 kernels instead of tuning to this CPU, so the cached
+# wheel runs on any x86-64 machine with AVX2 and no CPU-specific kernel can break it.
 $(VENV)/.installed-local: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,local]'
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+		$(BIN)/pip install --quiet -e '.[dev,local]'
 	touch $@
 
 test-llm: $(VENV)/.installed-local
