@@ -249,3 +249,78 @@ def test_a_message_bigger_than_the_window_is_shown_head_and_tail(tmp_path: Path)
     assert shown.content.startswith("log line 0:") and "log line 8999:" in shown.content
     assert session.history()[-1].content == pasted  # the original is kept whole
     assert session.recall("8999")[0].id == stored.id
+
+
+# --- the small ones ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "allow"),
+    [("/v1/conversations", "GET, POST"), (f"{BASE}/messages", "POST"), (BASE, "GET")],
+)
+def test_405_names_the_methods_allowed(client: TestClient, path: str, allow: str) -> None:
+    answer = client.delete(path)
+    assert answer.status_code == 405 and answer.headers["allow"] == allow
+
+
+def test_the_schema_asks_for_a_role_in_every_message(client: TestClient) -> None:
+    items = client.get("/openapi.json").json()["components"]["schemas"]["AppendMessages"]
+    assert items["properties"]["messages"]["items"]["required"] == ["role"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "user", "content": "a NUL \x00 here"},
+        {"role": "user", "content": "fine", "extra": {"score": float("nan")}},
+        {"role": "user", "content": "fine", "extra": ["nul \x00 inside"]},
+    ],
+)
+def test_nul_and_nan_are_refused_alike_on_both_stores(
+    client: TestClient, message: dict[str, Any]
+) -> None:
+    before = snapshot(client)
+    body = json.dumps({"messages": [message]}, allow_nan=True)
+    answer = client.post(
+        f"{BASE}/messages", content=body, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 422, answer.text
+    assert snapshot(client) == before
+
+
+def test_import_refuses_nan(tmp_path: Path) -> None:
+    dump = tmp_path / "nan.jsonl"
+    dump.write_text('{"role": "user", "content": "x", "score": NaN}\n')
+    result = run_precis(tmp_path / "home", "import", str(dump), check=False)
+    assert result.returncode == 1 and "not a JSON number" in result.stderr
+
+
+@pytest.mark.parametrize("conversation", ["", "a/b", "../..", "x" * 129])
+def test_the_cli_takes_only_ids_the_service_can_open(tmp_path: Path, conversation: str) -> None:
+    result = run_precis(tmp_path, "-c", conversation, "chat", "-p", "hi", check=False)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "precis.db").exists()
+
+
+def test_reads_never_write(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    missing = run_precis(home, "-c", "typo", "history", check=False)
+    assert missing.returncode == 1 and "no precis database" in missing.stderr
+    assert not home.exists()
+    run_precis(home, "chat", "-p", "hello")
+    typo = run_precis(home, "-c", "typo", "history", check=False)
+    assert typo.returncode == 1 and "conversation 'typo' not found" in typo.stderr
+    url = f"sqlite:///{tmp_path / 'no' / 'such' / 'x.db'}"
+    elsewhere = run_precis(home, "--store", url, "history", check=False)
+    assert elsewhere.returncode == 1 and not (tmp_path / "no").exists()
+    assert [c for c in SQLiteStore(home / "precis.db").conversations()] == ["default"]
+
+
+def test_a_home_that_is_a_file_is_one_clear_line(tmp_path: Path) -> None:
+    afile = tmp_path / "passwd"
+    afile.write_text("root:x:0:0\n")
+    result = run_precis(afile, "chat", "-p", "hi", check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"precis: error: --home / PRECIS_HOME '{afile}': not a directory"
+    ]

@@ -7,7 +7,11 @@ is not JSON, holds its answer past the summary timeout, or is not there at all.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +28,8 @@ from precis.server import create_app
 from precis.stores.sqlite import SQLiteStore
 from precis.summarize.llm import LLMSummarizer
 
+# Events a test waits on: set when a request reaches the slow model.
+ARRIVALS: list[threading.Event] = []
 TURNS = [
     "Our staging database listens on port 5433; never use 5432.",
     "Review the release checklist for the payments service and list what is missing.",
@@ -39,6 +45,8 @@ def upstream() -> Iterator[str]:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
             if self.path.startswith("/slow"):
+                for arrived in ARRIVALS:
+                    arrived.set()
                 release.wait(timeout=30)
             if self.path.startswith("/error"):
                 status, body = 500, json.dumps({"error": {"message": "the GPU caught fire"}})
@@ -171,4 +179,30 @@ def test_a_failed_chat_turn_writes_nothing(upstream: str, failure: str, tmp_path
             check=False,
         )
         assert result.returncode == 1 and expected in result.stderr
+    assert run_precis(home, "history", "--json").stdout == history
+
+
+def test_ctrl_c_during_a_summary_stops_it_and_writes_nothing(upstream: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for text in TURNS:
+        run_precis(home, "chat", "-p", text)
+    history = run_precis(home, "history", "--json").stdout
+    arrived = threading.Event()
+    ARRIVALS.append(arrived)
+    command = [
+        sys.executable, "-m", "precis.cli", "--summarizer", "llm", "--provider", "openai",
+        "--model", "m", "--base-url", f"{upstream}/slow/v1", "compact",
+    ]  # fmt: skip
+    env = {**os.environ, "PRECIS_HOME": str(home), "PRECIS_SUMMARY_TIMEOUT": "60"}
+    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert arrived.wait(timeout=60), "the summary request never reached the model"
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    assert child.returncode == 130, err
+    assert err.strip().splitlines() == [
+        "precis: interrupted; the store is as it was before this step"
+    ]
     assert run_precis(home, "history", "--json").stdout == history

@@ -6,6 +6,7 @@ This module holds the app, its global options and the list of commands; the comm
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -38,7 +39,8 @@ from precis.cli.config import (
     SummarizerName,
     resolve_settings,
 )
-from precis.cli.errors import EXIT_FAILED, reported
+from precis.cli.errors import EXIT_FAILED, CliUsageError, reported
+from precis.core.types import CONVERSATION_ID_PATTERN
 
 
 class _ReportingGroup(TyperGroup):
@@ -106,6 +108,13 @@ def configure(
     ] = None,
 ) -> None:
     """Keep an LLM conversation inside its context window; originals stay searchable."""
+    if not re.match(CONVERSATION_ID_PATTERN, conversation):
+        raise CliUsageError(
+            f"--conversation {conversation!r}: an id is 1–128 letters, digits, '.', '_', '-' "
+            "or ':', starting with a letter or digit"
+        )
+    if home.expanduser().exists() and not home.expanduser().is_dir():
+        raise CliUsageError(f"--home / {ENV_HOME} {str(home)!r}: not a directory")
     options = {"context_window": context_window} if context_window is not None else {}
     window = resolve_settings(home.expanduser(), options).settings.context_window
     assert window is not None  # resolve_settings falls back to the CLI's default window

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -31,15 +32,24 @@ MAX_MESSAGE_CHARS = 1_000_000
 MAX_NESTING = 64
 
 
-def check_nesting(value: Any, index: int | None) -> None:
-    """Refuse a message nested deeper than MAX_NESTING, before anything is stored."""
+def check_json_value(value: Any, index: int | None) -> None:
+    """Refuse, before anything is stored, what some store or encoder would choke on later: nesting
+    deeper than MAX_NESTING, NaN or infinity (not JSON), NUL in a string (PostgreSQL refuses it)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > MAX_NESTING:
             raise InvalidMessage(index, f"nested deeper than {MAX_NESTING} levels")
-        if isinstance(item, Mapping):
-            stack.extend((v, depth + 1) for v in item.values())
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise InvalidMessage(index, "contains a NUL character")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise InvalidMessage(index, f"{item} is not a JSON number")
+        elif isinstance(item, Mapping):
+            for key, v in item.items():
+                stack.append((key, depth + 1))
+                stack.append((v, depth + 1))
         elif isinstance(item, list | tuple):
             stack.extend((v, depth + 1) for v in item)
 
@@ -79,6 +89,8 @@ class Message:
     openai_extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if "\x00" in self.content:
+            raise InvalidMessage(None, "contains a NUL character", "content")
         size = len(self.content) + sum(len(c.name) + len(c.arguments) for c in self.tool_calls)
         if size > MAX_MESSAGE_CHARS:
             raise MessageTooLarge(
@@ -121,7 +133,7 @@ class Message:
         """Build a message from one OpenAI chat-completions message dict."""
         if not isinstance(data, Mapping):
             raise InvalidMessage(index, f"expected an object, got {type(data).__name__}")
-        check_nesting(data, index)
+        check_json_value(data, index)
         extra: dict[str, Any] = {
             k: v
             for k, v in data.items()
@@ -323,7 +335,7 @@ def messages_from_anthropic(
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise InvalidMessage(i, f"expected an object, got {type(item).__name__}")
-        check_nesting(item, i)
+        check_json_value(item, i)
         role = item.get("role")
         content = item.get("content")
         if role not in {"user", "assistant"}:

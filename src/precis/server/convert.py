@@ -3,7 +3,6 @@ with the checks a body needs before anything is stored."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,7 +39,6 @@ def event_out(index: int, event: CompactionEvent) -> EventOut:
 def from_openai(items: Sequence[Mapping[str, Any]]) -> list[Message]:
     messages: list[Message] = []
     for i, item in enumerate(items):
-        _check_plain(item, i)
         tool_call_id = item.get("tool_call_id")
         if tool_call_id is not None and not isinstance(tool_call_id, str):
             raise InvalidMessage(i, "tool_call_id must be a string", "tool_call_id")
@@ -59,7 +57,6 @@ def from_anthropic(
     messages: list[Message] = []
     origin: list[int] = []
     for i, item in enumerate(items):
-        _check_plain(item, i)
         try:
             converted = messages_from_anthropic([item], issued=issued)
         except InvalidMessage as exc:
@@ -69,19 +66,6 @@ def from_anthropic(
         messages += converted
         origin += [i] * len(converted)
     return messages, origin
-
-
-def _check_plain(value: Any, index: int) -> None:
-    """Refuse NaN and infinities: JSON has no such numbers, and echoing them back would fail."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise InvalidMessage(index, f"{item} is not a JSON number")
-        if isinstance(item, Mapping):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
 
 
 def check_sizes(messages: Sequence[Message], origin: Sequence[int], limit: int) -> None:

@@ -8,9 +8,8 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match, Route
+from starlette.routing import Match
 from starlette.types import Scope
 
 from precis.core.errors import (
@@ -86,14 +85,17 @@ _HANDLED = (
 )
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def _allowed_methods(app: FastAPI, scope: Scope) -> set[str]:
-    """Every method some route offers for this path; starlette names only the first route's."""
-    methods: set[str] = set()
-    for route in app.router.routes:
-        match, _ = route.matches(scope)
-        if match != Match.NONE and isinstance(route, APIRoute | Route):
-            methods |= route.methods or set()
-    return methods
+    """Every method some route answers for this path, asked of the routes themselves (included
+    routers too), since starlette names only the first route's."""
+    return {
+        method
+        for method in _METHODS
+        if any(route.matches({**scope, "method": method})[0] == Match.FULL for route in app.routes)
+    }
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -80,7 +80,19 @@ class AppendMessages(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    messages: list[dict[str, Any]] = Field(min_length=1)
+    messages: list[dict[str, Any]] = Field(
+        min_length=1,
+        json_schema_extra={
+            "items": {
+                "type": "object",
+                "required": ["role"],
+                "properties": {
+                    "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
+                    "content": {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]},
+                },
+            }
+        },
+    )
     format: Literal["openai", "anthropic"] = "openai"
 
 
