@@ -324,3 +324,23 @@ def test_a_home_that_is_a_file_is_one_clear_line(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines() == [
         f"precis: error: --home / PRECIS_HOME '{afile}': not a directory"
     ]
+
+
+def test_an_imported_conversation_keeps_its_own_task_first(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for text in ("Ship the CSV export.", "Add a header row.", "Quote the commas."):
+        run_precis(home, "chat", "-p", text)
+    dump = run_precis(home, "export").stdout
+    imported = run_precis(home, "-c", "copy", "import", "-", stdin=dump)
+    assert imported.stdout.strip() == "imported 6 messages into 'copy'"
+    run_precis(home, "-c", "copy", "chat", "-p", "And now the footer.")
+    shown = json.loads(run_precis(home, "-c", "copy", "context", "--json").stdout)
+    users = [m["content"] for m in shown if m["role"] == "user"]
+    # The copy's task is its own first request, pinned first; the new turn comes last.
+    assert users == [
+        "Ship the CSV export.",
+        "Add a header row.",
+        "Quote the commas.",
+        "And now the footer.",
+    ]
+    assert shown[0]["pinned"] and not shown[-2]["pinned"]
