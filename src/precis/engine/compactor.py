@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
@@ -39,7 +39,7 @@ from precis.summarize.guard import (
     extract_facts,
     missing_facts,
 )
-from precis.summarize.packaging import clip_summary, package_summary
+from precis.summarize.packaging import clip_summary, packed_head, with_stats
 
 View = Callable[[list[Message]], list[Message]]
 # Share of the summary budget that the task and red lines may claim as must-keep text.
@@ -64,7 +64,17 @@ class CompactionStats:
     summarized: int
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper)."""
+        return {
+            "trigger": self.trigger,
+            "mode": self.mode,
+            "context_tokens_before": self.context_tokens_before,
+            "context_tokens_after": self.context_tokens_after,
+            "context_window": self.context_window,
+            "messages_count_before": self.messages_count_before,
+            "messages_count_after": self.messages_count_after,
+            "summarized": self.summarized,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,25 +400,19 @@ class Compactor:
         summary_id = self._ids.new()
         now = self._clock()
 
-        def packed(tokens_after: int) -> Message:
-            stats = {
+        def stats_of(tokens_after: int) -> dict[str, Any]:
+            return {
                 "trigger": job.trigger,
                 "context_tokens_before": before,
                 "context_tokens_after": tokens_after,
                 "messages_count_before": len(messages),
                 "messages_count_after": count_after,
             }
-            return Message(
-                role="user",
-                content=package_summary(text, stats, mode, time=now),
-                id=summary_id,
-                kind=KIND_SUMMARY,
-                created_at=now,
-                metadata=metadata,
-            )
 
         kept_tokens = self.tokens(kept)
-        after = kept_tokens + self.counter.count_text(packed(kept_tokens).content)
+        # Only the token count differs between the two packings: the summary is encoded once.
+        head = packed_head(text, stats_of(kept_tokens), mode, time=now)
+        after = kept_tokens + self.counter.count_text(with_stats(head, stats_of(kept_tokens)))
         stats = CompactionStats(
             trigger=job.trigger,
             mode=mode,
@@ -419,8 +423,14 @@ class Compactor:
             messages_count_after=count_after,
             summarized=summarized,
         )
-        summary = packed(after)
-        summary = replace(summary, metadata={**summary.metadata, "stats": stats.as_dict()})
+        summary = Message(
+            role="user",
+            content=with_stats(head, stats_of(after)),
+            id=summary_id,
+            kind=KIND_SUMMARY,
+            created_at=now,
+            metadata={**metadata, "stats": stats.as_dict()},
+        )
         return _Candidate(mode, summary, [*pinned, summary, *keep], stats, required, ledger)
 
     def _truncate(

@@ -61,6 +61,14 @@ def package_summary(
     summary: str, stats: Mapping[str, Any] | None, mode: str | None, *, time: str
 ) -> str:
     """The summary as the JSON text letta stores in its history, so both read each other's logs."""
+    return with_stats(packed_head(summary, stats, mode, time=time), stats)
+
+
+def packed_head(
+    summary: str, stats: Mapping[str, Any] | None, mode: str | None, *, time: str
+) -> str:
+    """`package_summary`'s text up to its stats: what stays the same when only token counts
+    change (the note reads the message counts only), so the summary is encoded once."""
     evicted = _evicted_count(stats)
     if mode is not None and "sliding_window" in mode:
         if evicted is not None:
@@ -80,9 +88,14 @@ def package_summary(
         )
     message = f"{note}\nThe following is a summary of the previous messages:\n {summary}"
     packed: dict[str, Any] = {"type": "system_alert", "message": message, "time": time}
-    if stats is not None:
-        packed["compaction_stats"] = _plain(stats)
-    return js_json_stringify(packed)
+    return js_json_stringify(packed)[:-1]  # the object left open for the stats
+
+
+def with_stats(head: str, stats: Mapping[str, Any] | None) -> str:
+    """A `packed_head` closed with these stats: `package_summary` of the same arguments."""
+    if stats is None:
+        return head + "}"
+    return f'{head},"compaction_stats":{js_json_stringify(_plain(stats))}}}'
 
 
 def _plain(value: Any) -> Any:
