@@ -41,3 +41,28 @@ def test_paths_and_identifiers_must_stand_as_whole_tokens() -> None:
         token = re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", text)
         assert (missing_facts([Fact("file_read", needle, "x")], text) == []) == path
         assert (missing_facts([Fact("identifier", needle, "x")], text) == []) == (token is not None)
+
+
+def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
+    """`remember_ledger` spares the parse only when the parse would give the same ledger."""
+    from precis.core.messages import KIND_SUMMARY
+    from precis.facts import Ledger, remember_ledger, stored_ledger
+    from precis.facts import extract as extract_module
+
+    ledger = Ledger((Fact("task", "ship it", "m1"), Fact("error", "E1 boom", "m2", "retry")))
+    summary = Message(
+        role="user", kind=KIND_SUMMARY, id="sum-remembered", metadata={"ledger": ledger.to_json()}
+    )
+    remember_ledger(summary, ledger)
+    copy = replace(summary, metadata={"ledger": [dict(item) for item in ledger.to_json()]})
+    assert stored_ledger(copy) is ledger
+    assert stored_ledger(copy) == Ledger.from_json(copy.metadata["ledger"])
+
+    # A blank text would be dropped by the parse, so such a ledger is not remembered.
+    odd = Ledger((Fact("task", "ship it", "m1"), Fact("request", "  ", "m2")))
+    other = Message(
+        role="user", kind=KIND_SUMMARY, id="sum-blank", metadata={"ledger": odd.to_json()}
+    )
+    remember_ledger(other, odd)
+    assert "sum-blank" not in extract_module._LEDGERS
+    assert stored_ledger(other) == Ledger((Fact("task", "ship it", "m1"),))

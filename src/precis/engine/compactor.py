@@ -23,6 +23,7 @@ from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.truncation import plan_truncation
+from precis.facts import remember_ledger
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -431,6 +432,7 @@ class Compactor:
             created_at=now,
             metadata={**metadata, "stats": stats.as_dict()},
         )
+        remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
         return _Candidate(mode, summary, [*pinned, summary, *keep], stats, required, ledger)
 
     def _truncate(
@@ -487,6 +489,7 @@ class Compactor:
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
+        remember_ledger(marker, ledger)
         return _Candidate(
             "truncate", marker, context, stats, self._required(ledger, job.task is not None), ledger
         )

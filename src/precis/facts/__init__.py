@@ -9,7 +9,7 @@ only; the guard, the extractive brief and `precis eval` all read facts from here
 from __future__ import annotations
 
 from precis.facts.collect import Collector, ErrorEntry, Facts, SummaryReader, Tally, TermEntry
-from precis.facts.extract import extract_facts, stored_ledger
+from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
 from precis.facts.language import (
     earlier_summary_text,
     is_chinese,
@@ -75,6 +75,7 @@ __all__ = [
     "present",
     "project_root",
     "raw_summary_text",
+    "remember_ledger",
     "retention",
     "scan",
     "shorten",

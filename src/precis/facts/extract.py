@@ -94,6 +94,32 @@ def stored_ledger(message: Message) -> Ledger:
     return ledger
 
 
+def remember_ledger(message: Message, ledger: Ledger) -> None:
+    """Note that `message` (a summary or marker being made) carries `ledger`, so reading it back
+    in a later compaction (`stored_ledger`) parses nothing.
+
+    Only a ledger that reading its JSON would give back unchanged is remembered: every text
+    non-blank, each (kind, text) once, the strings plain. Else `stored_ledger` parses as before.
+    """
+    data = message.metadata.get("ledger")
+    if not message.id or not isinstance(data, list) or len(data) != len(ledger.facts):
+        return
+    keys = set()
+    for fact in ledger.facts:
+        text, source, note = fact.text, fact.source_id, fact.note
+        if type(text) is not str or type(source) is not str or type(note) is not str:
+            return
+        if not text.strip():
+            return
+        keys.add((fact.kind, text))
+    if len(keys) != len(ledger.facts):
+        return
+    with _LEDGERS_LOCK:
+        if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
+            del _LEDGERS[next(iter(_LEDGERS))]
+        _LEDGERS[message.id] = (data, ledger)
+
+
 _LEDGERS: dict[str, tuple[Any, Ledger]] = {}
 _LEDGERS_LOCK = threading.Lock()
 
