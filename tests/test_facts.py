@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from precis.core.messages import Message
-from precis.facts import Fact, context_text, extract_facts, fold, missing_facts
+from precis.facts import Fact, context_text, extract_facts, fact_present, fold, missing_facts
 from precis.facts.verify import ContextText
 
 
@@ -66,3 +70,25 @@ def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
     remember_ledger(other, odd)
     assert "sum-blank" not in extract_module._LEDGERS
     assert stored_ledger(other) == Ledger((Fact("task", "ship it", "m1"),))
+
+
+@pytest.mark.property
+@given(
+    pieces=st.lists(
+        st.sampled_from(("#", "pr", "issue", "ticket", " ", "\t", "x", "_", "-", "1", "2", "12")),
+        max_size=12,
+    ),
+    number=st.sampled_from(("1", "12", "2")),
+)
+@example(pieces=["x", "pr", " ", "12"], number="12")
+@example(pieces=["pr", " ", "#", " ", "12"], number="12")
+@example(pieces=["-", "ticket", "#", "12", "x"], number="12")
+@example(pieces=["#", "12"], number="1")
+def test_a_ticket_is_found_as_the_one_pattern_finds_it(pieces: list[str], number: str) -> None:
+    """The ticket test runs one pattern per branch, each led by a literal; the answer is the one
+    pattern's."""
+    text = "".join(pieces)
+    one = re.compile(rf"(?:#|\b(?:pr|issue|ticket)\s*#?\s*){number}(?!\d)")
+    assert fact_present(Fact("identifier", f"#{number}", "x"), text) == (
+        one.search(fold(text)) is not None
+    )

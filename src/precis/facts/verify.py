@@ -85,10 +85,24 @@ def _matcher(kind: str, text: str) -> Callable[[str], bool]:
         ticket = _TICKET_FACT_RE.fullmatch(needle)
         if ticket is not None:
             number = ticket.group(1)
-            cited = re.compile(rf"(?:#|\b(?:pr|issue|ticket)\s*#?\s*){number}(?!\d)")
-            return lambda folded: cited.search(folded) is not None
+            cited = _ticket_patterns(number)
+            return lambda folded: number in folded and any(p.search(folded) for p in cited)
         return lambda folded: _token_in(needle, folded)
     return lambda folded: bool(needle) and needle in folded
+
+
+def _ticket_patterns(number: str) -> tuple[re.Pattern[str], ...]:
+    """`(?:#|\\b(?:pr|issue|ticket)\\s*#?\\s*){number}(?!\\d)` as one pattern per branch.
+
+    A text holds the ticket when any of them matches, as with the one pattern; but each starts
+    with a literal, which the regex engine skips to, where the one pattern tried its branches
+    at every character (~30x slower on a long context). The `\\b` before a word is checked by
+    a lookbehind after it, so the literal still comes first.
+    """
+    return (
+        re.compile(rf"#{number}(?!\d)"),
+        *(re.compile(rf"{w}(?<=\b{w})\s*#?\s*{number}(?!\d)") for w in ("pr", "issue", "ticket")),
+    )
 
 
 def present(fact: Fact, folded: str) -> bool:
