@@ -119,8 +119,16 @@ def apply_guard(
     if heading == DEFAULT_HEADING and language == "zh":
         heading = DEFAULT_HEADING_ZH
     labels = _LABELS[language]
+    lost: dict[str, list[Fact]] = {}  # by body: a body cut the same way loses the same facts
+
+    def missing_from(body: str) -> list[Fact]:
+        found = lost.get(body)
+        if found is None:
+            found = lost[body] = missing_facts(facts, body)
+        return found
+
     body = _cut(summary, clip)
-    missing = missing_facts(facts, body)
+    missing = missing_from(body)
     if not missing:
         return GuardResult(body, (), ())
     floor = min(utf16_len(body), math.ceil(clip * BODY_FLOOR_SHARE))
@@ -131,12 +139,12 @@ def apply_guard(
         if utf16_len(body) <= room or utf16_len(body) <= floor:
             break
         body = _cut(summary, max(room, floor))
-        missing = missing_facts(facts, body)
+        missing = missing_from(body)
     gap = utf16_len(_SECTION_GAP) if summary else 0
     chosen = _choose(missing, heading, labels, clip - utf16_len(body) - gap)
     if not chosen:
         body = _cut(summary, clip)
-        return GuardResult(body, (), tuple(missing_facts(facts, body)))
+        return GuardResult(body, (), tuple(missing_from(body)))
     section = _render(chosen, heading, labels)
     # Room the dropped facts left is given back to the summary's own text.
     body = _cut(summary, clip - gap - utf16_len(section))
@@ -145,7 +153,7 @@ def apply_guard(
     return GuardResult(
         text,
         tuple(fact for fact, _ in chosen),
-        tuple(fact for fact in missing_facts(facts, body) if id(fact) not in picked),
+        tuple(fact for fact in missing_from(body) if id(fact) not in picked),
     )
 
 
@@ -201,9 +209,12 @@ def _choose(
 
 def _render(chosen: Sequence[tuple[Fact, str]], heading: str, labels: Mapping[str, str]) -> str:
     """The "Retained facts" section: a heading, then each kind's facts, one bullet each."""
+    by_kind: dict[str, list[str]] = {}
+    for fact, line in chosen:
+        by_kind.setdefault(fact.kind, []).append(line)
     out = [f"## {heading}"]
     for kind in KINDS:
-        lines = [line for fact, line in chosen if fact.kind == kind]
+        lines = by_kind.get(kind)
         if lines:
             out.append(labels[kind])
             out.extend(f"{_BULLET}{line}" for line in lines)
