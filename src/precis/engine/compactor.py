@@ -23,7 +23,7 @@ from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.truncation import plan_truncation
-from precis.facts import remember_ledger
+from precis.facts import folded_parts, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -36,9 +36,7 @@ from precis.summarize.guard import (
     Fact,
     Ledger,
     apply_guard,
-    context_text,
     extract_facts,
-    missing_facts,
 )
 from precis.summarize.packaging import clip_summary, packed_head, with_stats
 
@@ -121,6 +119,34 @@ def capped_ledger(ledger: Ledger) -> Ledger:
     rest = [f for f in ledger.facts if f.kind not in VITAL_KINDS]
     room = max(0, LEDGER_LIMIT - len(vital))
     return Ledger((*vital, *(rest[-room:] if room else ())))
+
+
+class _Work:
+    """What one candidate search works out once and reads again: each message's folded text
+    parts and each span's ledger. Keyed by the messages' identity; each entry holds its
+    messages, so no id is reused while it is remembered."""
+
+    __slots__ = ("ledgers", "parts")
+
+    def __init__(self) -> None:
+        self.parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
+        self.ledgers: dict[tuple[int, ...], tuple[tuple[Message, ...], Ledger]] = {}
+
+    def folded(self, messages: Sequence[Message]) -> str:
+        """`context_text(messages).folded`, from parts already folded."""
+        parts = self.parts
+        out: list[str] = []
+        for message in messages:
+            entry = parts.get(id(message))
+            if entry is None:
+                entry = parts[id(message)] = (message, folded_parts(message))
+            out.extend(entry[1])
+        return " ".join(part for part in out if part)
+
+
+def _missing(facts: Sequence[Fact], folded: str) -> list[Fact]:
+    """`missing_facts` against a text already folded."""
+    return [fact for fact in facts if not present(fact, folded)]
 
 
 class Compactor:
@@ -232,25 +258,33 @@ class Compactor:
         stored = self._view(snapshot.messages) if self._view else snapshot.messages
         pending = self._view(list(job.pending)) if self._view else list(job.pending)
         messages = [*stored, *pending]
-        before = self.tokens(messages)
-        plans: list[CompactionPlan] = []
+        counts = [self.counter.count(m) for m in messages]
+        before = sum(counts)
+        plans: list[Callable[[], CompactionPlan]] = []
         if job.mode in (None, "sliding_window"):
             with contextlib.suppress(PlanningError):
-                plan = self._plan_sliding(messages, job.floor_tokens)
-                if len(plan.summarize) + len(plan.pinned) <= len(stored):
-                    plans.append(plan)  # else it would summarize this turn's own messages
+                sliding = self._plan_sliding(messages, counts, job.floor_tokens)
+                # Else it would summarize this turn's own messages.
+                if len(sliding.summarize) + len(sliding.pinned) <= len(stored):
+                    plans.append(lambda: sliding)
         if job.mode != "truncate":
-            plan = plan_all(stored, keep_newest=not pending)
-            plans.append(replace(plan, keep=(*plan.keep, *pending)))
+
+            def all_mode() -> CompactionPlan:
+                plan = plan_all(stored, keep_newest=not pending)
+                return replace(plan, keep=(*plan.keep, *pending))
+
+            plans.append(all_mode)  # planned only when it is tried
         self._step("planned")
+        work = _Work()
         failures: list[str] = []
         over: _Candidate | None = None
-        for i, plan in enumerate(plans):
+        for i, make_plan in enumerate(plans):
+            plan = make_plan()
             if not plan.summarize:
                 failures.append(f"{plan.mode}: nothing to summarize")
                 continue
-            candidate = yield from self._summarize(plan, messages, before, job)
-            problem = self._verify(candidate, messages, before)
+            candidate = yield from self._summarize(plan, messages, before, job, work)
+            problem = self._verify(candidate, messages, before, work)
             if problem is not None:
                 failures.append(f"{plan.mode}: {problem}")
             elif i < len(plans) - 1 and self._over_threshold(candidate, job.floor_tokens):
@@ -259,9 +293,9 @@ class Compactor:
                 return candidate
         if over is not None:
             return over
-        truncated = self._truncate(messages, before, job)
+        truncated = self._truncate(messages, before, job, work)
         if truncated is not None:
-            problem = self._verify(truncated, messages, before)
+            problem = self._verify(truncated, messages, before, work)
             if problem is None:
                 return truncated
             failures.append(f"truncate: {problem}")
@@ -272,11 +306,13 @@ class Compactor:
             + "; ".join(failures)
         )
 
-    def _plan_sliding(self, messages: Sequence[Message], floor_tokens: int) -> CompactionPlan:
+    def _plan_sliding(
+        self, messages: Sequence[Message], counts: list[int], floor_tokens: int
+    ) -> CompactionPlan:
         s = self.settings
         return plan_sliding_window(
             messages,
-            tokens=self.counter,
+            tokens=counts,
             context_window=s.context_window,
             percentage=s.sliding_window_percentage,
             reserved_tokens=s.planner_reserve(floor_tokens),
@@ -296,9 +332,14 @@ class Compactor:
         floor = len(text) + sum(len(f.text) + 4 for f in required) + 40
         return min(self.settings.effective_clip_chars, max(floor, span // 2))
 
-    def _ledger(self, evicted: Sequence[Message], job: CompactionJob) -> Ledger:
+    def _ledger(self, evicted: Sequence[Message], job: CompactionJob, work: _Work) -> Ledger:
         """The evicted span's facts, after those its earlier summaries carried."""
-        return capped_ledger(Ledger(tuple(extract_facts(evicted, task=job.task))))
+        span = tuple(evicted)
+        entry = work.ledgers.get(tuple(map(id, span)))
+        if entry is None:
+            ledger = capped_ledger(Ledger(tuple(extract_facts(span, task=job.task))))
+            entry = work.ledgers[tuple(map(id, span))] = (span, ledger)
+        return entry[1]
 
     def _required(self, ledger: Ledger, known_task: bool) -> tuple[Fact, ...]:
         """The task and the red lines, as many as fit in a share of the clip.
@@ -332,6 +373,7 @@ class Compactor:
         messages: Sequence[Message],
         before: int,
         job: CompactionJob,
+        work: _Work,
     ) -> Steps[Request, _Candidate]:
         s = self.settings
         clip = s.effective_clip_chars
@@ -348,12 +390,12 @@ class Compactor:
         )
         text: str = yield Summarize(self.summarizer, request)
         text = clip_summary(text, clip)
-        ledger = self._ledger(plan.summarize, job)
+        ledger = self._ledger(plan.summarize, job, work)
         required = self._required(ledger, job.task is not None)
         if s.guard:
             # Facts the kept messages already hold need not be repeated in the summary.
-            kept_text = context_text([*plan.pinned, *plan.keep])
-            needed = Ledger(tuple(missing_facts(ledger.facts, kept_text)))
+            kept_text = work.folded([*plan.pinned, *plan.keep])
+            needed = Ledger(tuple(_missing(ledger.facts, kept_text)))
             text = apply_guard(
                 text, needed, clip_chars=self._guard_budget(text, plan, required)
             ).text
@@ -436,7 +478,7 @@ class Compactor:
         return _Candidate(mode, summary, [*pinned, summary, *keep], stats, required, ledger)
 
     def _truncate(
-        self, messages: Sequence[Message], before: int, job: CompactionJob
+        self, messages: Sequence[Message], before: int, job: CompactionJob, work: _Work
     ) -> _Candidate | None:
         """S3's last resort, no model call: drop the oldest, leave a marker with the red lines."""
         budget = self.settings.threshold
@@ -448,8 +490,8 @@ class Compactor:
         )
         # The marker carries the dropped span's task and red lines; a bigger marker may drop more.
         for _ in range(3):
-            required = self._required(self._ledger(plan.dropped, job), job.task is not None)
-            lines = [f.text for f in missing_facts(required, context_text(plan.kept))]
+            required = self._required(self._ledger(plan.dropped, job, work), job.task is not None)
+            lines = [f.text for f in _missing(required, work.folded(plan.kept))]
             if lines == found:
                 break
             found = lines
@@ -460,7 +502,7 @@ class Compactor:
                 floor_tokens=job.floor_tokens,
                 red_lines=found,
             )
-        ledger = self._ledger(plan.dropped, job)
+        ledger = self._ledger(plan.dropped, job, work)
         if plan.marker is None or {m.id for m in plan.dropped} & {m.id for m in job.pending}:
             return None  # nothing to drop, or only this turn's own messages
         now = self._clock()
@@ -495,7 +537,7 @@ class Compactor:
         )
 
     def _verify(
-        self, candidate: _Candidate, messages: Sequence[Message], before: int
+        self, candidate: _Candidate, messages: Sequence[Message], before: int, work: _Work
     ) -> str | None:
         """Why this candidate must not be committed, or None when it may."""
         violations = check(candidate.context)
@@ -505,7 +547,7 @@ class Compactor:
         missing = [m.id for m in messages if m.pinned and m.id not in present]
         if missing:
             return f"pinned messages missing: {', '.join(missing)}"
-        lost = missing_facts(candidate.required, context_text(candidate.context))
+        lost = _missing(candidate.required, work.folded(candidate.context))
         if lost:
             return "dropped verbatim: " + "; ".join(repr(f.text[:80]) for f in lost)
         if candidate.stats.context_tokens_after >= before:

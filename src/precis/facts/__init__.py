@@ -36,7 +36,15 @@ from precis.facts.text import (
     one_line,
     shorten,
 )
-from precis.facts.verify import context_text, fact_present, fold, missing_facts, present, retention
+from precis.facts.verify import (
+    context_text,
+    fact_present,
+    fold,
+    folded_parts,
+    missing_facts,
+    present,
+    retention,
+)
 
 __all__ = [
     "KINDS",
@@ -67,6 +75,7 @@ __all__ = [
     "extract_facts",
     "fact_present",
     "fold",
+    "folded_parts",
     "head",
     "is_chinese",
     "is_trivial",

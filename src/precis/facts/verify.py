@@ -130,6 +130,12 @@ def context_text(messages: Sequence[Message]) -> ContextText:
     return text
 
 
+def folded_parts(message: Message) -> tuple[str, ...]:
+    """One message's parts of a context text, folded (empty ones too): `context_text(ms).folded`
+    is the non-empty parts of `ms` joined by spaces. Remembered by message id."""
+    return _message_parts(message)[1]
+
+
 def _message_parts(message: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """One message's parts of a context text, and each folded, from the memo when seen."""
     key = (message.content, message.tool_calls, raw_summary_text(message))
