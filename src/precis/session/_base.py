@@ -22,7 +22,7 @@ from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, mask_observations
-from precis.facts import scan
+from precis.facts import folded_parts, scan
 from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
@@ -52,6 +52,7 @@ def _remember(messages: Sequence[Message], counter: TokenCounter) -> None:
     for message in messages:
         scan(message)
         counter.count(message)
+        folded_parts(message)  # the text facts are looked for in, folded
 
 
 def refuse_broken_pairs(context: Sequence[Message], messages: Sequence[Message]) -> None:
@@ -158,8 +159,8 @@ class BaseSession:
                     messages[i] = replace(m, pinned=True, metadata={**m.metadata, "task": True})
                     break
         appended: list[Message] = yield self._call(self.store.append, messages)
-        # Each message's facts and tokens are found once, now, so no compaction has to scan or
-        # count it again; an async session does this off its loop.
+        # Each message's facts, tokens and folded text are found once, now, so no compaction has
+        # to scan, count or fold it again; an async session does this off its loop.
         yield Call(_remember, (self.view_of(appended), self.counter))
         return appended
 
