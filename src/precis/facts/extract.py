@@ -170,8 +170,10 @@ def _pinned_facts(messages: Sequence[Message]) -> list[Fact]:
     """Pinned messages: short ones whole, long ones by their first line."""
     out: list[Fact] = []
     for index, message in enumerate(messages):
+        if not message.pinned:
+            continue
         text = message.content.strip()
-        if not message.pinned or not text:
+        if not text:
             continue
         whole = one_line(text)
         if utf16_len(whole) > _PINNED_UNITS:
@@ -183,7 +185,7 @@ def _pinned_facts(messages: Sequence[Message]) -> list[Fact]:
 def _file_facts(facts: Facts, sources: _Sources) -> tuple[list[Fact], list[Fact]]:
     """Files written, then files read on purpose, relative to the project root when one shows."""
     modified_terms = facts.modified.keyed()
-    read_terms = [(k, t) for k, t in facts.read.keyed() if t.weight >= W_SPOKEN]
+    read_terms = facts.read.keyed(min_weight=W_SPOKEN)
     root = project_root([t.label for _, t in modified_terms]) or project_root(
         [t.label for _, t in modified_terms] + [t.label for _, t in read_terms[:200]]
     )
