@@ -111,6 +111,7 @@ class _Candidate:
     stats: CompactionStats
     required: tuple[Fact, ...]  # what the new context must hold verbatim (task, red lines)
     ledger: Ledger
+    folded: str  # the context's text as facts are looked for in it (`context_text(…).folded`)
 
 
 def capped_ledger(ledger: Ledger) -> Ledger:
@@ -122,15 +123,23 @@ def capped_ledger(ledger: Ledger) -> Ledger:
 
 
 class _Work:
-    """What one candidate search works out once and reads again: each message's folded text
-    parts and each span's ledger. Keyed by the messages' identity; each entry holds its
-    messages, so no id is reused while it is remembered."""
+    """What one candidate search works out once and reads again: each message's tokens and
+    folded text parts, and each span's ledger. Keyed by the messages' identity: the context's
+    messages live for the search, and other entries hold their messages, so no id is reused
+    while it is remembered."""
 
-    __slots__ = ("ledgers", "parts")
+    __slots__ = ("counter", "counts", "ledgers", "parts")
 
-    def __init__(self) -> None:
+    def __init__(self, messages: Sequence[Message], counts: Sequence[int], counter: TokenCounter):
+        self.counter = counter
+        self.counts = dict(zip(map(id, messages), counts, strict=True))
         self.parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
         self.ledgers: dict[tuple[int, ...], tuple[tuple[Message, ...], Ledger]] = {}
+
+    def tokens(self, messages: Sequence[Message]) -> int:
+        """`Compactor.tokens`, from the context's counts (a message made since is counted)."""
+        counts, count = self.counts, self.counter.count
+        return sum(counts[id(m)] if id(m) in counts else count(m) for m in messages)
 
     def folded(self, messages: Sequence[Message]) -> str:
         """`context_text(messages).folded`, from parts already folded."""
@@ -142,6 +151,11 @@ class _Work:
                 entry = parts[id(message)] = (message, folded_parts(message))
             out.extend(entry[1])
         return " ".join(part for part in out if part)
+
+
+def _joined(*folded: str) -> str:
+    """Folded texts of consecutive runs of messages as the folded text of all of them."""
+    return " ".join(text for text in folded if text)
 
 
 def _missing(facts: Sequence[Fact], folded: str) -> list[Fact]:
@@ -275,7 +289,7 @@ class Compactor:
 
             plans.append(all_mode)  # planned only when it is tried
         self._step("planned")
-        work = _Work()
+        work = _Work(messages, counts, self.counter)
         failures: list[str] = []
         over: _Candidate | None = None
         for i, make_plan in enumerate(plans):
@@ -284,7 +298,7 @@ class Compactor:
                 failures.append(f"{plan.mode}: nothing to summarize")
                 continue
             candidate = yield from self._summarize(plan, messages, before, job, work)
-            problem = self._verify(candidate, messages, before, work)
+            problem = self._verify(candidate, messages, before)
             if problem is not None:
                 failures.append(f"{plan.mode}: {problem}")
             elif i < len(plans) - 1 and self._over_threshold(candidate, job.floor_tokens):
@@ -295,7 +309,7 @@ class Compactor:
             return over
         truncated = self._truncate(messages, before, job, work)
         if truncated is not None:
-            problem = self._verify(truncated, messages, before, work)
+            problem = self._verify(truncated, messages, before)
             if problem is None:
                 return truncated
             failures.append(f"truncate: {problem}")
@@ -392,9 +406,10 @@ class Compactor:
         text = clip_summary(text, clip)
         ledger = self._ledger(plan.summarize, job, work)
         required = self._required(ledger, job.task is not None)
+        pinned_text, keep_text = work.folded(plan.pinned), work.folded(plan.keep)
         if s.guard:
             # Facts the kept messages already hold need not be repeated in the summary.
-            kept_text = work.folded([*plan.pinned, *plan.keep])
+            kept_text = _joined(pinned_text, keep_text)
             needed = Ledger(tuple(_missing(ledger.facts, kept_text)))
             text = apply_guard(
                 text, needed, clip_chars=self._guard_budget(text, plan, required)
@@ -420,6 +435,8 @@ class Compactor:
             summarized=len(plan.summarize),
             required=required,
             ledger=ledger,
+            work=work,
+            kept_texts=(pinned_text, keep_text),
         )
 
     def _packed(
@@ -436,6 +453,8 @@ class Compactor:
         summarized: int,
         required: tuple[Fact, ...],
         ledger: Ledger,
+        work: _Work,
+        kept_texts: tuple[str, str],
     ) -> _Candidate:
         """The system_alert summary message and the context [pinned, summary, kept]."""
         kept = [*pinned, *keep]
@@ -452,7 +471,7 @@ class Compactor:
                 "messages_count_after": count_after,
             }
 
-        kept_tokens = self.tokens(kept)
+        kept_tokens = work.tokens(kept)
         # Only the token count differs between the two packings: the summary is encoded once.
         head = packed_head(text, stats_of(kept_tokens), mode, time=now)
         after = kept_tokens + self.counter.count_text(with_stats(head, stats_of(kept_tokens)))
@@ -475,7 +494,9 @@ class Compactor:
             metadata={**metadata, "stats": stats.as_dict()},
         )
         remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
-        return _Candidate(mode, summary, [*pinned, summary, *keep], stats, required, ledger)
+        folded = _joined(kept_texts[0], work.folded([summary]), kept_texts[1])
+        context = [*pinned, summary, *keep]
+        return _Candidate(mode, summary, context, stats, required, ledger, folded)
 
     def _truncate(
         self, messages: Sequence[Message], before: int, job: CompactionJob, work: _Work
@@ -517,7 +538,7 @@ class Compactor:
             },
         )
         context = [marker if m is plan.marker else m for m in plan.kept]
-        after = self.tokens(context)
+        after = work.tokens(context)
         stats = CompactionStats(
             trigger=job.trigger,
             mode="truncate",
@@ -532,12 +553,13 @@ class Compactor:
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
         remember_ledger(marker, ledger)
+        required = self._required(ledger, job.task is not None)
         return _Candidate(
-            "truncate", marker, context, stats, self._required(ledger, job.task is not None), ledger
+            "truncate", marker, context, stats, required, ledger, work.folded(context)
         )
 
     def _verify(
-        self, candidate: _Candidate, messages: Sequence[Message], before: int, work: _Work
+        self, candidate: _Candidate, messages: Sequence[Message], before: int
     ) -> str | None:
         """Why this candidate must not be committed, or None when it may."""
         violations = check(candidate.context)
@@ -547,7 +569,7 @@ class Compactor:
         missing = [m.id for m in messages if m.pinned and m.id not in present]
         if missing:
             return f"pinned messages missing: {', '.join(missing)}"
-        lost = _missing(candidate.required, work.folded(candidate.context))
+        lost = _missing(candidate.required, candidate.folded)
         if lost:
             return "dropped verbatim: " + "; ".join(repr(f.text[:80]) for f in lost)
         if candidate.stats.context_tokens_after >= before:

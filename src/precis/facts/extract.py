@@ -102,17 +102,17 @@ def remember_ledger(message: Message, ledger: Ledger) -> None:
     non-blank, each (kind, text) once, the strings plain. Else `stored_ledger` parses as before.
     """
     data = message.metadata.get("ledger")
-    if not message.id or not isinstance(data, list) or len(data) != len(ledger.facts):
+    facts = ledger.facts
+    if not message.id or not isinstance(data, list) or len(data) != len(facts):
         return
-    keys = set()
-    for fact in ledger.facts:
-        text, source, note = fact.text, fact.source_id, fact.note
-        if type(text) is not str or type(source) is not str or type(note) is not str:
+    for fact in facts:
+        text = fact.text
+        # Blank is what `not text.strip()` says: empty, or whitespace only.
+        if type(text) is not str or not text or text.isspace():
             return
-        if not text.strip():
+        if type(fact.source_id) is not str or type(fact.note) is not str:
             return
-        keys.add((fact.kind, text))
-    if len(keys) != len(ledger.facts):
+    if len({(fact.kind, fact.text) for fact in facts}) != len(facts):
         return
     with _LEDGERS_LOCK:
         if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
