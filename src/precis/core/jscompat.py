@@ -78,8 +78,9 @@ def js_number(x: float | int) -> str:
     return sign + body
 
 
-# What `json.dumps(text, ensure_ascii=False)` returns for a str, without making an encoder.
-_quote: Callable[[str], str] = json.encoder.encode_basestring
+# `json.dumps(text, ensure_ascii=False)` of a str (JSON.stringify's quoting), without the encoder
+# object json.dumps makes on every call.
+quote: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def js_json_stringify(value: Any) -> str:
@@ -91,9 +92,9 @@ def js_json_stringify(value: Any) -> str:
     if isinstance(value, int | float):
         return js_number(value)
     if isinstance(value, str):
-        return _quote(value)
+        return quote(value)
     if isinstance(value, dict):
-        items = (f"{_quote(str(k))}:{js_json_stringify(v)}" for k, v in value.items())
+        items = (f"{quote(str(k))}:{js_json_stringify(v)}" for k, v in value.items())
         return "{" + ",".join(items) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(js_json_stringify(v) for v in value) + "]"

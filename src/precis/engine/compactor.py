@@ -111,7 +111,10 @@ class _Candidate:
     stats: CompactionStats
     required: tuple[Fact, ...]  # what the new context must hold verbatim (task, red lines)
     ledger: Ledger
-    folded: str  # the context's text as facts are looked for in it (`context_text(…).folded`)
+    # The context's text as facts are looked for in it (`context_text(…).folded`), made only
+    # when needed, and folded texts of runs of its messages: a fact a run holds, it holds.
+    whole: Callable[[], str]
+    runs: tuple[str, ...] = ()
 
 
 def capped_ledger(ledger: Ledger) -> Ledger:
@@ -494,9 +497,18 @@ class Compactor:
             metadata={**metadata, "stats": stats.as_dict()},
         )
         remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
-        folded = _joined(kept_texts[0], work.folded([summary]), kept_texts[1])
+        pinned_text, keep_text = kept_texts
         context = [*pinned, summary, *keep]
-        return _Candidate(mode, summary, context, stats, required, ledger, folded)
+        return _Candidate(
+            mode,
+            summary,
+            context,
+            stats,
+            required,
+            ledger,
+            lambda: _joined(pinned_text, work.folded([summary]), keep_text),
+            kept_texts,
+        )
 
     def _truncate(
         self, messages: Sequence[Message], before: int, job: CompactionJob, work: _Work
@@ -555,7 +567,7 @@ class Compactor:
         remember_ledger(marker, ledger)
         required = self._required(ledger, job.task is not None)
         return _Candidate(
-            "truncate", marker, context, stats, required, ledger, work.folded(context)
+            "truncate", marker, context, stats, required, ledger, lambda: work.folded(context)
         )
 
     def _verify(
@@ -565,11 +577,21 @@ class Compactor:
         violations = check(candidate.context)
         if violations:
             return "invalid context: " + "; ".join(str(v) for v in violations[:3])
-        present = {m.id for m in candidate.context}
-        missing = [m.id for m in messages if m.pinned and m.id not in present]
+        kept_ids = {m.id for m in candidate.context}
+        missing = [m.id for m in messages if m.pinned and m.id not in kept_ids]
         if missing:
             return f"pinned messages missing: {', '.join(missing)}"
-        lost = _missing(candidate.required, candidate.folded)
+        lost: list[Fact] = []
+        whole: str | None = None
+        for fact in candidate.required:
+            # A run of the context is bounded by its ends or a joining space in the whole text,
+            # which bound a token alike: what a run holds, the whole holds.
+            if any(present(fact, run) for run in candidate.runs):
+                continue
+            if whole is None:
+                whole = candidate.whole()
+            if not present(fact, whole):
+                lost.append(fact)
         if lost:
             return "dropped verbatim: " + "; ".join(repr(f.text[:80]) for f in lost)
         if candidate.stats.context_tokens_after >= before:

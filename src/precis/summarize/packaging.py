@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from precis.core.jscompat import js_json_stringify, js_number, utf16_len, utf16_slice
+from precis.core.jscompat import js_json_stringify, js_number, quote, utf16_len, utf16_slice
 
 NO_MESSAGES_SUMMARY = "No prior conversation messages."
 SUMMARY_TRUNCATION_SUFFIX = "... [summary truncated to fit]"
@@ -95,7 +95,20 @@ def with_stats(head: str, stats: Mapping[str, Any] | None) -> str:
     """A `packed_head` closed with these stats: `package_summary` of the same arguments."""
     if stats is None:
         return head + "}"
-    return f'{head},"compaction_stats":{js_json_stringify(_plain(stats))}}}'
+    return f'{head},"compaction_stats":{_stats_json(stats)}}}'
+
+
+def _stats_json(stats: Mapping[str, Any]) -> str:
+    """`js_json_stringify(_plain(stats))`; for flat str keys and str or int values (what the
+    engine writes) without walking the value twice."""
+    items: list[str] = []
+    for key, value in stats.items():
+        kind = type(value)
+        if type(key) is not str or (kind is not int and kind is not str):
+            return js_json_stringify(_plain(stats))
+        # An int is written as str(int) by js_number; a str quoted as JSON.stringify does.
+        items.append(f"{quote(key)}:{value if kind is int else quote(value)}")
+    return "{" + ",".join(items) + "}"
 
 
 def _plain(value: Any) -> Any:
