@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from types import MappingProxyType
 from typing import Final
 
@@ -159,7 +160,7 @@ def apply_guard(
 
 def _language(summary: str, facts: Sequence[Fact]) -> str:
     """The summary's language; the facts' own when the summary has too few words to tell."""
-    if len(_WORDY_RE.findall(summary)) >= 20:
+    if next(islice(_WORDY_RE.finditer(summary), 19, None), None) is not None:  # 20 or more
         return "zh" if is_chinese([summary]) else "en"
     return "zh" if is_chinese([summary, *(f.text for f in facts)]) else "en"
 
@@ -181,8 +182,17 @@ def _lines(fact: Fact) -> tuple[str, ...]:
 
 
 def _section_units(facts: Sequence[Fact], heading: str, labels: Mapping[str, str]) -> int:
-    """What the section holding every one of `facts` costs, in their fullest lines."""
-    return utf16_len(_render([(f, _lines(f)[0]) for f in facts], heading, labels))
+    """What the section holding every one of `facts` costs, in their fullest lines: the length
+    of `_render` of them, added up piece by piece (UTF-16 lengths add) without rendering."""
+    bullet = utf16_len(_BULLET) + 1  # each line's newline and bullet
+    units = utf16_len(f"## {heading}")
+    kinds: set[str] = set()
+    for fact in facts:
+        if fact.kind not in kinds:
+            kinds.add(fact.kind)
+            units += 1 + utf16_len(labels[fact.kind])
+        units += bullet + utf16_len(_lines(fact)[0])
+    return units
 
 
 def _choose(
