@@ -24,6 +24,7 @@ from precis.facts.scan import (
     W_SPOKEN,
     W_USER,
     clear_memo,
+    prepare,
     scan,
 )
 from precis.facts.terms import basename, error_key, project_root
@@ -81,6 +82,7 @@ __all__ = [
     "is_trivial",
     "missing_facts",
     "one_line",
+    "prepare",
     "present",
     "project_root",
     "raw_summary_text",

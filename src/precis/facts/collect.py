@@ -35,6 +35,7 @@ from precis.facts.scan import (
     UserScan,
     offered,
     scan,
+    task_line,
     task_scan,
 )
 from precis.facts.terms import terms_in
@@ -154,7 +155,7 @@ class Collector:
         self._awaiting_fix: list[ErrorEntry] = []
         self._open_file: str | None = None
         self._index = 0
-        self._given_task = one_line(task) if task and task.strip() else ""
+        self._given_task = task_line(task) if task and task.strip() else ""
         self._previous_role = ""
         if task and task.strip():
             self._set_task(task.strip())

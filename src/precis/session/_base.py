@@ -22,7 +22,7 @@ from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, mask_observations
-from precis.facts import folded_parts, scan
+from precis.facts import folded_parts, prepare
 from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
@@ -50,7 +50,7 @@ def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
 
 def _remember(messages: Sequence[Message], counter: TokenCounter) -> None:
     for message in messages:
-        scan(message)
+        prepare(message)  # its facts
         counter.count(message)
         folded_parts(message)  # the text facts are looked for in, folded
 
