@@ -107,13 +107,18 @@ class BaseSession:
     def view_of(self, messages: list[Message]) -> list[Message]:
         """What the model sees of these messages: long tool outputs head+tail, old ones masked."""
         s = self.settings
+        limit, head, tail = (
+            s.tool_output_max_chars,
+            s.tool_output_head_lines,
+            s.tool_output_tail_lines,
+        )
+        # A message that is no tool output, or one short enough, is shown as it is: what
+        # display_message returns for it, without the call (it still sees any odd setting).
+        short = -1 if limit is None or head < 0 or tail < 0 else limit
         shown = [
-            display_message(
-                m,
-                max_chars=s.tool_output_max_chars,
-                head_lines=s.tool_output_head_lines,
-                tail_lines=s.tool_output_tail_lines,
-            )
+            m
+            if m.role != "tool" or len(m.content) <= short
+            else display_message(m, max_chars=limit, head_lines=head, tail_lines=tail)
             for m in messages
         ]
         if s.mask_after_turns is not None:
