@@ -143,10 +143,11 @@ class _Sources:
             ("identifier", facts.identifiers.terms),
             ("error", facts.errors),
         ):
-            # The collector only ever adds keys, in order: the new ones are those at the end.
+            # The collector only ever adds keys, in order: the new ones are those at the end,
+            # read from the end so the ones seen before are not walked again.
             seen = self._seen.get(name, 0)
             if len(keys) > seen:
-                for key in islice(keys, seen, None):
+                for key in islice(reversed(keys), len(keys) - seen):
                     self.ids.setdefault((name, key), source)
                 self._seen[name] = len(keys)
         for _, text, _ in facts.requests[self._requests :]:
