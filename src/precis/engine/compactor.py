@@ -23,7 +23,7 @@ from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.truncation import plan_truncation
-from precis.facts import folded_parts, present, remember_ledger
+from precis.facts import folded_parts, missing_from_folded, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -159,11 +159,6 @@ class _Work:
 def _joined(*folded: str) -> str:
     """Folded texts of consecutive runs of messages as the folded text of all of them."""
     return " ".join(text for text in folded if text)
-
-
-def _missing(facts: Sequence[Fact], folded: str) -> list[Fact]:
-    """`missing_facts` against a text already folded."""
-    return [fact for fact in facts if not present(fact, folded)]
 
 
 class Compactor:
@@ -413,7 +408,7 @@ class Compactor:
         if s.guard:
             # Facts the kept messages already hold need not be repeated in the summary.
             kept_text = _joined(pinned_text, keep_text)
-            needed = Ledger(tuple(_missing(ledger.facts, kept_text)))
+            needed = Ledger(tuple(missing_from_folded(ledger.facts, kept_text)))
             text = apply_guard(
                 text, needed, clip_chars=self._guard_budget(text, plan, required)
             ).text
@@ -524,7 +519,7 @@ class Compactor:
         # The marker carries the dropped span's task and red lines; a bigger marker may drop more.
         for _ in range(3):
             required = self._required(self._ledger(plan.dropped, job, work), job.task is not None)
-            lines = [f.text for f in _missing(required, work.folded(plan.kept))]
+            lines = [f.text for f in missing_from_folded(required, work.folded(plan.kept))]
             if lines == found:
                 break
             found = lines

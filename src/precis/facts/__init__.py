@@ -43,6 +43,7 @@ from precis.facts.verify import (
     fold,
     folded_parts,
     missing_facts,
+    missing_from_folded,
     present,
     retention,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "is_chinese",
     "is_trivial",
     "missing_facts",
+    "missing_from_folded",
     "one_line",
     "prepare",
     "present",

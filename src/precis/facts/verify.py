@@ -80,14 +80,15 @@ def _matcher(kind: str, text: str) -> Callable[[str], bool]:
         needle = needle.removeprefix("./")
         if not needle:
             return lambda folded: False
-        return lambda folded: _path_in(needle, folded)
+        # Most facts are absent: one plain search answers for them.
+        return lambda folded: needle in folded and _path_in(needle, folded)
     if kind == "identifier":
         ticket = _TICKET_FACT_RE.fullmatch(needle)
         if ticket is not None:
             number = ticket.group(1)
             cited = _ticket_patterns(number)
             return lambda folded: number in folded and any(p.search(folded) for p in cited)
-        return lambda folded: _token_in(needle, folded)
+        return lambda folded: needle in folded and _token_in(needle, folded)
     return lambda folded: bool(needle) and needle in folded
 
 
@@ -168,8 +169,13 @@ def fact_present(fact: Fact, text: str) -> bool:
 
 def missing_facts(facts: Iterable[Fact], summary_text: str) -> list[Fact]:
     """The facts the summary lost, in the order given."""
-    folded = folded_text(summary_text)
-    return [fact for fact in facts if not present(fact, folded)]
+    return missing_from_folded(facts, folded_text(summary_text))
+
+
+def missing_from_folded(facts: Iterable[Fact], folded: str) -> list[Fact]:
+    """`missing_facts` for a text already folded."""
+    matcher = _matcher
+    return [fact for fact in facts if not matcher(fact.kind, fact.text)(folded)]
 
 
 def retention(facts: Iterable[Fact], context_text: str) -> dict[str, float]:
