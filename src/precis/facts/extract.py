@@ -197,15 +197,19 @@ def _file_facts(facts: Facts, sources: _Sources) -> tuple[list[Fact], list[Fact]
 
     modified: dict[str, Fact] = {}
     for key, term in modified_terms:
+        if len(modified) >= _MAX_MODIFIED:
+            break
         path = short(term.label)
-        if path and len(modified) < _MAX_MODIFIED:
-            modified.setdefault(path, Fact("file_modified", path, sources.of("file_modified", key)))
+        if path and path not in modified:  # the first term that shows a path gives its fact
+            modified[path] = Fact("file_modified", path, sources.of("file_modified", key))
     names = {p.rsplit("/", 1)[-1] for p in modified if "/" in p}
     names |= {short(t.label).rsplit("/", 1)[-1] for _, t in read_terms if "/" in t.label}
     read: dict[str, Fact] = {}
     for key, term in read_terms:
+        if len(read) >= _MAX_READ:
+            break
         path = short(term.label)
-        if not path or path in modified or path in read or len(read) >= _MAX_READ:
+        if not path or path in modified or path in read:
             continue
         if _FILE_EXT_RE.search(path) is None or ("/" not in path and path in names):
             continue  # a directory, or a bare name a full path already covers
