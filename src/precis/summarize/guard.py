@@ -203,12 +203,15 @@ def _choose(
     opened: set[str] = set()
     used = 0
     head_cost = utf16_len(f"## {heading}")
+    bullet = 1 + utf16_len(_BULLET)  # a line's newline and bullet: the least a fact costs
     for fact in facts:
+        if used + bullet > room:
+            break  # not even an empty line fits any more
         opening = 0 if chosen else head_cost
         if fact.kind not in opened:
             opening += 1 + utf16_len(labels[fact.kind])
         for line in _lines(fact):
-            cost = opening + 1 + utf16_len(_BULLET) + utf16_len(line)
+            cost = opening + bullet + utf16_len(line)
             if used + cost <= room:
                 chosen.append((fact, line))
                 opened.add(fact.kind)
