@@ -118,8 +118,9 @@ def display_message(
     return with_content(message, view, {"shortened_from": len(content)})
 
 
-# Long tool outputs shown head+tail, by (message id, settings): the text, then its view.
-_SHOWN_SIZE: Final = 1024
+# Long tool outputs shown head+tail, by (message id, settings): the text, then its view. Few, as
+# each entry holds a whole long output (which a store that reads rows afresh would let go).
+_SHOWN_SIZE: Final = 256
 _SHOWN: dict[tuple[str, int, int, int], tuple[str, str]] = {}
 _SHOWN_LOCK = threading.Lock()
 
