@@ -405,3 +405,13 @@ def test_usage_reported_before_a_compaction_is_stale(store: ConversationStore) -
     )
     session.append(Message(role="user", content="next question"))
     assert session.tokens() == 700 + LettaEstimator().count(session.context()[-1])
+
+
+def test_stats_as_dict_is_asdict() -> None:
+    """`as_dict` is written out for speed; it must stay `dataclasses.asdict`, key order too."""
+    import dataclasses
+
+    from precis.engine.compactor import CompactionStats
+
+    stats = CompactionStats("manual", "all", 900, 300, 1000, 12, 3, 10)
+    assert list(stats.as_dict().items()) == list(dataclasses.asdict(stats).items())

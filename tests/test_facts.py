@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from precis.core.messages import Message
-from precis.facts import Fact, context_text, extract_facts, fold, missing_facts
+from precis.facts import Fact, context_text, extract_facts, fact_present, fold, missing_facts
 from precis.facts.verify import ContextText
 
 
@@ -41,3 +45,50 @@ def test_paths_and_identifiers_must_stand_as_whole_tokens() -> None:
         token = re.search(rf"(?<![A-Za-z0-9]){re.escape(needle)}(?![A-Za-z0-9])", text)
         assert (missing_facts([Fact("file_read", needle, "x")], text) == []) == path
         assert (missing_facts([Fact("identifier", needle, "x")], text) == []) == (token is not None)
+
+
+def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
+    """`remember_ledger` spares the parse only when the parse would give the same ledger."""
+    from precis.core.messages import KIND_SUMMARY
+    from precis.facts import Ledger, remember_ledger, stored_ledger
+    from precis.facts import extract as extract_module
+
+    ledger = Ledger((Fact("task", "ship it", "m1"), Fact("error", "E1 boom", "m2", "retry")))
+    summary = Message(
+        role="user", kind=KIND_SUMMARY, id="sum-remembered", metadata={"ledger": ledger.to_json()}
+    )
+    remember_ledger(summary, ledger)
+    copy = replace(summary, metadata={"ledger": [dict(item) for item in ledger.to_json()]})
+    assert stored_ledger(copy) is ledger
+    assert stored_ledger(copy) == Ledger.from_json(copy.metadata["ledger"])
+
+    # A blank text would be dropped by the parse, so such a ledger is not remembered.
+    odd = Ledger((Fact("task", "ship it", "m1"), Fact("request", "  ", "m2")))
+    other = Message(
+        role="user", kind=KIND_SUMMARY, id="sum-blank", metadata={"ledger": odd.to_json()}
+    )
+    remember_ledger(other, odd)
+    assert "sum-blank" not in extract_module._LEDGERS
+    assert stored_ledger(other) == Ledger((Fact("task", "ship it", "m1"),))
+
+
+@pytest.mark.property
+@given(
+    pieces=st.lists(
+        st.sampled_from(("#", "pr", "issue", "ticket", " ", "\t", "x", "_", "-", "1", "2", "12")),
+        max_size=12,
+    ),
+    number=st.sampled_from(("1", "12", "2")),
+)
+@example(pieces=["x", "pr", " ", "12"], number="12")
+@example(pieces=["pr", " ", "#", " ", "12"], number="12")
+@example(pieces=["-", "ticket", "#", "12", "x"], number="12")
+@example(pieces=["#", "12"], number="1")
+def test_a_ticket_is_found_as_the_one_pattern_finds_it(pieces: list[str], number: str) -> None:
+    """The ticket test runs one pattern per branch, each led by a literal; the answer is the one
+    pattern's."""
+    text = "".join(pieces)
+    one = re.compile(rf"(?:#|\b(?:pr|issue|ticket)\s*#?\s*){number}(?!\d)")
+    assert fact_present(Fact("identifier", f"#{number}", "x"), text) == (
+        one.search(fold(text)) is not None
+    )

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_messages
+from hypothesis import given
+from hypothesis import strategies as st
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
@@ -283,3 +285,29 @@ def test_the_first_rounds_red_lines_survive_ten_compactions() -> None:
     # The ledger stored on the summary is found again by extraction, so carry is not the only way.
     again = extract_facts([summary_message] if summary_message is not None else [])
     assert {(f.kind, f.text) for f in first} <= {(f.kind, f.text) for f in again}
+
+
+@pytest.mark.property
+@given(
+    facts=st.lists(
+        st.builds(
+            Fact,
+            st.sampled_from(KINDS),
+            st.text(alphabet="ab é𝄞/.", min_size=1, max_size=8),
+            st.just("s"),
+            st.sampled_from(("", "fix 𝄞")),
+        ),
+        max_size=8,
+    ),
+    language=st.sampled_from(("en", "zh")),
+    heading=st.sampled_from(("Retained facts", "保留的事实", "h𝄞")),
+)
+def test_the_section_is_measured_as_rendered(
+    facts: list[Fact], language: str, heading: str
+) -> None:
+    """The guard sizes its section piece by piece instead of rendering it; same length."""
+    from precis.summarize import guard
+
+    labels = guard._LABELS[language]
+    rendered = guard._render([(f, guard._lines(f)[0]) for f in facts], heading, labels)
+    assert guard._section_units(facts, heading, labels) == utf16_len(rendered)

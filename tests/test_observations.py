@@ -260,3 +260,21 @@ def test_sections_reassemble_the_original_exactly(text: str, per: int) -> None:
         assert header.startswith(f"the text, section {page.index} of {len(pages)}")
         bodies.append(body)
     assert "".join(bodies) == text
+
+
+def test_a_long_output_is_cut_once_and_its_view_follows_its_text() -> None:
+    """display_message remembers a long output's view by id; a new text under the same id (or
+    another id for the same text) gets a view of its own."""
+    first = Message(role="tool", tool_call_id="c1", id="msg_view", content=NUMBERED)
+    options = {"max_chars": 2000, "head_lines": 5, "tail_lines": 3}
+    view = display_message(first, **options)
+    assert display_message(first, **options) == view
+    assert view.content == head_tail(NUMBERED, message_id="msg_view", **options)
+    other = replace(first, content=NUMBERED.replace("line", "row"))
+    assert display_message(other, **options).content == head_tail(
+        other.content, message_id="msg_view", **options
+    )
+    moved = replace(first, id="msg_moved")
+    assert "msg_moved" in display_message(moved, **options).content
+    pinned = replace(first, pinned=True)
+    assert display_message(pinned, **options).pinned

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from precis.core.messages import Message
 from precis.stores import (
@@ -21,6 +24,7 @@ from precis.stores import (
     VersionConflict,
     open_store,
 )
+from precis.stores.base import json_safe
 from precis.stores.sqlite import CONTEXT_SQL, MIGRATIONS
 
 try:  # tests/ as a package, or as a plain directory on sys.path (pytest's default)
@@ -439,3 +443,46 @@ def test_open_store_postgres_urls(postgres_url: str, tmp_path: Path) -> None:
         opened = open_store(scheme + postgres_url.split("://", 1)[1], home=tmp_path)
         assert isinstance(opened, PostgresStore) and opened.schema == DEFAULT_SCHEMA
         opened.close()
+
+
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+)
+_DATA = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=3), inner, max_size=4),
+        st.dictionaries(st.integers(0, 3), inner, max_size=2),
+    ),
+    max_leaves=20,
+)
+
+
+@pytest.mark.property
+@given(st.dictionaries(st.text(max_size=4), _DATA, max_size=5))
+def test_json_safe_is_the_json_round_trip(value: dict[str, object]) -> None:
+    """json_safe copies plain data without encoding it; the copy is what the round trip gives,
+    types, key order, NaN and all (repr tells a tuple from a list and shows NaN as nan)."""
+    trip = json.loads(json.dumps(value, ensure_ascii=False)) if value else {}
+    copied = json_safe(value, "value")
+    assert repr(copied) == repr(trip)
+    assert copied is not value
+
+
+def test_json_safe_refuses_what_the_round_trip_refuses() -> None:
+    cycle: list[object] = []
+    cycle.append(cycle)
+    deep: object = "leaf"
+    for _ in range(150):
+        deep = [deep]
+    with pytest.raises(StoreError, match="not JSON-serialisable"):
+        json_safe({"x": {1, 2}}, "metadata")
+    with pytest.raises(StoreError, match="not JSON-serialisable"):
+        json_safe({"x": cycle}, "metadata")
+    assert json_safe({"x": deep}, "metadata") == {"x": deep}

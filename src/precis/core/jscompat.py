@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -76,6 +78,11 @@ def js_number(x: float | int) -> str:
     return sign + body
 
 
+# `json.dumps(text, ensure_ascii=False)` of a str (JSON.stringify's quoting), without the encoder
+# object json.dumps makes on every call.
+quote: Callable[[str], str] = json.encoder.encode_basestring
+
+
 def js_json_stringify(value: Any) -> str:
     """`JSON.stringify(value)` for JSON-shaped data: compact, non-ASCII raw, JS numbers."""
     if value is None:
@@ -85,12 +92,9 @@ def js_json_stringify(value: Any) -> str:
     if isinstance(value, int | float):
         return js_number(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return quote(value)
     if isinstance(value, dict):
-        items = (
-            f"{json.dumps(str(k), ensure_ascii=False)}:{js_json_stringify(v)}"
-            for k, v in value.items()
-        )
+        items = (f"{quote(str(k))}:{js_json_stringify(v)}" for k, v in value.items())
         return "{" + ",".join(items) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(js_json_stringify(v) for v in value) + "]"

@@ -62,7 +62,8 @@ def has_pending_tool_call(message: Message) -> bool:
 
 def token_list(messages: Sequence[Message], tokens: Sequence[int] | TokenCounter) -> list[int]:
     """Per-message token counts, from a ready list or a counter."""
-    if isinstance(tokens, TokenCounter):
+    # A plain list or tuple is no counter (it has no count_text): skip the slow protocol check.
+    if type(tokens) is not list and type(tokens) is not tuple and isinstance(tokens, TokenCounter):
         return [tokens.count(m) for m in messages]
     if len(tokens) != len(messages):
         raise ValueError(f"tokens has {len(tokens)} entries for {len(messages)} messages")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
@@ -23,6 +23,7 @@ from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.truncation import plan_truncation
+from precis.facts import folded_parts, missing_from_folded, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -35,11 +36,9 @@ from precis.summarize.guard import (
     Fact,
     Ledger,
     apply_guard,
-    context_text,
     extract_facts,
-    missing_facts,
 )
-from precis.summarize.packaging import clip_summary, package_summary
+from precis.summarize.packaging import clip_summary, packed_head, with_stats
 
 View = Callable[[list[Message]], list[Message]]
 # Share of the summary budget that the task and red lines may claim as must-keep text.
@@ -64,7 +63,17 @@ class CompactionStats:
     summarized: int
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper)."""
+        return {
+            "trigger": self.trigger,
+            "mode": self.mode,
+            "context_tokens_before": self.context_tokens_before,
+            "context_tokens_after": self.context_tokens_after,
+            "context_window": self.context_window,
+            "messages_count_before": self.messages_count_before,
+            "messages_count_after": self.messages_count_after,
+            "summarized": self.summarized,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,10 @@ class _Candidate:
     stats: CompactionStats
     required: tuple[Fact, ...]  # what the new context must hold verbatim (task, red lines)
     ledger: Ledger
+    # The context's text as facts are looked for in it (`context_text(…).folded`), made only
+    # when needed, and folded texts of runs of its messages: a fact a run holds, it holds.
+    whole: Callable[[], str]
+    runs: tuple[str, ...] = ()
 
 
 def capped_ledger(ledger: Ledger) -> Ledger:
@@ -110,6 +123,42 @@ def capped_ledger(ledger: Ledger) -> Ledger:
     rest = [f for f in ledger.facts if f.kind not in VITAL_KINDS]
     room = max(0, LEDGER_LIMIT - len(vital))
     return Ledger((*vital, *(rest[-room:] if room else ())))
+
+
+class _Work:
+    """What one candidate search works out once and reads again: each message's tokens and
+    folded text parts, and each span's ledger. Keyed by the messages' identity: the context's
+    messages live for the search, and other entries hold their messages, so no id is reused
+    while it is remembered."""
+
+    __slots__ = ("counter", "counts", "ledgers", "parts")
+
+    def __init__(self, messages: Sequence[Message], counts: Sequence[int], counter: TokenCounter):
+        self.counter = counter
+        self.counts = dict(zip(map(id, messages), counts, strict=True))
+        self.parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
+        self.ledgers: dict[tuple[int, ...], tuple[tuple[Message, ...], Ledger]] = {}
+
+    def tokens(self, messages: Sequence[Message]) -> int:
+        """`Compactor.tokens`, from the context's counts (a message made since is counted)."""
+        counts, count = self.counts, self.counter.count
+        return sum(counts[id(m)] if id(m) in counts else count(m) for m in messages)
+
+    def folded(self, messages: Sequence[Message]) -> str:
+        """`context_text(messages).folded`, from parts already folded."""
+        parts = self.parts
+        out: list[str] = []
+        for message in messages:
+            entry = parts.get(id(message))
+            if entry is None:
+                entry = parts[id(message)] = (message, folded_parts(message))
+            out.extend(entry[1])
+        return " ".join(part for part in out if part)
+
+
+def _joined(*folded: str) -> str:
+    """Folded texts of consecutive runs of messages as the folded text of all of them."""
+    return " ".join(text for text in folded if text)
 
 
 class Compactor:
@@ -221,24 +270,32 @@ class Compactor:
         stored = self._view(snapshot.messages) if self._view else snapshot.messages
         pending = self._view(list(job.pending)) if self._view else list(job.pending)
         messages = [*stored, *pending]
-        before = self.tokens(messages)
-        plans: list[CompactionPlan] = []
+        counts = [self.counter.count(m) for m in messages]
+        before = sum(counts)
+        plans: list[Callable[[], CompactionPlan]] = []
         if job.mode in (None, "sliding_window"):
             with contextlib.suppress(PlanningError):
-                plan = self._plan_sliding(messages, job.floor_tokens)
-                if len(plan.summarize) + len(plan.pinned) <= len(stored):
-                    plans.append(plan)  # else it would summarize this turn's own messages
+                sliding = self._plan_sliding(messages, counts, job.floor_tokens)
+                # Else it would summarize this turn's own messages.
+                if len(sliding.summarize) + len(sliding.pinned) <= len(stored):
+                    plans.append(lambda: sliding)
         if job.mode != "truncate":
-            plan = plan_all(stored, keep_newest=not pending)
-            plans.append(replace(plan, keep=(*plan.keep, *pending)))
+
+            def all_mode() -> CompactionPlan:
+                plan = plan_all(stored, keep_newest=not pending)
+                return replace(plan, keep=(*plan.keep, *pending))
+
+            plans.append(all_mode)  # planned only when it is tried
         self._step("planned")
+        work = _Work(messages, counts, self.counter)
         failures: list[str] = []
         over: _Candidate | None = None
-        for i, plan in enumerate(plans):
+        for i, make_plan in enumerate(plans):
+            plan = make_plan()
             if not plan.summarize:
                 failures.append(f"{plan.mode}: nothing to summarize")
                 continue
-            candidate = yield from self._summarize(plan, messages, before, job)
+            candidate = yield from self._summarize(plan, messages, before, job, work)
             problem = self._verify(candidate, messages, before)
             if problem is not None:
                 failures.append(f"{plan.mode}: {problem}")
@@ -248,7 +305,7 @@ class Compactor:
                 return candidate
         if over is not None:
             return over
-        truncated = self._truncate(messages, before, job)
+        truncated = self._truncate(messages, before, job, work)
         if truncated is not None:
             problem = self._verify(truncated, messages, before)
             if problem is None:
@@ -261,11 +318,13 @@ class Compactor:
             + "; ".join(failures)
         )
 
-    def _plan_sliding(self, messages: Sequence[Message], floor_tokens: int) -> CompactionPlan:
+    def _plan_sliding(
+        self, messages: Sequence[Message], counts: list[int], floor_tokens: int
+    ) -> CompactionPlan:
         s = self.settings
         return plan_sliding_window(
             messages,
-            tokens=self.counter,
+            tokens=counts,
             context_window=s.context_window,
             percentage=s.sliding_window_percentage,
             reserved_tokens=s.planner_reserve(floor_tokens),
@@ -285,9 +344,14 @@ class Compactor:
         floor = len(text) + sum(len(f.text) + 4 for f in required) + 40
         return min(self.settings.effective_clip_chars, max(floor, span // 2))
 
-    def _ledger(self, evicted: Sequence[Message], job: CompactionJob) -> Ledger:
+    def _ledger(self, evicted: Sequence[Message], job: CompactionJob, work: _Work) -> Ledger:
         """The evicted span's facts, after those its earlier summaries carried."""
-        return capped_ledger(Ledger(tuple(extract_facts(evicted, task=job.task))))
+        span = tuple(evicted)
+        entry = work.ledgers.get(tuple(map(id, span)))
+        if entry is None:
+            ledger = capped_ledger(Ledger(tuple(extract_facts(span, task=job.task))))
+            entry = work.ledgers[tuple(map(id, span))] = (span, ledger)
+        return entry[1]
 
     def _required(self, ledger: Ledger, known_task: bool) -> tuple[Fact, ...]:
         """The task and the red lines, as many as fit in a share of the clip.
@@ -321,6 +385,7 @@ class Compactor:
         messages: Sequence[Message],
         before: int,
         job: CompactionJob,
+        work: _Work,
     ) -> Steps[Request, _Candidate]:
         s = self.settings
         clip = s.effective_clip_chars
@@ -337,12 +402,13 @@ class Compactor:
         )
         text: str = yield Summarize(self.summarizer, request)
         text = clip_summary(text, clip)
-        ledger = self._ledger(plan.summarize, job)
+        ledger = self._ledger(plan.summarize, job, work)
         required = self._required(ledger, job.task is not None)
+        pinned_text, keep_text = work.folded(plan.pinned), work.folded(plan.keep)
         if s.guard:
             # Facts the kept messages already hold need not be repeated in the summary.
-            kept_text = context_text([*plan.pinned, *plan.keep])
-            needed = Ledger(tuple(missing_facts(ledger.facts, kept_text)))
+            kept_text = _joined(pinned_text, keep_text)
+            needed = Ledger(tuple(missing_from_folded(ledger.facts, kept_text)))
             text = apply_guard(
                 text, needed, clip_chars=self._guard_budget(text, plan, required)
             ).text
@@ -367,6 +433,8 @@ class Compactor:
             summarized=len(plan.summarize),
             required=required,
             ledger=ledger,
+            work=work,
+            kept_texts=(pinned_text, keep_text),
         )
 
     def _packed(
@@ -383,6 +451,8 @@ class Compactor:
         summarized: int,
         required: tuple[Fact, ...],
         ledger: Ledger,
+        work: _Work,
+        kept_texts: tuple[str, str],
     ) -> _Candidate:
         """The system_alert summary message and the context [pinned, summary, kept]."""
         kept = [*pinned, *keep]
@@ -390,25 +460,19 @@ class Compactor:
         summary_id = self._ids.new()
         now = self._clock()
 
-        def packed(tokens_after: int) -> Message:
-            stats = {
+        def stats_of(tokens_after: int) -> dict[str, Any]:
+            return {
                 "trigger": job.trigger,
                 "context_tokens_before": before,
                 "context_tokens_after": tokens_after,
                 "messages_count_before": len(messages),
                 "messages_count_after": count_after,
             }
-            return Message(
-                role="user",
-                content=package_summary(text, stats, mode, time=now),
-                id=summary_id,
-                kind=KIND_SUMMARY,
-                created_at=now,
-                metadata=metadata,
-            )
 
-        kept_tokens = self.tokens(kept)
-        after = kept_tokens + self.counter.count_text(packed(kept_tokens).content)
+        kept_tokens = work.tokens(kept)
+        # Only the token count differs between the two packings: the summary is encoded once.
+        head = packed_head(text, stats_of(kept_tokens), mode, time=now)
+        after = kept_tokens + self.counter.count_text(with_stats(head, stats_of(kept_tokens)))
         stats = CompactionStats(
             trigger=job.trigger,
             mode=mode,
@@ -419,12 +483,30 @@ class Compactor:
             messages_count_after=count_after,
             summarized=summarized,
         )
-        summary = packed(after)
-        summary = replace(summary, metadata={**summary.metadata, "stats": stats.as_dict()})
-        return _Candidate(mode, summary, [*pinned, summary, *keep], stats, required, ledger)
+        summary = Message(
+            role="user",
+            content=with_stats(head, stats_of(after)),
+            id=summary_id,
+            kind=KIND_SUMMARY,
+            created_at=now,
+            metadata={**metadata, "stats": stats.as_dict()},
+        )
+        remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
+        pinned_text, keep_text = kept_texts
+        context = [*pinned, summary, *keep]
+        return _Candidate(
+            mode,
+            summary,
+            context,
+            stats,
+            required,
+            ledger,
+            lambda: _joined(pinned_text, work.folded([summary]), keep_text),
+            kept_texts,
+        )
 
     def _truncate(
-        self, messages: Sequence[Message], before: int, job: CompactionJob
+        self, messages: Sequence[Message], before: int, job: CompactionJob, work: _Work
     ) -> _Candidate | None:
         """S3's last resort, no model call: drop the oldest, leave a marker with the red lines."""
         budget = self.settings.threshold
@@ -436,8 +518,8 @@ class Compactor:
         )
         # The marker carries the dropped span's task and red lines; a bigger marker may drop more.
         for _ in range(3):
-            required = self._required(self._ledger(plan.dropped, job), job.task is not None)
-            lines = [f.text for f in missing_facts(required, context_text(plan.kept))]
+            required = self._required(self._ledger(plan.dropped, job, work), job.task is not None)
+            lines = [f.text for f in missing_from_folded(required, work.folded(plan.kept))]
             if lines == found:
                 break
             found = lines
@@ -448,7 +530,7 @@ class Compactor:
                 floor_tokens=job.floor_tokens,
                 red_lines=found,
             )
-        ledger = self._ledger(plan.dropped, job)
+        ledger = self._ledger(plan.dropped, job, work)
         if plan.marker is None or {m.id for m in plan.dropped} & {m.id for m in job.pending}:
             return None  # nothing to drop, or only this turn's own messages
         now = self._clock()
@@ -463,7 +545,7 @@ class Compactor:
             },
         )
         context = [marker if m is plan.marker else m for m in plan.kept]
-        after = self.tokens(context)
+        after = work.tokens(context)
         stats = CompactionStats(
             trigger=job.trigger,
             mode="truncate",
@@ -477,8 +559,10 @@ class Compactor:
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
+        remember_ledger(marker, ledger)
+        required = self._required(ledger, job.task is not None)
         return _Candidate(
-            "truncate", marker, context, stats, self._required(ledger, job.task is not None), ledger
+            "truncate", marker, context, stats, required, ledger, lambda: work.folded(context)
         )
 
     def _verify(
@@ -488,11 +572,21 @@ class Compactor:
         violations = check(candidate.context)
         if violations:
             return "invalid context: " + "; ".join(str(v) for v in violations[:3])
-        present = {m.id for m in candidate.context}
-        missing = [m.id for m in messages if m.pinned and m.id not in present]
+        kept_ids = {m.id for m in candidate.context}
+        missing = [m.id for m in messages if m.pinned and m.id not in kept_ids]
         if missing:
             return f"pinned messages missing: {', '.join(missing)}"
-        lost = missing_facts(candidate.required, context_text(candidate.context))
+        lost: list[Fact] = []
+        whole: str | None = None
+        for fact in candidate.required:
+            # A run of the context is bounded by its ends or a joining space in the whole text,
+            # which bound a token alike: what a run holds, the whole holds.
+            if any(present(fact, run) for run in candidate.runs):
+                continue
+            if whole is None:
+                whole = candidate.whole()
+            if not present(fact, whole):
+                lost.append(fact)
         if lost:
             return "dropped verbatim: " + "; ".join(repr(f.text[:80]) for f in lost)
         if candidate.stats.context_tokens_after >= before:

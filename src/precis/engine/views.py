@@ -6,9 +6,10 @@ shrink them while the store keeps every original, which `read_original` pages ba
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import pinned_mask
@@ -101,16 +102,36 @@ def fit_message(
     """Any message over `max_chars` shown head+tail (a pasted log too big for the window)."""
     if max_chars is None or len(message.content) <= max_chars:
         return message
-    view = head_tail(
-        message.content,
-        message_id=message.id,
-        max_chars=max_chars,
-        head_lines=head_lines,
-        tail_lines=tail_lines,
-    )
+    content = message.content
+    key = (message.id, max_chars, head_lines, tail_lines)
+    hit = _SHOWN.get(key) if message.id else None
+    view: str | None
+    if hit is not None and (hit[0] is content or hit[0] == content):
+        view = hit[1]
+    else:
+        view = head_tail(
+            content,
+            message_id=message.id,
+            max_chars=max_chars,
+            head_lines=head_lines,
+            tail_lines=tail_lines,
+        )
+        if view is not None and message.id:
+            # Every view of the context shows a long output again: cut it once.
+            with _SHOWN_LOCK:
+                if key not in _SHOWN and len(_SHOWN) >= _SHOWN_SIZE:
+                    del _SHOWN[next(iter(_SHOWN))]
+                _SHOWN[key] = (content, view)
     if view is None:
         return message
-    return with_content(message, view, {"shortened_from": len(message.content)})
+    return with_content(message, view, {"shortened_from": len(content)})
+
+
+# Long tool outputs shown head+tail, by (message id, settings): the text, then its view. Few, as
+# each entry holds a whole long output (which a store that reads rows afresh would let go).
+_SHOWN_SIZE: Final = 256
+_SHOWN: dict[tuple[str, int, int, int], tuple[str, str]] = {}
+_SHOWN_LOCK = threading.Lock()
 
 
 def mask_observations(messages: Sequence[Message], *, keep_last_turns: int) -> list[Message]:

@@ -9,7 +9,7 @@ only; the guard, the extractive brief and `precis eval` all read facts from here
 from __future__ import annotations
 
 from precis.facts.collect import Collector, ErrorEntry, Facts, SummaryReader, Tally, TermEntry
-from precis.facts.extract import extract_facts, stored_ledger
+from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
 from precis.facts.language import (
     earlier_summary_text,
     is_chinese,
@@ -24,6 +24,7 @@ from precis.facts.scan import (
     W_SPOKEN,
     W_USER,
     clear_memo,
+    prepare,
     scan,
 )
 from precis.facts.terms import basename, error_key, project_root
@@ -36,7 +37,16 @@ from precis.facts.text import (
     one_line,
     shorten,
 )
-from precis.facts.verify import context_text, fact_present, fold, missing_facts, present, retention
+from precis.facts.verify import (
+    context_text,
+    fact_present,
+    fold,
+    folded_parts,
+    missing_facts,
+    missing_from_folded,
+    present,
+    retention,
+)
 
 __all__ = [
     "KINDS",
@@ -67,14 +77,18 @@ __all__ = [
     "extract_facts",
     "fact_present",
     "fold",
+    "folded_parts",
     "head",
     "is_chinese",
     "is_trivial",
     "missing_facts",
+    "missing_from_folded",
     "one_line",
+    "prepare",
     "present",
     "project_root",
     "raw_summary_text",
+    "remember_ledger",
     "retention",
     "scan",
     "shorten",

@@ -35,6 +35,7 @@ from precis.facts.scan import (
     UserScan,
     offered,
     scan,
+    task_line,
     task_scan,
 )
 from precis.facts.terms import terms_in
@@ -70,20 +71,27 @@ class Tally:
 
     def ranked(self) -> list[TermEntry]:
         """Best first; a term seen once and only in tool output is left out unless it is telling."""
-        kept = (
-            t
-            for t in self.terms.values()
-            if t.weight > W_OUTPUT or t.count > 1 or t.kind in TELLING_KINDS
-        )
+        return sorted((t for t in self.terms.values() if _shown(t)), key=_rank)
+
+    def keyed(self, min_weight: int = 0) -> list[tuple[str, TermEntry]]:
+        """The ranked terms with the key each is filed under; with `min_weight`, only those
+        weighing that much (the same order: the sort is stable, the filter keeps order)."""
         return sorted(
-            kept,
-            key=lambda t: (-t.weight, t.kind not in TELLING_KINDS, -min(t.count, 5), t.first),
+            ((k, t) for k, t in self.terms.items() if t.weight >= min_weight and _shown(t)),
+            key=_rank_keyed,
         )
 
-    def keyed(self) -> list[tuple[str, TermEntry]]:
-        """The ranked terms with the key each is filed under."""
-        keys = {id(term): key for key, term in self.terms.items()}
-        return [(keys[id(term)], term) for term in self.ranked()]
+
+def _shown(t: TermEntry) -> bool:
+    return t.weight > W_OUTPUT or t.count > 1 or t.kind in TELLING_KINDS
+
+
+def _rank(t: TermEntry) -> tuple[int, bool, int, int]:
+    return (-t.weight, t.kind not in TELLING_KINDS, -min(t.count, 5), t.first)
+
+
+def _rank_keyed(item: tuple[str, TermEntry]) -> tuple[int, bool, int, int]:
+    return _rank(item[1])
 
 
 @dataclass(slots=True)
@@ -147,7 +155,7 @@ class Collector:
         self._awaiting_fix: list[ErrorEntry] = []
         self._open_file: str | None = None
         self._index = 0
-        self._given_task = one_line(task) if task and task.strip() else ""
+        self._given_task = task_line(task) if task and task.strip() else ""
         self._previous_role = ""
         if task and task.strip():
             self._set_task(task.strip())

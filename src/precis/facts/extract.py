@@ -94,6 +94,32 @@ def stored_ledger(message: Message) -> Ledger:
     return ledger
 
 
+def remember_ledger(message: Message, ledger: Ledger) -> None:
+    """Note that `message` (a summary or marker being made) carries `ledger`, so reading it back
+    in a later compaction (`stored_ledger`) parses nothing.
+
+    Only a ledger that reading its JSON would give back unchanged is remembered: every text
+    non-blank, each (kind, text) once, the strings plain. Else `stored_ledger` parses as before.
+    """
+    data = message.metadata.get("ledger")
+    facts = ledger.facts
+    if not message.id or not isinstance(data, list) or len(data) != len(facts):
+        return
+    for fact in facts:
+        text = fact.text
+        # Blank is what `not text.strip()` says: empty, or whitespace only.
+        if type(text) is not str or not text or text.isspace():
+            return
+        if type(fact.source_id) is not str or type(fact.note) is not str:
+            return
+    if len({(fact.kind, fact.text) for fact in facts}) != len(facts):
+        return
+    with _LEDGERS_LOCK:
+        if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
+            del _LEDGERS[next(iter(_LEDGERS))]
+        _LEDGERS[message.id] = (data, ledger)
+
+
 _LEDGERS: dict[str, tuple[Any, Ledger]] = {}
 _LEDGERS_LOCK = threading.Lock()
 
@@ -117,10 +143,11 @@ class _Sources:
             ("identifier", facts.identifiers.terms),
             ("error", facts.errors),
         ):
-            # The collector only ever adds keys, in order: the new ones are those at the end.
+            # The collector only ever adds keys, in order: the new ones are those at the end,
+            # read from the end so the ones seen before are not walked again.
             seen = self._seen.get(name, 0)
             if len(keys) > seen:
-                for key in islice(keys, seen, None):
+                for key in islice(reversed(keys), len(keys) - seen):
                     self.ids.setdefault((name, key), source)
                 self._seen[name] = len(keys)
         for _, text, _ in facts.requests[self._requests :]:
@@ -144,8 +171,10 @@ def _pinned_facts(messages: Sequence[Message]) -> list[Fact]:
     """Pinned messages: short ones whole, long ones by their first line."""
     out: list[Fact] = []
     for index, message in enumerate(messages):
+        if not message.pinned:
+            continue
         text = message.content.strip()
-        if not message.pinned or not text:
+        if not text:
             continue
         whole = one_line(text)
         if utf16_len(whole) > _PINNED_UNITS:
@@ -157,7 +186,7 @@ def _pinned_facts(messages: Sequence[Message]) -> list[Fact]:
 def _file_facts(facts: Facts, sources: _Sources) -> tuple[list[Fact], list[Fact]]:
     """Files written, then files read on purpose, relative to the project root when one shows."""
     modified_terms = facts.modified.keyed()
-    read_terms = [(k, t) for k, t in facts.read.keyed() if t.weight >= W_SPOKEN]
+    read_terms = facts.read.keyed(min_weight=W_SPOKEN)
     root = project_root([t.label for _, t in modified_terms]) or project_root(
         [t.label for _, t in modified_terms] + [t.label for _, t in read_terms[:200]]
     )
@@ -168,15 +197,19 @@ def _file_facts(facts: Facts, sources: _Sources) -> tuple[list[Fact], list[Fact]
 
     modified: dict[str, Fact] = {}
     for key, term in modified_terms:
+        if len(modified) >= _MAX_MODIFIED:
+            break
         path = short(term.label)
-        if path and len(modified) < _MAX_MODIFIED:
-            modified.setdefault(path, Fact("file_modified", path, sources.of("file_modified", key)))
+        if path and path not in modified:  # the first term that shows a path gives its fact
+            modified[path] = Fact("file_modified", path, sources.of("file_modified", key))
     names = {p.rsplit("/", 1)[-1] for p in modified if "/" in p}
     names |= {short(t.label).rsplit("/", 1)[-1] for _, t in read_terms if "/" in t.label}
     read: dict[str, Fact] = {}
     for key, term in read_terms:
+        if len(read) >= _MAX_READ:
+            break
         path = short(term.label)
-        if not path or path in modified or path in read or len(read) >= _MAX_READ:
+        if not path or path in modified or path in read:
             continue
         if _FILE_EXT_RE.search(path) is None or ("/" not in path and path in names):
             continue  # a directory, or a bare name a full path already covers

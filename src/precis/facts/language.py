@@ -46,11 +46,12 @@ def earlier_summary_text(message: Message) -> str | None:
 
 def is_chinese(texts: Iterable[str]) -> bool:
     """Whether Chinese dominates the user's words (a CJK character is worth about a word)."""
-    cjk = latin = 0
-    for text in texts:
-        cjk += len(CJK_RE.findall(text))
-        latin += len(LATIN_RE.findall(text))
-    return cjk > 0 and cjk * 3 >= latin
+    texts = list(texts)
+    cjk = sum(len(CJK_RE.findall(text)) for text in texts)
+    if not cjk:
+        return False  # the Latin letters need no count (the common case, and the long one)
+    latin = sum(len(LATIN_RE.findall(text)) for text in texts)
+    return cjk * 3 >= latin
 
 
 def span_language(

@@ -238,6 +238,20 @@ def task_scan(task: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Term, 
     return tuple(found), tuple(by_strength(found)), tuple(terms_in(task))
 
 
+@lru_cache(maxsize=64)
+def task_line(task: str) -> str:
+    """`one_line(task)`, for the task every compaction's collector is given again."""
+    return one_line(task)
+
+
+def prepare(message: Message) -> None:
+    """Scan a message now, error lines included (which a tool result's scan otherwise finds
+    only when the collector asks), so a later compaction only replays the scan."""
+    found = scan(message)
+    if isinstance(found, ToolScan):
+        found.signatures()
+
+
 def _user(content: str) -> UserScan:
     text = clean_user_text(content)
     if text is None:

@@ -22,7 +22,7 @@ from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, mask_observations
-from precis.facts import scan
+from precis.facts import folded_parts, prepare
 from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
@@ -52,8 +52,9 @@ def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
 
 def _remember(messages: Sequence[Message], counter: TokenCounter) -> None:
     for message in messages:
-        scan(message)
+        prepare(message)  # its facts
         counter.count(message)
+        folded_parts(message)  # the text facts are looked for in, folded
 
 
 def refuse_broken_pairs(context: Sequence[Message], messages: Sequence[Message]) -> None:
@@ -113,8 +114,12 @@ class BaseSession:
         tools = s.tool_output_max_chars
         for_tools = min(tools, fits) if tools is not None and fits is not None else tools or fits
         head, tail = s.tool_output_head_lines, s.tool_output_tail_lines
+        # Most messages are short enough to be shown as they are: skip the display calls then.
+        short = -1 if head < 0 or tail < 0 else min(x for x in (for_tools, fits, 1 << 62) if x)
         shown = [
-            fit_message(
+            m
+            if len(m.content) <= short
+            else fit_message(
                 display_message(m, max_chars=for_tools, head_lines=head, tail_lines=tail),
                 max_chars=fits,
                 head_lines=head,
@@ -165,8 +170,8 @@ class BaseSession:
                     messages[i] = replace(m, pinned=True, metadata={**m.metadata, "task": True})
                     break
         appended: list[Message] = yield self._call(self.store.append, messages)
-        # Each message's facts and tokens are found once, now, so no compaction has to scan or
-        # count it again; an async session does this off its loop.
+        # Each message's facts, tokens and folded text are found once, now, so no compaction has
+        # to scan, count or fold it again; an async session does this off its loop.
         yield Call(_remember, (self.view_of(appended), self.counter))
         return appended
 

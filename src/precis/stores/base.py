@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Final, Protocol, Self, cast, runtime_checkable
 
 from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
 from precis.core.messages import Message
@@ -256,11 +256,72 @@ def json_safe(value: Mapping[str, Any], what: str) -> dict[str, Any]:
     """A JSON round-tripped copy, so every backend returns the same plain data or fails alike."""
     if not value:
         return {}
+    top = dict(value)
+    copied = _plain_dict(top, 0)  # what the round trip gives, when the data is plain already
+    if copied is not _NOT_PLAIN:
+        return cast(dict[str, Any], copied)
     try:
-        loaded: dict[str, Any] = json.loads(json.dumps(dict(value), ensure_ascii=False))
+        loaded: dict[str, Any] = json.loads(json.dumps(top, ensure_ascii=False))
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{what} is not JSON-serialisable: {exc}") from None
     return loaded
+
+
+# Plain data nested deeper than this goes through the JSON round trip (which also meets cycles).
+_PLAIN_DEPTH = 100
+_NOT_PLAIN: Final = object()
+
+
+def _plain_dict(data: dict[Any, Any], depth: int) -> object:
+    """A fresh copy of dicts and lists of str, int, float, bool and None (str keys only), which
+    is what a JSON round trip gives of them; `_NOT_PLAIN` for anything else (a tuple, a Mapping,
+    a subclass, a number key), which the round trip itself handles or refuses."""
+    if depth > _PLAIN_DEPTH:
+        return _NOT_PLAIN
+    out: dict[str, Any] = {}
+    for key, item in data.items():
+        if type(key) is not str:
+            return _NOT_PLAIN
+        kind = type(item)
+        if kind is str or kind is int or kind is float or kind is bool or item is None:
+            out[key] = item
+        elif kind is dict:
+            copied = _plain_dict(item, depth + 1)
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out[key] = copied
+        elif kind is list:
+            copied = _plain_list(item, depth + 1)
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out[key] = copied
+        else:
+            return _NOT_PLAIN
+    return out
+
+
+def _plain_list(items: list[Any], depth: int) -> object:
+    """`_plain_dict` for a list."""
+    if depth > _PLAIN_DEPTH:
+        return _NOT_PLAIN
+    out: list[Any] = []
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is int or kind is float or kind is bool or item is None:
+            out.append(item)
+        elif kind is dict:
+            copied = _plain_dict(item, depth + 1)
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out.append(copied)
+        elif kind is list:
+            copied = _plain_list(item, depth + 1)
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out.append(copied)
+        else:
+            return _NOT_PLAIN
+    return out
 
 
 def normalize_message(

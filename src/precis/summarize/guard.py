@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from types import MappingProxyType
 from typing import Final
 
@@ -119,8 +120,16 @@ def apply_guard(
     if heading == DEFAULT_HEADING and language == "zh":
         heading = DEFAULT_HEADING_ZH
     labels = _LABELS[language]
+    lost: dict[str, list[Fact]] = {}  # by body: a body cut the same way loses the same facts
+
+    def missing_from(body: str) -> list[Fact]:
+        found = lost.get(body)
+        if found is None:
+            found = lost[body] = missing_facts(facts, body)
+        return found
+
     body = _cut(summary, clip)
-    missing = missing_facts(facts, body)
+    missing = missing_from(body)
     if not missing:
         return GuardResult(body, (), ())
     floor = min(utf16_len(body), math.ceil(clip * BODY_FLOOR_SHARE))
@@ -131,12 +140,12 @@ def apply_guard(
         if utf16_len(body) <= room or utf16_len(body) <= floor:
             break
         body = _cut(summary, max(room, floor))
-        missing = missing_facts(facts, body)
+        missing = missing_from(body)
     gap = utf16_len(_SECTION_GAP) if summary else 0
     chosen = _choose(missing, heading, labels, clip - utf16_len(body) - gap)
     if not chosen:
         body = _cut(summary, clip)
-        return GuardResult(body, (), tuple(missing_facts(facts, body)))
+        return GuardResult(body, (), tuple(missing_from(body)))
     section = _render(chosen, heading, labels)
     # Room the dropped facts left is given back to the summary's own text.
     body = _cut(summary, clip - gap - utf16_len(section))
@@ -145,13 +154,13 @@ def apply_guard(
     return GuardResult(
         text,
         tuple(fact for fact, _ in chosen),
-        tuple(fact for fact in missing_facts(facts, body) if id(fact) not in picked),
+        tuple(fact for fact in missing_from(body) if id(fact) not in picked),
     )
 
 
 def _language(summary: str, facts: Sequence[Fact]) -> str:
     """The summary's language; the facts' own when the summary has too few words to tell."""
-    if len(_WORDY_RE.findall(summary)) >= 20:
+    if next(islice(_WORDY_RE.finditer(summary), 19, None), None) is not None:  # 20 or more
         return "zh" if is_chinese([summary]) else "en"
     return "zh" if is_chinese([summary, *(f.text for f in facts)]) else "en"
 
@@ -173,8 +182,17 @@ def _lines(fact: Fact) -> tuple[str, ...]:
 
 
 def _section_units(facts: Sequence[Fact], heading: str, labels: Mapping[str, str]) -> int:
-    """What the section holding every one of `facts` costs, in their fullest lines."""
-    return utf16_len(_render([(f, _lines(f)[0]) for f in facts], heading, labels))
+    """What the section holding every one of `facts` costs, in their fullest lines: the length
+    of `_render` of them, added up piece by piece (UTF-16 lengths add) without rendering."""
+    bullet = utf16_len(_BULLET) + 1  # each line's newline and bullet
+    units = utf16_len(f"## {heading}")
+    kinds: set[str] = set()
+    for fact in facts:
+        if fact.kind not in kinds:
+            kinds.add(fact.kind)
+            units += 1 + utf16_len(labels[fact.kind])
+        units += bullet + utf16_len(_lines(fact)[0])
+    return units
 
 
 def _choose(
@@ -185,12 +203,15 @@ def _choose(
     opened: set[str] = set()
     used = 0
     head_cost = utf16_len(f"## {heading}")
+    bullet = 1 + utf16_len(_BULLET)  # a line's newline and bullet: the least a fact costs
     for fact in facts:
+        if used + bullet > room:
+            break  # not even an empty line fits any more
         opening = 0 if chosen else head_cost
         if fact.kind not in opened:
             opening += 1 + utf16_len(labels[fact.kind])
         for line in _lines(fact):
-            cost = opening + 1 + utf16_len(_BULLET) + utf16_len(line)
+            cost = opening + bullet + utf16_len(line)
             if used + cost <= room:
                 chosen.append((fact, line))
                 opened.add(fact.kind)
@@ -201,9 +222,12 @@ def _choose(
 
 def _render(chosen: Sequence[tuple[Fact, str]], heading: str, labels: Mapping[str, str]) -> str:
     """The "Retained facts" section: a heading, then each kind's facts, one bullet each."""
+    by_kind: dict[str, list[str]] = {}
+    for fact, line in chosen:
+        by_kind.setdefault(fact.kind, []).append(line)
     out = [f"## {heading}"]
     for kind in KINDS:
-        lines = [line for fact, line in chosen if fact.kind == kind]
+        lines = by_kind.get(kind)
         if lines:
             out.append(labels[kind])
             out.extend(f"{_BULLET}{line}" for line in lines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from precis.core.jscompat import js_json_stringify, js_number, utf16_len, utf16_slice
+from precis.core.jscompat import js_json_stringify, js_number, quote, utf16_len, utf16_slice
 
 NO_MESSAGES_SUMMARY = "No prior conversation messages."
 SUMMARY_TRUNCATION_SUFFIX = "... [summary truncated to fit]"
@@ -61,6 +61,14 @@ def package_summary(
     summary: str, stats: Mapping[str, Any] | None, mode: str | None, *, time: str
 ) -> str:
     """The summary as the JSON text letta stores in its history, so both read each other's logs."""
+    return with_stats(packed_head(summary, stats, mode, time=time), stats)
+
+
+def packed_head(
+    summary: str, stats: Mapping[str, Any] | None, mode: str | None, *, time: str
+) -> str:
+    """`package_summary`'s text up to its stats: what stays the same when only token counts
+    change (the note reads the message counts only), so the summary is encoded once."""
     evicted = _evicted_count(stats)
     if mode is not None and "sliding_window" in mode:
         if evicted is not None:
@@ -80,9 +88,27 @@ def package_summary(
         )
     message = f"{note}\nThe following is a summary of the previous messages:\n {summary}"
     packed: dict[str, Any] = {"type": "system_alert", "message": message, "time": time}
-    if stats is not None:
-        packed["compaction_stats"] = _plain(stats)
-    return js_json_stringify(packed)
+    return js_json_stringify(packed)[:-1]  # the object left open for the stats
+
+
+def with_stats(head: str, stats: Mapping[str, Any] | None) -> str:
+    """A `packed_head` closed with these stats: `package_summary` of the same arguments."""
+    if stats is None:
+        return head + "}"
+    return f'{head},"compaction_stats":{_stats_json(stats)}}}'
+
+
+def _stats_json(stats: Mapping[str, Any]) -> str:
+    """`js_json_stringify(_plain(stats))`; for flat str keys and str or int values (what the
+    engine writes) without walking the value twice."""
+    items: list[str] = []
+    for key, value in stats.items():
+        kind = type(value)
+        if type(key) is not str or (kind is not int and kind is not str):
+            return js_json_stringify(_plain(stats))
+        # An int is written as str(int) by js_number; a str quoted as JSON.stringify does.
+        items.append(f"{quote(key)}:{value if kind is int else quote(value)}")
+    return "{" + ",".join(items) + "}"
 
 
 def _plain(value: Any) -> Any:
