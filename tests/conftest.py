@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from precis.stores.base import ConversationStore
 
 # Property tests: a modest run in `make test`, the thorough one in `make test-properties` (CI).
 settings.register_profile("fast", max_examples=150, deadline=None)
@@ -55,3 +58,20 @@ def pg_schema(postgres_url: str) -> Iterator[str]:
     yield name
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
+    """A real SQL store of each kind: a SQLite file, and a throwaway PostgreSQL schema."""
+    backend: ConversationStore
+    if request.param == "postgres":
+        from precis.stores.postgres import PostgresStore
+
+        url = request.getfixturevalue("postgres_url")
+        backend = PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
+    else:
+        from precis.stores.sqlite import SQLiteStore
+
+        backend = SQLiteStore(tmp_path / "precis.db")
+    yield backend
+    backend.close()

@@ -23,23 +23,9 @@ from precis.stores.sqlite import SQLiteStore
 BASE = "/v1/conversations/c"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
-    backend: ConversationStore
-    if request.param == "postgres":
-        from precis.stores.postgres import PostgresStore
-
-        url = request.getfixturevalue("postgres_url")
-        backend = PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
-    else:
-        backend = SQLiteStore(tmp_path / "precis.db")
-    yield backend
-    backend.close()
-
-
 @pytest.fixture
-def client(store: ConversationStore) -> Iterator[TestClient]:
-    app = create_app(store, settings=CompactionSettings(context_window=4000))
+def client(sql_store: ConversationStore) -> Iterator[TestClient]:
+    app = create_app(sql_store, settings=CompactionSettings(context_window=4000))
     with TestClient(app) as c:
         assert c.post("/v1/conversations", json={"id": "c"}).status_code == 201
         first = [{"role": "user", "content": "Ship the CSV export."}]

@@ -15,7 +15,6 @@ from precis.engine.settings import CompactionSettings
 from precis.server import create_app
 from precis.server.keys import ApiKeys
 from precis.stores.base import ConversationStore
-from precis.stores.sqlite import SQLiteStore
 
 KEY_A = "key-of-team-a-0123456789"
 KEY_B = "key-of-team-b-0123456789"
@@ -27,30 +26,16 @@ TURNS = [
 ]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
-    backend: ConversationStore
-    if request.param == "postgres":
-        from precis.stores.postgres import PostgresStore
-
-        url = request.getfixturevalue("postgres_url")
-        backend = PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
-    else:
-        backend = SQLiteStore(tmp_path / "precis.db")
-    yield backend
-    backend.close()
-
-
 @pytest.fixture
-def client(store: ConversationStore) -> Iterator[TestClient]:
+def client(sql_store: ConversationStore) -> Iterator[TestClient]:
     keys = ApiKeys.from_pairs(f"team-a={KEY_A},team-b={KEY_B}")
-    app = create_app(store, settings=CompactionSettings(context_window=2000), api_keys=keys)
+    app = create_app(sql_store, settings=CompactionSettings(context_window=2000), api_keys=keys)
     with TestClient(app) as c:
         yield c
 
 
 def test_a_tenant_sees_only_its_own_conversations(
-    client: TestClient, store: ConversationStore
+    client: TestClient, sql_store: ConversationStore
 ) -> None:
     assert client.post("/v1/conversations", json={"id": "c1"}, headers=A).status_code == 201
     added = client.post("/v1/conversations/c1/messages", json={"messages": TURNS}, headers=A)
@@ -70,7 +55,7 @@ def test_a_tenant_sees_only_its_own_conversations(
     assert client.post("/v1/conversations", json={"id": "c1"}, headers=B).status_code == 201
     assert client.get(base + "/history", headers=B).json()["total"] == 0
     assert client.get(base + "/history", headers=A).json()["total"] == 21
-    assert sorted(store.conversations()) == ["team-a/c1", "team-b/c1"]
+    assert sorted(sql_store.conversations()) == ["team-a/c1", "team-b/c1"]
 
 
 def test_a_wrong_key_is_refused(client: TestClient) -> None:
@@ -96,7 +81,7 @@ def test_serve_with_a_weak_key_exits_2(tmp_path: Path) -> None:
 
 
 def test_keys_add_stores_only_a_digest_and_the_key_works(
-    tmp_path: Path, store: ConversationStore
+    tmp_path: Path, sql_store: ConversationStore
 ) -> None:
     home = tmp_path / "home"
     key = run_precis(home, "keys", "add", "team-c").stdout.strip()
@@ -105,10 +90,10 @@ def test_keys_add_stores_only_a_digest_and_the_key_works(
     assert (home / "api-keys").stat().st_mode & 0o777 == 0o600
     keys = service_keys(home)
     assert keys.tenant(key) == (True, "team-c")
-    app = create_app(store, settings=CompactionSettings(context_window=2000), api_keys=keys)
+    app = create_app(sql_store, settings=CompactionSettings(context_window=2000), api_keys=keys)
     with TestClient(app) as c:
         auth = {"Authorization": f"Bearer {key}"}
         assert c.post("/v1/conversations", json={"id": "x"}, headers=auth).status_code == 201
-    assert store.conversations() == ["team-c/x"]
+    assert sql_store.conversations() == ["team-c/x"]
     bad = run_precis(home, "keys", "add", "no/slash", check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
