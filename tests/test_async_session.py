@@ -242,3 +242,64 @@ def test_the_agent_answers_history_tool_calls_itself(face: str, tmp_path: Path) 
     assert "staging database listens on port 5433" in result.content
     assert check(store.context("c").messages) == []
     assert not any(m.kind == KIND_SUMMARY for m in store.history("c"))
+
+
+ARGS = '{"query": "x"}'
+
+
+def _calls(*pairs: tuple[str, str]) -> Completion:
+    return Completion(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": i,
+                    "type": "function",
+                    "function": {"name": n, "arguments": '{"query": "x"}'},
+                }
+                for i, n in pairs
+            ],
+        }
+    )
+
+
+def test_a_history_call_beside_the_callers_own_call_is_answered_and_the_turn_goes_on(
+    tmp_path: Path,
+) -> None:
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
+    session = Session(
+        SQLiteStore(tmp_path / "precis.db"), "c", settings=CompactionSettings(context_window=8000)
+    )
+    session.tools.append(weather)
+    provider = ScriptedProvider(_calls(("h1", "search_history"), ("w1", "get_weather")), "ok")
+    agent = Agent(session, provider)
+    assert agent.turn("weather?") == ("", [])
+    # The agent answered its own tool; the caller answers get_weather, and the next turn runs.
+    session.append({"role": "tool", "tool_call_id": "w1", "content": "sunny"})
+    assert agent.turn("thanks")[0] == "ok"
+    assert check(session.context()) == []
+
+
+def test_the_last_round_offers_no_history_tools_so_the_model_must_answer(
+    tmp_path: Path,
+) -> None:
+    from precis.session.agent import MAX_TOOL_ROUNDS
+
+    searches = [_calls((f"s{i}", "search_history")) for i in range(MAX_TOOL_ROUNDS)]
+    provider = ScriptedProvider(*searches, "the answer")
+    session = Session(
+        SQLiteStore(tmp_path / "precis.db"), "c", settings=CompactionSettings(context_window=8000)
+    )
+    assert Agent(session, provider).turn("dig")[0] == "the answer"
+    assert provider.tools_sent[-1] == [] and provider.tools_sent[0] != []
+    assert session.context()[-1].role == "assistant" and check(session.context()) == []
+
+
+def test_a_turn_too_big_to_compact_still_reaches_the_model_when_it_fits(tmp_path: Path) -> None:
+    provider = ScriptedProvider("read it")
+    settings = CompactionSettings(context_window=2000, soft_watermark=0.5)
+    session = Session(SQLiteStore(tmp_path / "precis.db"), "c", settings=settings)
+    reply, compactions = Agent(session, provider, history_tools=False).turn("word " * 1000)
+    assert reply == "read it" and compactions == [] and len(provider.sent) == 1
+    assert len(session.history()) == 2

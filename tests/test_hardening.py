@@ -330,3 +330,17 @@ def test_an_imported_conversation_keeps_its_own_task_first(tmp_path: Path) -> No
         "And now the footer.",
     ]
     assert shown[0]["pinned"] and not shown[-2]["pinned"]
+
+
+def test_a_read_leaves_a_foreign_or_empty_database_file_untouched(tmp_path: Path) -> None:
+    import sqlite3
+
+    foreign, empty = tmp_path / "app.db", tmp_path / "empty.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    empty.touch()
+    before = {p: p.read_bytes() for p in (foreign, empty)}
+    for path in (foreign, empty):
+        result = run_precis(tmp_path, "--store", f"sqlite:///{path}", "history", check=False)
+        assert result.returncode == 1 and "no precis database" in result.stderr
+    assert {p: p.read_bytes() for p in (foreign, empty)} == before  # byte for byte

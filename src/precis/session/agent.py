@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from precis.core.errors import ContextOverflow
+from precis.core.errors import CompactionError, ContextOverflow
 from precis.core.messages import Message
 from precis.core.steps import Steps
 from precis.engine.compactor import CompactionStats
@@ -67,41 +67,49 @@ class _AgentBase:
     def _turn_steps(
         self, user_text: str
     ) -> Steps[SessionRequest, tuple[str, list[CompactionStats]]]:
-        """One turn, stored all at once at its end: a failed model call writes nothing."""
+        """One turn, stored all at once at its end: a failed model call writes nothing.
+
+        History-tool calls are answered here, whatever else the reply calls (the caller answers
+        its own tools); the last round offers no history tools, so the model must answer.
+        """
         compactions: list[CompactionStats] = []
         pending = [Message(role="user", content=user_text, id=self._ids.new())]
         compactions += yield from self._maybe_compact_steps(pending)
-        for _ in range(MAX_TOOL_ROUNDS + 1):
-            reply = yield from self._reply_steps(pending, compactions)
+        for round_ in range(MAX_TOOL_ROUNDS + 1):
+            last = round_ == MAX_TOOL_ROUNDS
+            reply = yield from self._reply_steps(pending, compactions, history_tools=not last)
             pending.append(reply)
-            calls = reply.tool_calls
-            if (
-                not calls
-                or not self._history_tools
-                or any(c.name not in _HISTORY_TOOLS for c in calls)
-            ):
-                break
+            ours = [c for c in reply.tool_calls if self._history_tools and c.name in _HISTORY_TOOLS]
             history = _StoreHistory(self.session)
-            for c in calls:
+            for c in ours:
                 text: str = yield Call(handle_tool_call, (history, c.name, c.arguments))
                 pending.append(
                     Message(role="tool", tool_call_id=c.id, content=text, id=self._ids.new())
                 )
+            if not ours or len(ours) < len(reply.tool_calls) or last:
+                break  # an answer, or calls for the caller's own tools: the turn is over
             compactions += yield from self._maybe_compact_steps(pending)
         yield from self.session._append_steps(pending)
         compactions += yield from self._maybe_compact_steps()
         return reply.content, compactions
 
     def _reply_steps(
-        self, pending: list[Message], compactions: list[CompactionStats]
+        self,
+        pending: list[Message],
+        compactions: list[CompactionStats],
+        *,
+        history_tools: bool = True,
     ) -> Steps[SessionRequest, Message]:
         """The model's next reply; on overflow compact and ask again, a bounded number of times."""
         overflows = 0
+        tools = [
+            t for t in self.session.tools if history_tools or _tool_name(t) not in _HISTORY_TOOLS
+        ]
         while True:
             prompt = yield from self.session._prompt_steps(pending)
             try:
                 answer: Completion = completion(
-                    (yield Complete(self.provider, prompt, self.session.tools or None))
+                    (yield Complete(self.provider, prompt, tools or None))
                 )
                 break
             except ContextOverflow:
@@ -120,7 +128,12 @@ class _AgentBase:
     def _maybe_compact_steps(
         self, pending: list[Message] | None = None
     ) -> Steps[SessionRequest, list[CompactionStats]]:
-        done = yield from self.session._maybe_compact_steps(pending or ())
+        """Compact when due; when nothing stored can shrink, go on: if the request then does not
+        fit, the model says so and the overflow path compacts or raises."""
+        try:
+            done = yield from self.session._maybe_compact_steps(pending or ())
+        except CompactionError:
+            return []
         for stats in done:
             self._report(stats)
         return done

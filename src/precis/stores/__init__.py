@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +86,22 @@ def sqlite_path(url: str | None, *, home: Path) -> Path | None:
     return None
 
 
+def _is_precis_database(path: Path) -> bool:
+    """Whether a file holds precis's tables, looked at read-only (opening it would migrate it)."""
+    if not path.is_file():
+        return False
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        ) as db:
+            found = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'conversations'"
+            ).fetchone()
+    except sqlite3.Error:
+        return False
+    return found is not None
+
+
 def open_store(url: str | None, *, home: Path, must_exist: bool = False) -> ConversationStore:
     """Open the store a URL names; None means the default SQLite file under `home`.
 
@@ -94,7 +112,7 @@ def open_store(url: str | None, *, home: Path, must_exist: bool = False) -> Conv
         return MemoryStore()
     path = sqlite_path(url, home=home)
     if path is not None:
-        if must_exist and not path.is_file():
+        if must_exist and not _is_precis_database(path):
             raise StoreError(f"no precis database at {path}")
         return SQLiteStore(path)
     if url is not None and url.startswith(_POSTGRES_PREFIXES) and url.split("://", 1)[1].strip("/"):
