@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from precis.core.errors import CompactionError, ContextOverflow
 from precis.core.messages import Message
@@ -43,12 +43,15 @@ class _StoreHistory:
         return self.store.recall(self.conversation_id, query, limit)
 
 
-class _AgentBase:
+SessionT = TypeVar("SessionT", bound=BaseSession)
+
+
+class _AgentBase(Generic[SessionT]):
     """The turn, written once as steps; `Agent` and `AsyncAgent` drive it."""
 
     def __init__(
         self,
-        session: BaseSession,
+        session: SessionT,
         provider: ChatProvider,
         *,
         on_compaction: CompactionCallback | None = None,
@@ -148,40 +151,16 @@ def _tool_name(tool: Mapping[str, Any]) -> str:
     return str(function.get("name") if isinstance(function, Mapping) else tool.get("name"))
 
 
-class Agent(_AgentBase):
+class Agent(_AgentBase[Session]):
     """Drives a `Session` against a `ChatProvider`, so callers never manage the window by hand."""
-
-    def __init__(
-        self,
-        session: Session,
-        provider: ChatProvider,
-        *,
-        on_compaction: CompactionCallback | None = None,
-        history_tools: bool = True,
-    ) -> None:
-        super().__init__(
-            session, provider, on_compaction=on_compaction, history_tools=history_tools
-        )
 
     def turn(self, user_text: str) -> tuple[str, list[CompactionStats]]:
         """Append the user text, get the reply, and return it with every compaction it caused."""
         return drive(self._turn_steps(user_text))
 
 
-class AsyncAgent(_AgentBase):
+class AsyncAgent(_AgentBase[AsyncSession]):
     """`Agent` for an `AsyncSession`, inside an event loop."""
-
-    def __init__(
-        self,
-        session: AsyncSession,
-        provider: ChatProvider,
-        *,
-        on_compaction: CompactionCallback | None = None,
-        history_tools: bool = True,
-    ) -> None:
-        super().__init__(
-            session, provider, on_compaction=on_compaction, history_tools=history_tools
-        )
 
     async def turn(self, user_text: str) -> tuple[str, list[CompactionStats]]:
         """Append the user text, get the reply, and return it with every compaction it caused."""
