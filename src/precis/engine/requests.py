@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from precis.core.steps import Steps
 from precis.summarize.base import Summarizer, SummaryRequest
 
 
@@ -63,4 +62,3 @@ class HookTimeout(Exception):
 
 
 Request: TypeAlias = Call | Summarize | RunCommand | CallHook
-EngineSteps: TypeAlias = Steps[Request, Any]
