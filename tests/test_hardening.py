@@ -344,3 +344,90 @@ def test_a_read_leaves_a_foreign_or_empty_database_file_untouched(tmp_path: Path
         result = run_precis(tmp_path, "--store", f"sqlite:///{path}", "history", check=False)
         assert result.returncode == 1 and "no precis database" in result.stderr
     assert {p: p.read_bytes() for p in (foreign, empty)} == before  # byte for byte
+
+
+@pytest.fixture
+def read_only_home(tmp_path: Path) -> Iterator[Path]:
+    """A home with one conversation that this process may not write: chmod, and as root (whom
+    modes do not stop) the immutable flag; skipped where neither holds."""
+    import os
+    import shutil
+    import subprocess
+
+    home = tmp_path / "home"
+    run_precis(home, "chat", "-p", "Keep the port at 5433.")
+    run_precis(home, "chat", "-p", "And log every retry.")
+    files = [home / "precis.db", home]
+    flagged = False
+    if os.geteuid() == 0:
+        chattr = shutil.which("chattr")
+        done = chattr and subprocess.run([chattr, "+i", *map(str, files)], capture_output=True)
+        if not done or done.returncode != 0:
+            pytest.skip(
+                "running as root where chattr +i is unavailable: cannot make a home read-only"
+            )
+        flagged = True
+    else:
+        (home / "precis.db").chmod(0o444)
+        home.chmod(0o555)
+    try:
+        yield home
+    finally:
+        if flagged:
+            subprocess.run(["chattr", "-i", *map(str, files)], check=True)
+        home.chmod(0o755)
+        (home / "precis.db").chmod(0o644)
+
+
+def test_a_read_only_home_serves_reads_and_names_itself_on_writes(read_only_home: Path) -> None:
+    home = read_only_home
+    before = sorted((p.name, p.read_bytes()) for p in home.iterdir())
+    history = run_precis(home, "history", "--json")
+    assert [m["content"] for m in json.loads(history.stdout) if m["role"] == "user"] == [
+        "Keep the port at 5433.",
+        "And log every retry.",
+    ]
+    assert "5433" in run_precis(home, "recall", "port").stdout
+    assert run_precis(home, "export").stdout.count("\n") == 4
+    for write in (("chat", "-p", "one more"), ("compact",), ("-c", "new", "chat", "-p", "hi")):
+        result = run_precis(home, *write, check=False)
+        assert result.returncode == 1, write
+        assert len(result.stderr.strip().splitlines()) == 1 and "read-only" in result.stderr
+    assert sorted((p.name, p.read_bytes()) for p in home.iterdir()) == before
+
+
+def test_the_service_reads_a_read_only_database_and_refuses_writes(read_only_home: Path) -> None:
+    from precis.stores import open_store
+
+    store = open_store(None, home=read_only_home, read_only_ok=True)
+    try:
+        with TestClient(create_app(store, settings=CompactionSettings())) as http:
+            read = http.get("/v1/conversations/default/history")
+            assert read.status_code == 200 and len(read.json()["messages"]) == 4
+            write = http.post(
+                "/v1/conversations/default/messages",
+                json={"messages": [{"role": "user", "content": "more"}]},
+            )
+            assert write.status_code == 403 and "read-only" in write.json()["detail"]
+    finally:
+        store.close()
+
+
+def test_stats_and_display_count_the_same_context_alike(tmp_path: Path) -> None:
+    for i in range(12):
+        run_precis(
+            tmp_path,
+            "--context-window",
+            "2000",
+            "chat",
+            "-p",
+            f"Step {i}: refactor module_{i}.py, keep the port at 5433 and rerun the tests.",
+        )
+    compacted = run_precis(tmp_path, "--context-window", "2000", "compact").stdout
+    stats = json.loads(compacted.splitlines()[0])
+    shown = run_precis(tmp_path, "context").stdout
+    header = next(line for line in shown.splitlines() if "context:" in line)
+    assert (
+        f"{stats['messages_count_after']} messages, ~{stats['context_tokens_after']} tokens"
+        in header
+    )

@@ -10,9 +10,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import sawtooth
 
 
-def test_floor_aware_planner_compacts_fewer_times_in_the_demo() -> None:
+def test_floor_aware_plans_hold_where_lettas_fall_back_to_summarizing_everything() -> None:
+    # With a system prompt and tools in every request, letta's tail (sized against the whole
+    # window) leaves the context over the threshold, so the engine must fall back to summarizing
+    # everything, keeping nothing verbatim; the floor-aware tail fits and every plan holds.
     letta = sawtooth.replay(reserve_floor=False)
     floor = sawtooth.replay(reserve_floor=True)
-    assert len(letta) >= 2
-    assert len(floor) < len(letta), (len(floor), len(letta))
-    assert all(s.mode == "sliding_window" for s in floor)
+    assert len(letta) >= 2 and len(floor) >= 2
+    assert any(s.mode != "sliding_window" for s in letta), [s.mode for s in letta]
+    assert all(s.mode == "sliding_window" for s in floor), [s.mode for s in floor]

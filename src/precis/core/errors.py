@@ -72,6 +72,10 @@ class StoreError(PrecisError):
     """A store operation that could not be done; the text names what and where."""
 
 
+class ReadOnlyStore(StoreError):
+    """The store may be read but not written (a read-only file or home)."""
+
+
 class ConversationNotFound(StoreError):
     """The conversation id is not in the store."""
 

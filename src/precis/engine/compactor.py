@@ -470,9 +470,21 @@ class Compactor:
             }
 
         kept_tokens = work.tokens(kept)
-        # Only the token count differs between the two packings: the summary is encoded once.
+        # Only the token count differs between the packings: the summary is encoded once.
         head = packed_head(text, stats_of(kept_tokens), mode, time=now)
-        after = kept_tokens + self.counter.count_text(with_stats(head, stats_of(kept_tokens)))
+
+        def total(tokens_after: int) -> int:
+            """The context's tokens as a reader counts them: the summary is a message too."""
+            content = with_stats(head, stats_of(tokens_after))
+            return kept_tokens + self.counter.count(Message(role="user", content=content))
+
+        # The stats the summary carries count the summary itself: settle on the fixed point.
+        after = total(kept_tokens)
+        for _ in range(3):
+            settled = total(after)
+            if settled == after:
+                break
+            after = settled
         stats = CompactionStats(
             trigger=job.trigger,
             mode=mode,

@@ -20,6 +20,7 @@ from precis.core.errors import (
     MessageTooLarge,
     ModelError,
     ModelTimeout,
+    ReadOnlyStore,
     StoreError,
     SummarizerError,
     VersionConflict,
@@ -65,6 +66,8 @@ def _detail(exc: Exception) -> tuple[int, str]:
         return 404, str(exc)
     if isinstance(exc, VersionConflict | CompactionError):
         return 409, f"cannot compact: {exc}"
+    if isinstance(exc, ReadOnlyStore):
+        return 403, str(exc)
     if isinstance(exc, StoreError):
         return 400, str(exc)
     if isinstance(exc, ModelTimeout):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from precis.core.errors import (
     ConversationNotFound,
     ImportLineError,
+    ReadOnlyStore,
     StoreError,
     UnknownMessage,
     VersionConflict,
@@ -30,6 +32,7 @@ __all__ = [
     "ConversationStore",
     "ImportLineError",
     "MemoryStore",
+    "ReadOnlyStore",
     "RecallHit",
     "SQLiteStore",
     "StoreError",
@@ -86,13 +89,20 @@ def sqlite_path(url: str | None, *, home: Path) -> Path | None:
     return None
 
 
+def _writable(path: Path) -> bool:
+    """Whether this process may write the file and make its journal beside it."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
 def _is_precis_database(path: Path) -> bool:
     """Whether a file holds precis's tables, looked at read-only (opening it would migrate it)."""
     if not path.is_file():
         return False
+    # A WAL reader needs to make `-shm`; where it cannot and no `-wal` exists, read it as it is.
+    frozen = "&immutable=1" if not _writable(path) and not Path(f"{path}-wal").exists() else ""
     try:
         with contextlib.closing(
-            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{frozen}", uri=True)
         ) as db:
             found = db.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'conversations'"
@@ -102,11 +112,15 @@ def _is_precis_database(path: Path) -> bool:
     return found is not None
 
 
-def open_store(url: str | None, *, home: Path, must_exist: bool = False) -> ConversationStore:
+def open_store(
+    url: str | None, *, home: Path, must_exist: bool = False, read_only_ok: bool = False
+) -> ConversationStore:
     """Open the store a URL names; None means the default SQLite file under `home`.
 
     A postgresql:// or postgres:// URL opens a PostgresStore in the schema "precis". With
-    `must_exist`, a SQLite file that is not there is an error rather than a new database.
+    `must_exist`, a SQLite file that is not there is an error rather than a new database. A
+    SQLite file this process may not write opens read-only for a reader (`must_exist`) or a
+    face that serves reads (`read_only_ok`); writes then raise ReadOnlyStore.
     """
     if url in ("memory", "memory:"):
         return MemoryStore()
@@ -114,7 +128,9 @@ def open_store(url: str | None, *, home: Path, must_exist: bool = False) -> Conv
     if path is not None:
         if must_exist and not _is_precis_database(path):
             raise StoreError(f"no precis database at {path}")
-        return SQLiteStore(path)
+        # A read in a home nobody may write still works, and writes nothing.
+        read_only = (must_exist or read_only_ok) and path.is_file() and not _writable(path)
+        return SQLiteStore(path, read_only=read_only)
     if url is not None and url.startswith(_POSTGRES_PREFIXES) and url.split("://", 1)[1].strip("/"):
         return _postgres_store_class()(url)
     raise StoreError(f"unsupported store URL {url!r}; accepted: {_ACCEPTED}")

@@ -19,7 +19,7 @@ from precis.core.errors import StoreError
 from precis.stores.base import utc_now
 from precis.stores.sql import Dialect, Handle
 
-__all__ = ["MIGRATIONS", "bind", "counted_steps", "migrate", "migration"]
+__all__ = ["MIGRATIONS", "bind", "counted_steps", "migrate", "migration", "pending_migrations"]
 
 Migration = Callable[[Handle, Dialect], None]
 
@@ -134,6 +134,19 @@ def bind(dialect: Dialect) -> tuple[Callable[[Handle], None], ...]:
         return apply
 
     return tuple(step(names) for names in counted_steps(dialect))
+
+
+def pending_migrations(db: Handle, dialect: Dialect, tables: set[str]) -> list[str]:
+    """The migrations a database with these tables lacks, found without writing (read-only)."""
+    names = [fn.__name__ for fn in MIGRATIONS]
+    if "migrations" in tables:
+        applied = {str(row[0]) for row in db.execute("SELECT name FROM migrations").fetchall()}
+    elif "schema_version" in tables:
+        newest = db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0
+        applied = {n for step in counted_steps(dialect)[: int(newest)] for n in step}
+    else:
+        applied = set()
+    return [name for name in names if name not in applied]
 
 
 def migrate(db: Handle, dialect: Dialect, where: str) -> list[str]:

@@ -241,7 +241,10 @@ class SQLStore(StoreBase):
     # --- the protocol -------------------------------------------------------------------------
 
     def create(self, conversation_id: str, *, system_prompt: str = "") -> None:
-        """Create the conversation if missing; an existing one is left untouched."""
+        """Create the conversation if missing; an existing one is left untouched (and unwritten,
+        so a read-only database still opens its conversations)."""
+        if self.exists(conversation_id):
+            return
         with self._transaction(write=True) as db:
             self._ensure(db, conversation_id, system_prompt)
 

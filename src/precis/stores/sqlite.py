@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from precis.core.errors import StoreError
+from precis.core.errors import ReadOnlyStore, StoreError
 from precis.core.messages import Message
 from precis.stores.base import RecallHit, search_text, snippet, term_score
-from precis.stores.migrations import bind, migrate
+from precis.stores.migrations import bind, migrate, pending_migrations
 from precis.stores.rows import tool_calls_from_json
 from precis.stores.sql import Dialect, Handle, SQLStore
 
@@ -169,6 +169,12 @@ class SQLiteDialect(Dialect):
         db.execute("PRAGMA optimize")
 
 
+def _is_read_only_error(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused a write because the file or its directory is read-only."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_READONLY
+
+
 def _row_search_text(content: str, tool_calls: str) -> str:
     return search_text(
         Message(role="assistant", content=content, tool_calls=tool_calls_from_json(tool_calls))
@@ -185,43 +191,99 @@ class SQLiteStore(SQLStore):
     """A `ConversationStore` in one SQLite file; one locked connection per object."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         dialect = SQLiteDialect()
         super().__init__(dialect, f"SQLite store {str(path)!r}")
         self._lock = threading.RLock()
         in_memory = str(path) == ":memory:"
-        if not in_memory:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            db = sqlite3.connect(
-                str(path),
-                timeout=busy_timeout_ms / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {self._where}: {exc}") from exc
+        if read_only:
+            db = self._connect_read_only(busy_timeout_ms)
+        else:
+            if not in_memory:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                db = sqlite3.connect(
+                    str(path),
+                    timeout=busy_timeout_ms / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.Error as exc:
+                raise self._cannot_open(exc) from exc
         self._db: sqlite3.Connection | None = db
         try:
             db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            if not in_memory:
+            if not in_memory and not read_only:
                 mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
                     raise StoreError(f"{self.path}: could not switch to WAL (got {mode!r})")
             # In WAL, NORMAL survives application crashes; only power loss may drop last commits.
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-            with self._transaction(write=True) as handle:
-                migrate(handle, dialect, self._where)
-                dialect.inspect(handle)
+            if read_only:
+                with self._transaction(write=False) as handle:
+                    self._check_current(handle, dialect)
+                    dialect.inspect(handle)
+            else:
+                with self._transaction(write=True) as handle:
+                    migrate(handle, dialect, self._where)
+                    dialect.inspect(handle)
         except sqlite3.Error as exc:
             self.close()
-            raise StoreError(f"cannot open {self._where}: {exc}") from exc
+            raise self._cannot_open(exc) from exc
         except BaseException:
             self.close()
             raise
+
+    def _connect_read_only(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        """Open for reading only; in a directory nobody may write, read the file as immutable.
+
+        WAL readers need the `-shm` file; where it cannot be made and no `-wal` holds unmerged
+        commits, the main file is the whole database, so SQLite may read it as it stands.
+        """
+        uri = self.path.resolve().as_uri()
+        frozen = not os.access(self.path.parent, os.W_OK) and not Path(f"{self.path}-wal").exists()
+        try:
+            return sqlite3.connect(
+                f"{uri}?mode=ro{'&immutable=1' if frozen else ''}",
+                uri=True,
+                timeout=busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise self._cannot_open(exc) from exc
+
+    def _check_current(self, db: Handle, dialect: SQLiteDialect) -> None:
+        """A read-only open cannot migrate: refuse a database that needs it, saying so."""
+        tables = {
+            str(row[0])
+            for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        }
+        pending = pending_migrations(db, dialect, tables)
+        if pending:
+            raise StoreError(
+                f"{self._where} is opened read-only and needs migrating ({', '.join(pending)}); "
+                "open it once where it can be written"
+            )
+
+    def _cannot_open(self, exc: sqlite3.Error) -> StoreError:
+        """Why the file cannot be opened, saying "read-only" when that is the reason."""
+        if self.path.exists() and not (
+            os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK)
+        ):
+            return ReadOnlyStore(
+                f"{self._where} is read-only (cannot write {self.path}); "
+                f"reading works, writing needs write access ({exc})"
+            )
+        return StoreError(f"cannot open {self._where}: {exc}")
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
@@ -243,6 +305,9 @@ class SQLiteStore(SQLStore):
                     raise
                 db.execute("COMMIT")
             except sqlite3.Error as exc:
+                if write and _is_read_only_error(exc):
+                    where = self._where
+                    raise ReadOnlyStore(f"{where} is read-only: cannot write ({exc})") from exc
                 raise StoreError(f"{self._where}: {exc}") from exc
 
     def close(self) -> None:

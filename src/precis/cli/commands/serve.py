@@ -68,7 +68,7 @@ def serve(
     settings = config_settings(config).settings
     if url is None:
         config.home.mkdir(parents=True, exist_ok=True)
-    opened = open_store(url, home=config.home)
+    opened = open_store(url, home=config.home, read_only_ok=True)
     try:
         service = create_app(
             opened,
