@@ -5,6 +5,7 @@ Standard library and pytest only: the judge must not lean on the code it judges.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import unicodedata
@@ -52,10 +53,8 @@ def message_text(message: dict[str, Any]) -> str:
         parts.append(call.get("name") or "")
         arguments = call.get("arguments") or ""
         parts.append(arguments)
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             parts.extend(_strings(json.loads(arguments)))
-        except (TypeError, ValueError):
-            pass
     return "\n".join(parts)
 
 
@@ -84,9 +83,7 @@ def expected_budget(messages: list[dict[str, Any]], index: int, references: dict
 
 def splits_a_tool_call(messages: list[dict[str, Any]], index: int) -> bool:
     """True when a call in messages[:index] has its result at or after index."""
-    answered_later = {
-        m.get("tool_call_id") for m in messages[index:] if m.get("role") == "tool"
-    }
+    answered_later = {m.get("tool_call_id") for m in messages[index:] if m.get("role") == "tool"}
     issued = {
         call.get("id")
         for m in messages[:index]
@@ -149,6 +146,7 @@ def check_point(
         answers = probe.get("answer")
         assert isinstance(answers, list) and answers, f"{at}: no answer"
         assert all(isinstance(a, str) and a.strip() for a in answers), f"{at}: empty answer"
+        assert any(normalise(a) in text for a in answers), f"{at}: no answer occurs in the text"
         cited = probe.get("facts")
         assert isinstance(cited, list) and cited, f"{at}: cites no fact"
         missing = set(cited) - set(ids)
