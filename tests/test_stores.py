@@ -437,12 +437,25 @@ def test_postgres_error_names_the_store_and_hides_the_password() -> None:
 
 
 def test_open_store_postgres_urls(postgres_url: str, tmp_path: Path) -> None:
+    import uuid
+
+    import psycopg
+
     from precis.stores.postgres import DEFAULT_SCHEMA, PostgresStore
 
-    for scheme in ("postgresql://", "postgres://"):
-        opened = open_store(scheme + postgres_url.split("://", 1)[1], home=tmp_path)
-        assert isinstance(opened, PostgresStore) and opened.schema == DEFAULT_SCHEMA
-        opened.close()
+    # A database of its own: the default schema of the shared one may hold another run's data.
+    database = f"precis_urls_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {database}")
+    server = postgres_url.split("://", 1)[1].rsplit("/", 1)[0]
+    try:
+        for scheme in ("postgresql://", "postgres://"):
+            opened = open_store(f"{scheme}{server}/{database}", home=tmp_path)
+            assert isinstance(opened, PostgresStore) and opened.schema == DEFAULT_SCHEMA
+            opened.close()
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
 
 
 _LEAVES = st.one_of(
