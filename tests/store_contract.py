@@ -18,6 +18,7 @@ from precis.stores import (
     ImportLineError,
     StoreError,
     UnknownMessage,
+    Sample,
     VersionConflict,
     export_jsonl,
     import_jsonl,
@@ -104,6 +105,9 @@ def test_unknown_conversation_raises_naming_it(store: ConversationStore) -> None
         lambda: store.system_prompt("nope"),
         lambda: store.set_system_prompt("nope", "x"),
         lambda: store.recall("nope", "x"),
+        lambda: store.samples("nope"),
+        lambda: store.latest_sample("nope"),
+        lambda: store.add_sample("nope", Sample("append", "t", 1, None)),
         lambda: compact(
             store, "nope", 0, snapshot=ContextSnapshot([], 0, 0, compacted=False), summary_id="s"
         ),
@@ -540,3 +544,54 @@ def test_jsonl_import_of_a_bad_line_names_it_and_imports_nothing(
     with pytest.raises(ImportLineError):
         import_jsonl(store, "fresh", lines)
     assert not store.exists("fresh")
+
+
+# --- composition samples ----------------------------------------------------------------------
+
+
+def test_samples_number_turns_carry_the_version_and_grow(store: ConversationStore) -> None:
+    fill(store, 4)
+    assert store.latest_sample(CID) is None and store.samples(CID) == []
+    first = Sample("append", "t1", 4, 1000, reserved=50, system=20, messages=80, tool_outputs=30)
+    # Growing needs something to grow from: nothing is recorded before the first whole sample.
+    assert store.add_sample(CID, first, grow=True) is None
+    assert store.samples(CID) == []
+    stored = store.add_sample(CID, first)
+    assert stored is not None and (stored.turn, stored.version) == (1, 0)
+    added = Sample("append", "t2", 2, 1000, reserved=50, system=25, pinned=5, messages=10)
+    grown = store.add_sample(CID, added, grow=True)
+    assert grown is not None
+    assert (grown.turn, grown.in_context, grown.system, grown.pinned) == (2, 6, 25, 5)
+    assert (grown.messages, grown.tool_outputs, grown.at) == (90, 30, "t2")
+    compact(store, CID, keep=1)
+    after = Sample("compaction", "t3", 3, 1000, reserved=50, system=25, summary=40, messages=5)
+    stored_after = store.add_sample(CID, after)
+    assert stored_after is not None and (stored_after.turn, stored_after.version) == (3, 1)
+    every = store.samples(CID)
+    assert [s.turn for s in every] == [1, 2, 3]
+    assert every == [stored, grown, stored_after]
+    assert store.samples(CID, since=2) == [stored_after]
+    assert store.latest_sample(CID) == stored_after
+    # The parts add up to the total, and the window holds total, reserve and free room.
+    data = stored_after.as_dict()
+    assert sum(data["parts"].values()) == data["total"] == 70
+    assert data["total"] + data["reserved"] + data["free"] == 1000
+
+
+def test_samples_stay_in_their_conversation_and_refuse_nonsense(store: ConversationStore) -> None:
+    store.create("a")
+    store.create("b")
+    store.add_sample("a", Sample("append", "t", 1, None, messages=7))
+    assert store.samples("b") == [] and store.latest_sample("b") is None
+    bad = [
+        (Sample("rewind", "t", 1, None), "kind"),  # type: ignore[arg-type]
+        (Sample("append", "t", -1, None), "in_context"),
+        (Sample("append", "t", 1, 0), "window"),
+        (Sample("append", "t", 1, None, summary=-3), "summary"),
+    ]
+    for sample, named in bad:
+        with pytest.raises(StoreError, match=named):
+            store.add_sample("b", sample)
+    assert store.samples("b") == []
+    unwindowed = store.latest_sample("a")
+    assert unwindowed is not None and (unwindowed.free, unwindowed.reserved_shown) == (0, 0)

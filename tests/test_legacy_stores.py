@@ -27,7 +27,9 @@ from precis.stores import (
 )
 from precis.stores.migrations import MIGRATIONS, counted_steps
 
-NAMES = ["m001_core", "m002_recall", "m003_pins"]
+# The migrations the fixtures' precis had, and every migration this precis has.
+LEGACY_NAMES = ["m001_core", "m002_recall", "m003_pins"]
+NAMES = [*LEGACY_NAMES, "m005_samples"]
 
 LEGACY = Path(__file__).resolve().parent / "data" / "legacy"
 # The schema name the dump was taken from; each test loads it under a throwaway name.
@@ -156,7 +158,11 @@ def test_migrations_are_named_in_order() -> None:
     assert [fn.__name__ for fn in MIGRATIONS] == NAMES
     # What schema_version counts: the older precis's steps, one per migration added since.
     assert counted_steps(SQLiteDialect()) == [(name,) for name in NAMES]
-    assert counted_steps(PostgresDialect()) == [("m001_core", "m003_pins"), ("m002_recall",)]
+    assert counted_steps(PostgresDialect()) == [
+        ("m001_core", "m003_pins"),
+        ("m002_recall",),
+        ("m005_samples",),
+    ]
 
 
 # --- SQLite -----------------------------------------------------------------------------------
@@ -186,14 +192,16 @@ def test_legacy_sqlite_store_reads_as_before_and_still_writes(legacy_sqlite: Pat
     with SQLiteStore(legacy_sqlite) as store:
         expected = _check_reads_as_before(store, "expected-sqlite.json")
         _check_still_writes(store, expected)
-    # The count became names, each with the time its counted step was applied.
-    assert _sqlite_records(legacy_sqlite) == (
-        [(name, at) for name, (_, at) in zip(NAMES, counted, strict=True)],
-        counted,
-    )
+    # The count became names, each with the time its counted step was applied; the migration
+    # added since is named and counted as one more step, so an older precis refuses the file.
+    names, steps = _sqlite_records(legacy_sqlite)
+    assert names[:3] == [(name, at) for name, (_, at) in zip(LEGACY_NAMES, counted, strict=True)]
+    assert [name for name, _ in names[3:]] == NAMES[3:]
+    assert steps[:3] == counted and [v for v, _ in steps[3:]] == [4]
     with SQLiteStore(legacy_sqlite) as again:
         assert again.context("deploy").version == 2
-    assert _sqlite_records(legacy_sqlite)[1] == counted
+        assert again.samples("deploy") == []  # turns before the samples table have none
+    assert _sqlite_records(legacy_sqlite) == (names, steps)
 
 
 def test_sqlite_refuses_a_migration_it_does_not_know(tmp_path: Path) -> None:
@@ -253,16 +261,16 @@ def test_legacy_postgres_store_reads_as_before_and_still_writes(
         _check_still_writes(store, expected)
     # PostgreSQL's count 1 stood for the core and the pins table, 2 for the recall indexes.
     (_, at_one), (_, at_two) = counted
-    assert _pg_records(postgres_url, legacy_postgres, "migrations") == [
-        ("m001_core", at_one),
-        ("m002_recall", at_two),
-        ("m003_pins", at_one),
-    ]
-    # The count stays what the older precis wrote, so that precis still opens the schema.
-    assert _pg_records(postgres_url, legacy_postgres, "schema_version") == counted
+    names = _pg_records(postgres_url, legacy_postgres, "migrations")
+    assert names[:3] == [("m001_core", at_one), ("m002_recall", at_two), ("m003_pins", at_one)]
+    assert [name for name, _ in names[3:]] == NAMES[3:]
+    # The older precis's count is kept, and each migration added since counts one step more.
+    steps = _pg_records(postgres_url, legacy_postgres, "schema_version")
+    assert steps[:2] == counted and [v for v, _ in steps[2:]] == [3]
     with PostgresStore(postgres_url, schema=legacy_postgres) as again:
         assert again.context("deploy").version == 2
-    assert _pg_records(postgres_url, legacy_postgres, "schema_version") == counted
+        assert again.samples("deploy") == []
+    assert _pg_records(postgres_url, legacy_postgres, "schema_version") == steps
 
 
 def _pg_records(url: str, schema: str, table: str) -> list[tuple[Any, str]]:
@@ -300,6 +308,6 @@ def test_postgres_at_count_one_gets_the_recall_indexes(postgres_url: str, pg_sch
         assert [h.id for h in store.recall("old", "5433")] == ["m1"]
         assert [h.id for h in store.recall("old", "数据库")] == ["m1"]
     names = _pg_records(postgres_url, pg_schema, "migrations")
-    assert [n for n, _ in names] == ["m001_core", "m002_recall", "m003_pins"]
-    assert [at for n, at in names if n != "m002_recall"] == ["then", "then"]
-    assert [v for v, _ in _pg_records(postgres_url, pg_schema, "schema_version")] == [1, 2]
+    assert [n for n, _ in names] == NAMES
+    assert [at for n, at in names if n in ("m001_core", "m003_pins")] == ["then", "then"]
+    assert [v for v, _ in _pg_records(postgres_url, pg_schema, "schema_version")] == [1, 2, 3]

@@ -19,6 +19,7 @@ from precis.core.errors import (
 from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
 from precis.stores.jsonl import export_jsonl, import_jsonl
 from precis.stores.memory import MemoryStore
+from precis.stores.samples import Sample
 from precis.stores.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ __all__ = [
     "ReadOnlyStore",
     "RecallHit",
     "SQLiteStore",
+    "Sample",
     "StoreError",
     "UnknownMessage",
     "VersionConflict",

@@ -15,6 +15,7 @@ from typing import Any, Final, Protocol, Self, cast, runtime_checkable
 
 from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
 from precis.core.messages import Message
+from precis.stores.samples import Sample
 
 __all__ = [
     "SNIPPET_CHARS",
@@ -148,6 +149,25 @@ class ConversationStore(Protocol):
 
     def recall(self, conversation_id: str, query: str, limit: int = 10) -> list[RecallHit]:
         """Search every message, evicted ones and summaries included; best first."""
+        ...
+
+    def add_sample(
+        self, conversation_id: str, sample: Sample, *, grow: bool = False
+    ) -> Sample | None:
+        """Record what filled the window after a turn, as the next turn; return it as stored.
+
+        The store sets `turn` (1, 2, … per conversation) and `version` (the context's now). With
+        `grow` the sample holds only an append's new messages, added to the latest sample's; when
+        there is none yet, nothing is recorded and None returned (the caller counts it whole).
+        """
+        ...
+
+    def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
+        """The samples after turn `since`, oldest first."""
+        ...
+
+    def latest_sample(self, conversation_id: str) -> Sample | None:
+        """The newest sample, or None before the first."""
         ...
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from precis.stores.base import (
     snippet,
     term_score,
 )
+from precis.stores.samples import Sample, check_sample, grown
 
 __all__ = ["MemoryStore"]
 
@@ -37,6 +38,7 @@ class _Conversation:
     id_list: list[str] | None = None
     version: int = 0
     events: list[CompactionEvent] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
 
 
 class MemoryStore(StoreBase):
@@ -189,6 +191,32 @@ class MemoryStore(StoreBase):
             RecallHit(id=m.id, role=m.role, seq=seq, snippet=snippet(text, terms), score=score)
             for score, seq, m, text in scored[:limit]
         ]
+
+    def add_sample(
+        self, conversation_id: str, sample: Sample, *, grow: bool = False
+    ) -> Sample | None:
+        """Record the sample as the next turn (on top of the latest with `grow`; None if none)."""
+        check_sample(conversation_id, sample)
+        with self._lock:
+            conv = self._conversation(conversation_id)
+            if grow:
+                if not conv.samples:
+                    return None
+                sample = grown(conv.samples[-1], sample)
+            stored = replace(sample, turn=len(conv.samples) + 1, version=conv.version)
+            conv.samples.append(stored)
+            return stored
+
+    def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
+        """The samples after turn `since`, oldest first."""
+        with self._lock:
+            return self._conversation(conversation_id).samples[max(since, 0) :]
+
+    def latest_sample(self, conversation_id: str) -> Sample | None:
+        """The newest sample, or None before the first."""
+        with self._lock:
+            found = self._conversation(conversation_id).samples
+            return found[-1] if found else None
 
     def close(self) -> None:
         """Nothing to release; kept so callers can treat every store alike."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from precis.core.errors import StoreError
 from precis.stores.base import utc_now
-from precis.stores.sql import Dialect, Handle
+from precis.stores.sql import SAMPLE_COLUMNS, Dialect, Handle
 
 __all__ = ["MIGRATIONS", "bind", "counted_steps", "migrate", "migration", "pending_migrations"]
 
@@ -105,6 +105,25 @@ def m003_pins(db: Handle, d: Dialect) -> None:
         message_id TEXT NOT NULL,
         pinned {d.bool_type} NOT NULL,
         PRIMARY KEY (conversation_id, message_id)
+    ){d.clustered}"""
+    )
+
+
+@migration
+def m005_samples(db: Handle, d: Dialect) -> None:
+    """One row per turn: the window's composition by kind, for the inspector's chart."""
+    tokens = ",\n        ".join(f"{column} {d.int_type} NOT NULL" for column in SAMPLE_COLUMNS)
+    db.execute(
+        f"""CREATE TABLE samples (
+        conversation_id TEXT NOT NULL,
+        turn {d.int_type} NOT NULL,
+        kind TEXT NOT NULL,
+        at TEXT NOT NULL,
+        version {d.int_type} NOT NULL,
+        in_context {d.int_type} NOT NULL,
+        context_window {d.int_type},
+        {tokens},
+        PRIMARY KEY (conversation_id, turn)
     ){d.clustered}"""
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any, Protocol
 
 from precis.core.errors import ConversationNotFound, UnknownMessage, VersionConflict
@@ -27,11 +28,22 @@ from precis.stores.rows import (
     message_from_row,
     message_values,
 )
+from precis.stores.samples import PARTS, Sample, check_sample, grown
 
-__all__ = ["Dialect", "Handle", "Rows", "SQLStore", "context_sql"]
+__all__ = ["SAMPLE_COLUMNS", "Dialect", "Handle", "Rows", "SQLStore", "context_sql"]
 
 # Ids per IN (...) list: SQLite's default cap on host parameters is 999 in old builds.
 IN_CHUNK = 500
+# The token columns of a samples row: the reserve, then one per part (stores.samples.PARTS).
+SAMPLE_COLUMNS = ("reserved_tokens", *(f"{part}_tokens" for part in PARTS))
+_SAMPLE_SELECT = (
+    "SELECT turn, kind, at, version, in_context, context_window, "
+    f"{', '.join(SAMPLE_COLUMNS)} FROM samples WHERE conversation_id = ?"
+)
+_SAMPLE_INSERT = (
+    "INSERT INTO samples (conversation_id, turn, kind, at, version, in_context, context_window, "
+    f"{', '.join(SAMPLE_COLUMNS)}) VALUES ({', '.join('?' * (7 + len(SAMPLE_COLUMNS)))})"
+)
 
 
 class Rows(Protocol):
@@ -450,3 +462,70 @@ class SQLStore(StoreBase):
         """Compact the recall index and refresh planner statistics; run after bulk loads."""
         with self._transaction(write=True) as db:
             self._dialect.optimize(db)
+
+    # --- composition samples ------------------------------------------------------------------
+
+    def add_sample(
+        self, conversation_id: str, sample: Sample, *, grow: bool = False
+    ) -> Sample | None:
+        """Record the sample as the next turn, under the conversation's lock."""
+        check_sample(conversation_id, sample)
+        with self._transaction(write=True) as db:
+            version, _, _ = self._conversation_row(db, conversation_id, lock=True)
+            row = db.execute(
+                self._q(f"{_SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
+            ).fetchone()
+            latest = None if row is None else _sample_from_row(row)
+            if grow:
+                if latest is None:
+                    return None
+                sample = grown(latest, sample)
+            stored = replace(sample, turn=1 if latest is None else latest.turn + 1, version=version)
+            db.execute(
+                self._q(_SAMPLE_INSERT),
+                (
+                    conversation_id,
+                    stored.turn,
+                    stored.kind,
+                    stored.at,
+                    stored.version,
+                    stored.in_context,
+                    stored.window,
+                    stored.reserved,
+                    *(stored.part(name) for name in PARTS),
+                ),
+            )
+            return stored
+
+    def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
+        """The samples after turn `since`, oldest first."""
+        with self._transaction(write=False) as db:
+            self._conversation_row(db, conversation_id)
+            rows = db.execute(
+                self._q(f"{_SAMPLE_SELECT} AND turn > ? ORDER BY turn"), (conversation_id, since)
+            ).fetchall()
+        return [_sample_from_row(row) for row in rows]
+
+    def latest_sample(self, conversation_id: str) -> Sample | None:
+        """The newest sample, or None before the first."""
+        with self._transaction(write=False) as db:
+            self._conversation_row(db, conversation_id)
+            row = db.execute(
+                self._q(f"{_SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
+            ).fetchone()
+        return None if row is None else _sample_from_row(row)
+
+
+def _sample_from_row(row: Sequence[Any]) -> Sample:
+    """A sample from a row selected with _SAMPLE_SELECT."""
+    parts = dict(zip(PARTS, (int(value) for value in row[7:]), strict=True))
+    return Sample(
+        turn=int(row[0]),
+        kind=row[1],
+        at=str(row[2]),
+        version=int(row[3]),
+        in_context=int(row[4]),
+        window=None if row[5] is None else int(row[5]),
+        reserved=int(row[6]),
+        **parts,
+    )
