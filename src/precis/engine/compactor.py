@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
@@ -19,6 +19,7 @@ from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
+from precis.engine.audit import audited
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
@@ -64,16 +65,7 @@ class CompactionStats:
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper)."""
-        return {
-            "trigger": self.trigger,
-            "mode": self.mode,
-            "context_tokens_before": self.context_tokens_before,
-            "context_tokens_after": self.context_tokens_after,
-            "context_window": self.context_window,
-            "messages_count_before": self.messages_count_before,
-            "messages_count_after": self.messages_count_after,
-            "summarized": self.summarized,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,15 +293,16 @@ class Compactor:
                 failures.append(f"{plan.mode}: {problem}")
             elif i < len(plans) - 1 and self._over_threshold(candidate, job.floor_tokens):
                 over = candidate  # valid but too big: all-mode may do better, else use it
+                failures.append(f"{plan.mode}: valid, but still over the threshold")
             else:
-                return candidate
+                return self._audited(candidate, stored, failures)
         if over is not None:
-            return over
+            return self._audited(over, stored, failures)
         truncated = self._truncate(messages, before, job, work)
         if truncated is not None:
             problem = self._verify(truncated, messages, before)
             if problem is None:
-                return truncated
+                return self._audited(truncated, stored, failures)
             failures.append(f"truncate: {problem}")
         else:
             failures.append("truncate: nothing can be dropped")
@@ -317,6 +310,11 @@ class Compactor:
             f"no acceptable compaction of {len(messages)} messages ({before} tokens): "
             + "; ".join(failures)
         )
+
+    def _audited(self, c: _Candidate, before: list[Message], tried: list[str]) -> _Candidate:
+        """The candidate with its summary's audit: what it dropped, checked and rolled back."""
+        verbatim = [f.text for f in c.required]
+        return replace(c, summary=audited(c.summary, before, c.context, tried, verbatim))
 
     def _plan_sliding(
         self, messages: Sequence[Message], counts: list[int], floor_tokens: int

@@ -18,12 +18,20 @@ from precis.core.tokens import TokenCounter, default_counter, estimate_context
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import ORPHAN_RESULT, UNKNOWN_CALL, check
 from precis.engine.compactor import CompactionResult, CompactionStats, Compactor
+from precis.engine.composition import measure
 from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, mask_observations
 from precis.facts import folded_parts, prepare
-from precis.stores.base import CompactionEvent, ContextSnapshot, ConversationStore, RecallHit
+from precis.stores.base import (
+    CompactionEvent,
+    ContextSnapshot,
+    ConversationStore,
+    RecallHit,
+    utc_now,
+)
+from precis.stores.samples import Sample, SampleKind
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 
@@ -173,6 +181,7 @@ class BaseSession:
         # Each message's facts, tokens and folded text are found once, now, so no compaction has
         # to scan, count or fold it again; an async session does this off its loop.
         yield Call(_remember, (self.view_of(appended), self.counter))
+        yield from self._sample_steps("append", added=appended)
         return appended
 
     def _set_task_steps(self, text: str) -> Steps[Request, Message]:
@@ -185,6 +194,7 @@ class BaseSession:
         appended: list[Message] = yield self._call(self.store.append, [task])
         if previous is not None:
             yield self._call(self.store.set_pinned, previous.id, False)
+        yield from self._sample_steps("append", added=appended)
         return appended[0]
 
     def _task_steps(self) -> Steps[Request, str | None]:
@@ -225,12 +235,46 @@ class BaseSession:
         return head + [m.to_openai() for m in (yield from self._view_steps(pending))]
 
     def _floor_tokens_steps(self) -> Steps[Request, int]:
+        return sum((yield from self._floor_parts_steps()))
+
+    def _floor_parts_steps(self) -> Steps[Request, tuple[int, int]]:
+        """Tokens of the system prompt and of the tool definitions, apart."""
         yield from self._ensure_steps()
         text: str
         text, _ = yield self._call(self.store.system_prompt)
-        return self._text_tokens(text) + self._text_tokens(
+        return self._text_tokens(text), self._text_tokens(
             json.dumps(self.tools) if self.tools else ""
         )
+
+    def _sample_steps(
+        self,
+        kind: SampleKind,
+        *,
+        added: Sequence[Message] = (),
+        context: Sequence[Message] | None = None,
+    ) -> Steps[Request, Sample]:
+        """Record what fills the window after this turn: an append's messages on top of the
+        latest sample (no context read), or the whole context when there is none yet or a
+        compaction changed it."""
+        system, tools = yield from self._floor_parts_steps()
+
+        def sample_of(messages: Sequence[Message]) -> Call:
+            view = self.view_of(list(messages))
+            options = {"kind": kind, "at": utc_now(), "settings": self.settings}
+            options |= {"system_tokens": system, "tool_tokens": tools}
+            return Call(measure, (view, self.counter), options)
+
+        stored: Sample | None
+        if context is None:
+            partial: Sample = yield sample_of(added)
+            stored = yield self._call(self.store.add_sample, partial, grow=True)
+            if stored is not None:
+                return stored
+            context = yield from self._context_steps()
+        whole: Sample = yield sample_of(context)
+        stored = yield self._call(self.store.add_sample, whole)
+        assert stored is not None
+        return stored
 
     def _text_tokens(self, text: str) -> int:
         """Tokens of the system prompt or the tool definitions, counted once per text."""
@@ -284,6 +328,7 @@ class BaseSession:
             phase=phase,
             pending=pending,
         )
+        yield from self._sample_steps("compaction", context=result.context)
         return result
 
     def _maybe_compact_steps(

@@ -1,0 +1,54 @@
+"""What fills the context window, by kind: the counts behind one composition sample.
+
+Pure: messages and a counter in, a `Sample` out. The session measures what the model sees (the
+view), so a long tool output counts as its head and tail, as it is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.tokens import TokenCounter
+from precis.engine.settings import CompactionSettings
+from precis.stores.samples import Sample, SampleKind
+
+__all__ = ["kind_of", "measure"]
+
+
+def kind_of(message: Message) -> str:
+    """The part a message counts in: pinned (the task too), summary (or a truncation marker),
+    tool outputs, or messages."""
+    if message.pinned:
+        return "pinned"
+    if message.kind in (KIND_SUMMARY, KIND_MARKER):
+        return "summary"
+    if message.role == "tool":
+        return "tool_outputs"
+    return "messages"
+
+
+def measure(
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    *,
+    kind: SampleKind,
+    at: str,
+    settings: CompactionSettings,
+    system_tokens: int = 0,
+    tool_tokens: int = 0,
+) -> Sample:
+    """The sample for these messages (a whole context, or an append's new messages)."""
+    parts = {"pinned": 0, "summary": 0, "messages": 0, "tool_outputs": 0}
+    for message in messages:
+        parts[kind_of(message)] += counter.count(message)
+    return Sample(
+        kind=kind,
+        at=at,
+        in_context=len(messages),
+        window=settings.context_window,
+        reserved=settings.planner_reserve(0),
+        system=system_tokens,
+        tools=tool_tokens,
+        **parts,
+    )
