@@ -214,7 +214,7 @@ def test_agent_compacts_before_dispatch_when_over_the_threshold() -> None:
 
 def test_eval_replays_strategies_and_plots(home: Path, tmp_path: Path) -> None:
     path = str(trajectory("tau-bench__gpt-4o-airline.top5_longest__task2_trial1.jsonl"))
-    plot = tmp_path / "sawtooth.png"
+    plot = tmp_path / "composition.svg"
     result = run_precis(
         home,
         "eval",
@@ -232,7 +232,10 @@ def test_eval_replays_strategies_and_plots(home: Path, tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert {r["strategy"] for r in report["runs"]} == {"letta", "extractive+guard"}
     assert all(r["violations"] == 0 for r in report["runs"])
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot.read_text(encoding="utf-8").startswith("<?xml")
+    assert 'class="marker"' in plot.read_text(encoding="utf-8")
+    png = run_precis(home, "eval", path, "--plot", str(tmp_path / "x.png"), check=False)
+    assert png.returncode == 2 and "--plot" in png.stderr and ".svg" in png.stderr
     bad = run_precis(home, "eval", path, "-s", "magic", check=False)
     assert bad.returncode != 0 and "magic" in bad.stderr
 

@@ -13,7 +13,7 @@ from precis.eval import (
     STRATEGY_NAMES,
     EvalReport,
     ReferenceReport,
-    plot_sawtooth,
+    plot_composition,
     reference_json,
     render_reference,
     render_table,
@@ -110,10 +110,29 @@ def test_json_round_trips_and_table_renders(report: EvalReport) -> None:
     assert "extractive+guard" in console.export_text()
 
 
-def test_plot_writes_a_png(report: EvalReport, tmp_path: Path) -> None:
-    out = plot_sawtooth(report, tmp_path / "saw.png")
-    data = out.read_bytes()
-    assert data.startswith(b"\x89PNG") and len(data) > 1000
+def test_plot_draws_each_strategy_with_the_inspectors_chart(
+    report: EvalReport, tmp_path: Path
+) -> None:
+    from xml.etree import ElementTree
+
+    from precis.charts import chart_data, composition_chart, render
+
+    out = plot_composition(report, tmp_path / "composition.svg")
+    root = ElementTree.fromstring(out.read_text(encoding="utf-8"))
+    svg = "{http://www.w3.org/2000/svg}"
+    panels = root.findall(f"{svg}g/{svg}svg")
+    first = [r for r in report.runs if r.conversation == report.runs[0].conversation]
+    assert len(panels) == len(first) == 2
+    for panel, run in zip(panels, first, strict=True):
+        # A turn per append or compaction, a marker per compaction, drawn as the inspector does.
+        appends = sum(s.kind == "append" for s in run.samples)  # a leading system prompt is not
+        assert run.messages - len(run.errors) - appends in (0, 1)
+        assert sum(s.kind == "compaction" for s in run.samples) == len(run.compactions)
+        markers = panel.findall(f".//{svg}g[@class='marker']")
+        assert len(markers) == len(run.events) == len(run.compactions)
+        data = chart_data(run.samples, run.events)
+        drawn = render(composition_chart(data, title=run.strategy))
+        assert drawn.count('class="marker"') == len(markers)
 
 
 def test_reference_matches_claude_code_at_no_larger_size(reference: ReferenceReport) -> None:

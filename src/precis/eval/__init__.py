@@ -3,7 +3,7 @@
 Every compaction system loses things silently; this package shows what survived. `replay` runs
 the strategies (`strategies`) over conversations and measures fact retention (`retention`);
 `reference` puts precis beside Claude Code's own summaries at Claude Code's compaction point;
-`report` renders tables, JSON and the sawtooth plot.
+`report` renders tables, JSON and the composition plot.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from precis.eval.replay import (
     run_eval,
 )
 from precis.eval.report import (
-    plot_sawtooth,
+    plot_composition,
     reference_json,
     render_reference,
     render_table,
@@ -50,7 +50,7 @@ __all__ = [
     "Strategy",
     "StrategySummary",
     "load_conversation",
-    "plot_sawtooth",
+    "plot_composition",
     "reference_json",
     "render_reference",
     "render_table",

@@ -24,7 +24,9 @@ from precis.eval.retention import Retention, facts_of, measure
 from precis.eval.strategies import STRATEGY_NAMES, Strategy, strategy
 from precis.facts import context_text
 from precis.session import Session
+from precis.stores.base import CompactionEvent
 from precis.stores.memory import MemoryStore
+from precis.stores.samples import Sample
 from precis.summarize.base import LocalSummarizer, Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 
@@ -109,7 +111,8 @@ class RunResult:
 
     `tokens[i]` is the context's size right after message i was appended (before any compaction
     it triggered); `retention` pools every compaction's evicted span (for masking: the outputs
-    the view hides at the end).
+    the view hides at the end). `samples` and `events` are what the session recorded, for the
+    composition chart.
     """
 
     conversation: str
@@ -121,6 +124,8 @@ class RunResult:
     final_violations: int
     retention: Retention
     errors: tuple[str, ...] = ()
+    samples: tuple[Sample, ...] = ()
+    events: tuple[CompactionEvent, ...] = ()
 
     @property
     def violations(self) -> int:
@@ -283,6 +288,8 @@ class _Replay:
             final_violations=len(check(view)),
             retention=retention,
             errors=tuple(self.errors),
+            samples=tuple(self.session.store.samples(self.name)),
+            events=tuple(self.session.events()),
         )
 
     def _when_due(self, index: int) -> None:

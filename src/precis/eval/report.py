@@ -1,4 +1,4 @@
-"""`precis eval`'s output: the rich tables, the JSON, the sawtooth plot."""
+"""`precis eval`'s output: the rich tables, the JSON, the composition plot."""
 
 from __future__ import annotations
 
@@ -90,55 +90,25 @@ def report_json(report: EvalReport) -> dict[str, Any]:
     }
 
 
-def plot_sawtooth(report: EvalReport, out: Path) -> Path:
-    """Tokens in context per message for each strategy of the first conversation: the sawtooth."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+def plot_composition(report: EvalReport, out: Path) -> Path:
+    """The window's composition per turn under each strategy of the first conversation, one
+    chart below the other, as an SVG file: the inspector's chart, drawn by the same code."""
+    from precis.charts import chart_data, composition_chart, document
 
     if not report.runs:
         raise ValueError("the report has no runs to plot")
     first = report.runs[0].conversation
-    figure = Figure(figsize=(11, 5.5))
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    runs = [r for r in report.runs if r.conversation == first]
-    # Strategies that never compact (masking) would flatten the sawtooth: clip them, say so.
-    compacting = [r.peak_tokens for r in runs if r.compactions]
-    top = max([report.window * 1.5, *compacting]) * 1.05
-    for run in runs:
-        xs: list[float] = []
-        ys: list[float] = []
-        drops = {c.index: c for c in run.compactions}
-        after: dict[int, int] = {}
-        for c in run.compactions:
-            after[c.index] = c.tokens_after  # several at one message: the last one counts
-        for i, tokens in enumerate(run.tokens):
-            xs.append(i)
-            ys.append(tokens)
-            if i in after:
-                xs.append(i)
-                ys.append(after[i])
-        label = f"{run.strategy} ({len(run.compactions)})"
-        if run.peak_tokens > top:
-            label += f", off the chart: peak {run.peak_tokens:,}"
-        (line,) = axes.plot(xs, ys, label=label, lw=1.2)
-        axes.scatter(
-            list(drops),
-            [after[i] for i in drops],
-            marker="v",
-            s=22,
-            color=line.get_color(),
-            zorder=3,
+    charts = [
+        composition_chart(
+            chart_data(run.samples, run.events),
+            title=f"{first} · {run.strategy}: {len(run.compactions)} compactions, "
+            f"peak {run.peak_tokens:,} tokens",
         )
-    axes.axhline(report.window, color="black", ls="--", lw=0.8, label=f"window {report.window}")
-    axes.set_ylim(0, top)
-    axes.set_xlabel("message")
-    axes.set_ylabel("tokens in context")
-    axes.set_title(f"{first}: tokens in context (▼ compaction, count in legend)")
-    axes.legend(fontsize="small")
-    figure.tight_layout()
+        for run in report.runs
+        if run.conversation == first
+    ]
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(str(out), format="png", dpi=110)
+    out.write_text(document(charts), encoding="utf-8")
     return out
 
 

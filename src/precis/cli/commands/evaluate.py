@@ -33,7 +33,10 @@ def eval_command(
         int | None, typer.Option(min=1, help="Compact once, after the first K messages.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    plot: Annotated[Path | None, typer.Option(help="Write the sawtooth plot (PNG).")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write the window's composition per strategy as SVG (FILE.svg)."),
+    ] = None,
     reference: Annotated[
         bool, typer.Option("--reference", help="Compare with Claude Code's own summaries.")
     ] = False,
@@ -62,6 +65,8 @@ def eval_command(
         return
     if not files:
         raise CliUsageError("name the conversations to replay, or pass --reference")
+    if plot is not None and plot.suffix.lower() != ".svg":
+        raise CliUsageError(f"--plot {str(plot)!r}: the plot is SVG; name a .svg file")
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise CliFailure(f"no such file: {', '.join(missing)}")
@@ -72,7 +77,7 @@ def eval_command(
         at=at,
     )
     if plot is not None:
-        evaluation.plot_sawtooth(report, plot)
+        evaluation.plot_composition(report, plot)
     if as_json:
         print(json.dumps(evaluation.report_json(report), ensure_ascii=False))
     else:
