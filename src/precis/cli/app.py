@@ -19,6 +19,7 @@ from precis.cli.commands import (
     conversation,
     demo,
     evaluate,
+    inspector,
     keys,
     serve,
     settings,
@@ -144,6 +145,7 @@ COMMANDS = (
     ("export", transfer.export),
     ("eval", evaluate.eval_command),
     ("serve", serve.serve),
+    ("inspect", inspector.inspect_command),
     ("demo", demo.demo),
 )
 for _name, _command in COMMANDS:

@@ -25,6 +25,7 @@ from precis.server.keys import ApiKeys
 from precis.server.limits import BodyLimit, ServiceLimits
 from precis.server.models import ErrorOut, Health
 from precis.server.routes import compaction, conversations, messages
+from precis.server.ui import install as install_inspector
 from precis.stores.base import ConversationStore
 from precis.summarize.extractive import ExtractiveSummarizer
 
@@ -57,7 +58,8 @@ def create_app(
     seeing only its own conversations (another tenant's id answers 404).
 
     Each request gets a fresh session (and so a fresh token-count cache and summarizer), so a
-    long-running service does not grow with the number of messages it has seen.
+    long-running service does not grow with the number of messages it has seen. The inspector's
+    pages are served under /ui behind the same keys.
     """
     limits = limits or ServiceLimits()
     keys = ApiKeys.single(api_key) if api_key else ApiKeys({})
@@ -97,4 +99,5 @@ def create_app(
         compaction.router(limits),
     ):
         app.include_router(router, prefix="/v1", dependencies=guarded, responses=_ERRORS)
+    install_inspector(app, service)
     return app

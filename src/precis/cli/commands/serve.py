@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,6 +20,11 @@ from precis.cli.config import (
 )
 from precis.cli.errors import CliUsageError
 from precis.server.keys import ApiKeys
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from precis.stores.base import ConversationStore
 
 
 def _is_loopback(host: str) -> bool:
@@ -50,7 +57,7 @@ def serve(
         str | None, typer.Option(help="Store URL (default: the global --store / PRECIS_STORE).")
     ] = None,
 ) -> None:
-    """Run the HTTP service; a non-loopback address needs an API key."""
+    """Run the HTTP service (the inspector at /ui); a non-loopback address needs an API key."""
     config: CliConfig = ctx.obj
     keys = service_keys(config.home)
     if not keys and not _is_loopback(host):
@@ -61,6 +68,15 @@ def serve(
         )
     import uvicorn
 
+    with service_app(config, store, keys) as (service, _):
+        uvicorn.run(service, host=host, port=port, log_level="info")
+
+
+@contextmanager
+def service_app(
+    config: CliConfig, store: str | None, keys: ApiKeys
+) -> Iterator[tuple[FastAPI, ConversationStore]]:
+    """The service over the configured store (closed afterwards), as `precis serve` runs it."""
     from precis.server import create_app
     from precis.stores import open_store
 
@@ -70,12 +86,14 @@ def serve(
         config.home.mkdir(parents=True, exist_ok=True)
     opened = open_store(url, home=config.home, read_only_ok=True)
     try:
-        service = create_app(
+        yield (
+            create_app(
+                opened,
+                settings=settings,
+                api_keys=keys,
+                summarizer_factory=lambda: make_summarizer(config),
+            ),
             opened,
-            settings=settings,
-            api_keys=keys,
-            summarizer_factory=lambda: make_summarizer(config),
         )
-        uvicorn.run(service, host=host, port=port, log_level="info")
     finally:
         opened.close()

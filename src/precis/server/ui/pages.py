@@ -1,0 +1,318 @@
+"""The inspector's pages under /ui: server-rendered HTML, htmx for live parts, no other script.
+
+Every page reads through the same service and tenant scoping as the API: a tenant's browser sees
+only its conversations, and another tenant's id is a 404 here as there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+import anyio
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.concurrency import run_in_threadpool
+
+from precis.charts import composition_chart, render
+from precis.core.types import CONVERSATION_ID_PATTERN
+from precis.server.deps import Conversation, Service, ServiceDep
+from precis.server.ui import data
+from precis.server.ui.auth import COOKIE, SESSION_SECONDS, Logins, NeedLogin
+
+__all__ = ["router"]
+
+_templates = Environment(
+    loader=PackageLoader("precis.server.ui", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+ConversationPath = Annotated[
+    str, Path(description="The conversation's id.", pattern=CONVERSATION_ID_PATTERN)
+]
+
+
+def _logins(request: Request) -> Logins:
+    logins = request.app.state.logins
+    assert isinstance(logins, Logins)
+    return logins
+
+
+def _tenant(request: Request, service: Service, *, page: bool) -> str | None:
+    """The caller's tenant, from the inspector's cookie or an API bearer token."""
+    if not service.keys:
+        return None
+    token = request.cookies.get(COOKIE)
+    if token:
+        known, tenant = _logins(request).tenant(token)
+        if known:
+            return tenant
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials:
+        known, tenant = service.keys.tenant(credentials.strip())
+        if known:
+            return tenant
+    raise NeedLogin(page)
+
+
+def page_tenant(request: Request, service: ServiceDep) -> str | None:
+    return _tenant(request, service, page=True)
+
+
+def part_tenant(request: Request, service: ServiceDep) -> str | None:
+    return _tenant(request, service, page=False)
+
+
+PageTenant = Annotated[str | None, Depends(page_tenant)]
+PartTenant = Annotated[str | None, Depends(part_tenant)]
+
+
+def html(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_templates.get_template(name).render(**context), status_code=status)
+
+
+async def _existing(service: Service, conversation_id: str, tenant: str | None) -> Conversation:
+    conversation = Conversation(conversation_id, tenant)
+    if not await run_in_threadpool(service.store.exists, conversation.stored_id):
+        raise HTTPException(404, f"conversation {conversation_id!r} not found")
+    return conversation
+
+
+def _chart_svg(payload: dict[str, Any], conversation_id: str) -> str:
+    base = f"/ui/c/{quote(conversation_id, safe='')}"
+    chart = composition_chart(
+        payload,
+        title=f"{conversation_id}: the context window per turn",
+        href=lambda event: f"{base}/compactions/{event + 1}",
+    )
+    return render(chart, element_id="composition")
+
+
+def _safe_next(target: str) -> str:
+    """Where to go after logging in: a path under /ui on this service, nothing else."""
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/ui"):
+        return "/ui/"
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def router() -> APIRouter:
+    """The inspector's routes; `create_app` mounts them under /ui."""
+    ui = APIRouter(include_in_schema=False)
+
+    @ui.get("/login")
+    async def login_form(
+        service: ServiceDep, target: Annotated[str, Query(alias="next", max_length=2000)] = "/ui/"
+    ) -> Response:
+        if not service.keys:
+            return RedirectResponse(_safe_next(target), status_code=303)
+        return html("login.html", next=_safe_next(target), error=None)
+
+    @ui.post("/login")
+    async def login(request: Request, service: ServiceDep) -> Response:
+        origin = request.headers.get("origin")
+        if origin and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, "log in from the inspector's own page")
+        form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
+        target = _safe_next(form.get("next", ["/ui/"])[0])
+        token = _logins(request).login(form.get("key", [""])[0].strip())
+        if token is None:
+            wrong = "That key is not one this service accepts."
+            return html("login.html", 401, next=target, error=wrong)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(
+            COOKIE,
+            token,
+            max_age=SESSION_SECONDS,
+            path="/ui",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    @ui.post("/logout")
+    async def logout(request: Request) -> Response:
+        token = request.cookies.get(COOKIE)
+        if token:
+            _logins(request).logout(token)
+        response = RedirectResponse("/ui/login", status_code=303)
+        response.delete_cookie(COOKIE, path="/ui")
+        return response
+
+    @ui.get("/")
+    async def conversations(service: ServiceDep, tenant: PageTenant) -> Response:
+        rows, total = await run_in_threadpool(data.conversation_rows, service, tenant)
+        return html(
+            "conversations.html", rows=rows, total=total, keys=bool(service.keys), tenant=tenant
+        )
+
+    @ui.get("/c/{conversation_id}")
+    async def conversation(
+        conversation_id: ConversationPath, service: ServiceDep, tenant: PageTenant
+    ) -> Response:
+        found = await _existing(service, conversation_id, tenant)
+        payload = await run_in_threadpool(data.chart_payload, service, found.stored_id)
+        now = await run_in_threadpool(data.context_now, service, found)
+        return html(
+            "conversation.html",
+            cid=conversation_id,
+            chart=_chart_svg(payload, conversation_id),
+            payload=payload,
+            now=now,
+            keys=bool(service.keys),
+        )
+
+    @ui.get("/c/{conversation_id}/chart")
+    async def chart(
+        conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
+    ) -> Response:
+        found = await _existing(service, conversation_id, tenant)
+        payload = await run_in_threadpool(data.chart_payload, service, found.stored_id)
+        return html(
+            "_chart.html",
+            cid=conversation_id,
+            chart=_chart_svg(payload, conversation_id),
+            payload=payload,
+        )
+
+    @ui.get("/c/{conversation_id}/chart.json")
+    async def chart_json(
+        conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
+    ) -> JSONResponse:
+        found = await _existing(service, conversation_id, tenant)
+        return JSONResponse(await run_in_threadpool(data.chart_payload, service, found.stored_id))
+
+    @ui.get("/c/{conversation_id}/context")
+    async def context(
+        conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
+    ) -> Response:
+        found = await _existing(service, conversation_id, tenant)
+        now = await run_in_threadpool(data.context_now, service, found)
+        return html("_context.html", cid=conversation_id, now=now)
+
+    @ui.get("/c/{conversation_id}/compactions/{number}")
+    async def compaction(
+        conversation_id: ConversationPath,
+        number: Annotated[int, Path(ge=1, le=1_000_000_000)],
+        service: ServiceDep,
+        tenant: PageTenant,
+    ) -> Response:
+        found = await _existing(service, conversation_id, tenant)
+        detail = await run_in_threadpool(
+            data.compaction_detail, service, found.stored_id, number - 1
+        )
+        if detail is None:
+            raise HTTPException(404, f"conversation {conversation_id!r} has no compaction {number}")
+        return html("compaction.html", cid=conversation_id, d=detail, keys=bool(service.keys))
+
+    @ui.get("/c/{conversation_id}/history")
+    async def history(
+        conversation_id: ConversationPath,
+        service: ServiceDep,
+        tenant: PageTenant,
+        at: Annotated[int | None, Query(ge=1, le=1_000_000_000)] = None,
+        after: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    ) -> Response:
+        found = await _existing(service, conversation_id, tenant)
+        if at is not None:  # the page holding seq `at`
+            after = (at - 1) // data.HISTORY_PAGE * data.HISTORY_PAGE
+        rows, total = await run_in_threadpool(data.history_page, service, found.stored_id, after)
+        return html(
+            "history.html",
+            cid=conversation_id,
+            rows=rows,
+            total=total,
+            after=after,
+            page=data.HISTORY_PAGE,
+            at=at,
+        )
+
+    @ui.get("/c/{conversation_id}/m/{message_id}")
+    async def message(
+        conversation_id: ConversationPath,
+        message_id: Annotated[str, Path(max_length=200)],
+        service: ServiceDep,
+        tenant: PageTenant,
+    ) -> Response:
+        found = await _existing(service, conversation_id, tenant)
+        row = await run_in_threadpool(data.one_message, service, found.stored_id, message_id)
+        if row is None:
+            raise HTTPException(404, f"no message {message_id!r} in {conversation_id!r}")
+        return html("message.html", cid=conversation_id, row=row, keys=bool(service.keys))
+
+    @ui.get("/c/{conversation_id}/recall")
+    async def recall(
+        request: Request,
+        conversation_id: ConversationPath,
+        service: ServiceDep,
+        tenant: PageTenant,
+        q: Annotated[str, Query(max_length=1000)] = "",
+    ) -> Response:
+        found = await _existing(service, conversation_id, tenant)
+        hits, in_context = await run_in_threadpool(data.recall, service, found.stored_id, q)
+        name = "_hits.html" if request.headers.get("hx-request") else "recall.html"
+        return html(
+            name,
+            cid=conversation_id,
+            q=q,
+            hits=hits,
+            in_context=in_context,
+            keys=bool(service.keys),
+        )
+
+    @ui.get("/c/{conversation_id}/stream")
+    async def stream(
+        conversation_id: ConversationPath,
+        service: ServiceDep,
+        tenant: PartTenant,
+        turn: Annotated[int | None, Query(ge=0, le=1_000_000_000)] = None,
+        compactions: Annotated[int | None, Query(ge=0, le=1_000_000_000)] = None,
+    ) -> EventSourceResponse:
+        """`turn` and `compactions` are what the page already shows (default: what is now)."""
+        found = await _existing(service, conversation_id, tenant)
+        return EventSourceResponse(
+            _turns(service, found.stored_id, turn, compactions),
+            ping=service.limits.keepalive_seconds,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    return ui
+
+
+async def _turns(
+    service: Service, stored_id: str, shown_turn: int | None, shown_events: int | None
+) -> AsyncIterator[ServerSentEvent]:
+    """`turn` when a new sample lands and `compaction` per new event, polled like the API's
+    event stream (another process may be the one writing). What the page rendered is the
+    starting point, so a turn between rendering and connecting is not missed."""
+    gauge, poll = service.streams, service.limits.event_poll_seconds
+    gauge.open += 1
+    gauge.started += 1
+
+    def now() -> tuple[int, int]:
+        latest = service.store.latest_sample(stored_id)
+        return (latest.turn if latest else 0), len(service.store.events(stored_id))
+
+    try:
+        # Where things stand is read first, so whatever happens after "stream open" is news;
+        # what the page shows may be older still, and then the first poll says so at once.
+        current = await run_in_threadpool(now)
+        turn = current[0] if shown_turn is None else shown_turn
+        events = current[1] if shown_events is None else min(shown_events, current[1])
+        yield ServerSentEvent(comment="stream open", retry=int(poll * 2000))
+        while True:
+            for index in range(events, current[1]):
+                yield ServerSentEvent(data=str(index + 1), event="compaction")
+            if current[0] != turn:
+                yield ServerSentEvent(data=str(current[0]), event="turn")
+            turn, events = current
+            await anyio.sleep(poll)
+            current = await run_in_threadpool(now)
+    finally:
+        gauge.open -= 1

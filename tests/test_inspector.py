@@ -1,0 +1,378 @@
+"""The inspector under /ui: the JSON behind its chart, its pages, its keys, its live stream, and
+`precis inspect` — against real stores and real servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from inspector_data import WINDOW, compacted_away_term, messages, replay
+from live_server import serving
+
+from precis import CompactionSettings
+from precis.server import ServiceLimits, create_app
+from precis.server.keys import ApiKeys
+from precis.server.ui import POLICY
+from precis.server.ui.auth import COOKIE
+from precis.stores import MemoryStore, SQLiteStore
+from precis.stores.base import ConversationStore
+
+LIMITS = ServiceLimits(event_poll_seconds=0.05, keepalive_seconds=0.5)
+KEY_A = "key-of-team-a-0123456789"
+KEY_B = "key-of-team-b-0123456789"
+KEYS = ApiKeys.from_pairs(f"team-a={KEY_A},team-b={KEY_B}")
+# Ask for a compaction by hand about this often (in messages), besides the automatic ones.
+MANUAL_EVERY = 12
+
+
+def _import_over_http(client: httpx.Client, conversation_id: str) -> list[str]:
+    """Post a recorded conversation a message at a time, compacting by hand now and then."""
+    items = messages()
+    created = client.post(
+        "/v1/conversations", json={"id": conversation_id, "system_prompt": items[0]["content"]}
+    )
+    assert created.status_code == 201, created.text
+    base = f"/v1/conversations/{conversation_id}"
+    turns: list[str] = []
+    due = MANUAL_EVERY
+    for i, item in enumerate(items[1:], start=1):
+        posted = client.post(f"{base}/messages", json={"messages": [item]})
+        assert posted.status_code == 201, posted.text
+        turns.append("append")
+        answered = i + 1 == len(items) or items[i + 1]["role"] != "tool"
+        if i >= due and answered:
+            compacted = client.post(f"{base}/compact", json={})
+            assert compacted.status_code == 200, compacted.text
+            turns.append("compaction")
+            due = i + MANUAL_EVERY
+    return turns
+
+
+def test_the_json_behind_the_chart_has_a_sample_per_turn_and_a_marker_per_compaction(
+    sql_store: ConversationStore,
+) -> None:
+    app = create_app(sql_store, settings=CompactionSettings(WINDOW), limits=LIMITS)
+    with serving(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        turns = _import_over_http(client, "airline")
+        chart = client.get("/ui/c/airline/chart.json")
+        events = client.get("/v1/conversations/airline/events").json()["events"]
+    assert chart.status_code == 200
+    data = chart.json()
+    samples = data["samples"]
+    assert turns.count("compaction") >= 4
+    # One sample per turn, in order, numbered from 1.
+    assert [s["kind"] for s in samples] == turns
+    assert [s["turn"] for s in samples] == list(range(1, len(turns) + 1))
+    for sample in samples:
+        parts = sample["parts"]
+        assert list(parts) == data["parts"]
+        assert sum(parts.values()) == sample["total"]
+        assert parts["system"] > 0  # the long airline policy counts in every turn
+        assert sample["window"] == WINDOW
+        assert sample["total"] + sample["reserved"] + sample["free"] == max(WINDOW, sample["total"])
+    # One marker per compaction event, at the turn its compaction sample records.
+    markers = data["markers"]
+    assert len(markers) == len(events) == turns.count("compaction")
+    compaction_turns = [s["turn"] for s in samples if s["kind"] == "compaction"]
+    assert [m["turn"] for m in markers] == compaction_turns
+    assert [m["trigger"] for m in markers] == [e["trigger"] for e in events]
+    assert {m["trigger"] for m in markers} == {"manual"}
+    assert [m["tokens_after"] for m in markers] == [
+        e["stats"]["context_tokens_after"] for e in events
+    ]
+    for turn in compaction_turns:
+        assert samples[turn - 1]["total"] < samples[turn - 2]["total"]
+        assert samples[turn - 1]["parts"]["summary"] > 0
+    assert data["threshold"] == CompactionSettings(WINDOW).threshold
+
+
+@pytest.fixture
+def replayed(tmp_path: Path) -> Iterator[tuple[TestClient, ConversationStore, list[str]]]:
+    store = SQLiteStore(tmp_path / "precis.db")
+    turns = replay(store, "airline", manual_every=25)
+    app = create_app(store, settings=CompactionSettings(WINDOW), limits=LIMITS)
+    with TestClient(app) as client:
+        yield client, store, turns
+    store.close()
+
+
+def test_the_pages_show_the_chart_the_context_and_every_compaction(
+    replayed: tuple[TestClient, ConversationStore, list[str]],
+) -> None:
+    client, store, turns = replayed
+    listing = client.get("/ui/")
+    assert listing.status_code == 200 and 'href="/ui/c/airline"' in listing.text
+    assert f"{store.count('airline'):,}" in listing.text and 'class="bar"' in listing.text
+
+    page = client.get("/ui/c/airline")
+    assert page.status_code == 200
+    events = store.events("airline")
+    triggers = {e.trigger for e in events}
+    assert {"manual", "context_window_limit"} <= triggers  # replayed like an agent, and by hand
+    links = re.findall(r'<a class="marker" href="(/ui/c/airline/compactions/\d+)"', page.text)
+    assert links == [f"/ui/c/airline/compactions/{n}" for n in range(1, len(events) + 1)]
+    assert f'data-turns="{len(turns)}"' in page.text
+    # The context as the model sees it: every message in context, each with kind and tokens.
+    context = store.context("airline").messages
+    assert page.text.count('<article class="msg') == len(context) + 1  # and the system prompt
+    assert "summary</span>" in page.text and "tokens</span>" in page.text
+
+    for number, event in enumerate(events, start=1):
+        detail = client.get(f"/ui/c/airline/compactions/{number}")
+        assert detail.status_code == 200
+        trigger = f'<dd class="trigger-{event.trigger}" id="trigger">{event.trigger}</dd>'
+        assert trigger in detail.text
+        assert f'<dd id="mode">{event.mode}</dd>' in detail.text
+        before, after = event.stats["context_tokens_before"], event.stats["context_tokens_after"]
+        assert f"{before} → {after}" in detail.text
+        originals = re.findall(r'href="/ui/c/airline/m/([^"]+)">original', detail.text)
+        assert event.summary_id in originals
+        assert len(originals) == 1 + event.stats["summarized"]
+    # A summarized original opens whole, marked as compacted away.
+    gone = [m for m in store.history("airline") if m.id not in {c.id for c in context}]
+    opened = client.get(f"/ui/c/airline/m/{gone[0].id}")
+    assert opened.status_code == 200 and "compacted away" in opened.text
+    assert client.get("/ui/c/airline/compactions/99").status_code == 404
+    assert client.get("/ui/c/nobody").status_code == 404
+    assert "<h1>Not found</h1>" in client.get("/ui/c/nobody").text
+
+
+def test_recall_finds_a_compacted_away_original_and_links_into_history(
+    replayed: tuple[TestClient, ConversationStore, list[str]],
+) -> None:
+    client, store, _ = replayed
+    word, message_id = compacted_away_term(store, "airline")
+    found = client.get("/ui/c/airline/recall", params={"q": word})
+    assert found.status_code == 200
+    (link,) = re.findall(r'href="(/ui/c/airline/history\?at=\d+#m-[^"]+)"', found.text)
+    assert link.endswith(f"#m-{message_id}")
+    assert "compacted away</span>" in found.text
+    # htmx asks for the hits alone.
+    partial = client.get("/ui/c/airline/recall", params={"q": word}, headers={"HX-Request": "1"})
+    assert "<html" not in partial.text and link in partial.text.replace("&amp;", "&")
+    history = client.get(link.split("#")[0])
+    assert f'id="m-{message_id}"' in history.text and 'class="hit"' in history.text
+    assert "Nothing matches" in client.get("/ui/c/airline/recall", params={"q": "zqxjv"}).text
+
+
+def test_pages_run_only_the_packages_own_scripts(
+    replayed: tuple[TestClient, ConversationStore, list[str]],
+) -> None:
+    client, _, _ = replayed
+    for path in ("/ui/", "/ui/c/airline", "/ui/c/airline/compactions/1", "/ui/c/airline/recall"):
+        page = client.get(path)
+        assert page.headers["content-security-policy"] == POLICY
+        assert page.headers["x-frame-options"] == "DENY"
+        scripts = re.findall(r"<script([^>]*)>(.*?)</script>", page.text, re.S)
+        assert scripts and all(body.strip() == "" for _, body in scripts)
+        sources = [re.search(r'src="([^"]+)"', attrs) for attrs, _ in scripts]
+        assert all(s and s.group(1).startswith("/ui/static/") for s in sources), path
+        assert "http://" not in page.text.replace("http://www.w3.org/2000/svg", "")
+        assert "https://" not in page.text
+        for source in sources:
+            assert source is not None
+            served = client.get(source.group(1))
+            assert served.status_code == 200 and len(served.content) > 1000
+    htmx = client.get("/ui/static/htmx.min.js").text
+    assert "4.0.1" in htmx  # the vendored version VENDORED.txt names
+
+
+@pytest.fixture
+def keyed() -> Iterator[tuple[TestClient, MemoryStore]]:
+    store = MemoryStore()
+    for stored in ("team-a/plan", "team-b/secret"):
+        store.append(stored, [])
+        store.create(stored)
+    app = create_app(store, settings=CompactionSettings(WINDOW), api_keys=KEYS, limits=LIMITS)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        yield client, store
+
+
+def _log_in(client: TestClient, key: str, target: str = "/ui/") -> httpx.Response:
+    return client.post(
+        "/ui/login",
+        content=f"key={key}&next={target}",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
+
+
+def test_with_keys_the_page_asks_once_and_a_tenant_sees_only_its_own(
+    keyed: tuple[TestClient, MemoryStore],
+) -> None:
+    client, _ = keyed
+    asked = client.get("/ui/c/plan", follow_redirects=False)
+    assert asked.status_code == 303 and asked.headers["location"] == "/ui/login?next=/ui/c/plan"
+    assert 'type="password"' in client.get("/ui/login").text
+    assert client.get("/ui/c/plan/chart.json").status_code == 401
+    assert client.get("/ui/c/plan/stream").status_code == 401
+    wrong = _log_in(client, "key-of-nobody-0123456789")
+    assert wrong.status_code == 401 and "not one this service accepts" in wrong.text
+    assert COOKIE not in client.cookies
+
+    done = _log_in(client, KEY_A, "/ui/c/plan")
+    assert done.status_code == 303 and done.headers["location"] == "/ui/c/plan"
+    cookie = done.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui" in cookie
+    assert KEY_A not in cookie  # a session token, not the key
+    assert client.get("/ui/c/plan").status_code == 200
+    listing = client.get("/ui/").text
+    assert "/ui/c/plan" in listing and "secret" not in listing
+    assert client.get("/ui/c/secret").status_code == 404  # team-b's, as the API answers
+    assert client.get("/ui/c/secret/chart.json").status_code == 404
+    # An API client may read the JSON with its bearer key instead.
+    bearer = {"Authorization": f"Bearer {KEY_B}"}
+    client.cookies.clear()
+    assert client.get("/ui/c/secret/chart.json", headers=bearer).status_code == 200
+    assert client.get("/ui/c/plan/chart.json", headers=bearer).status_code == 404
+
+
+def test_logging_in_refuses_other_sites_and_logging_out_ends_the_session(
+    keyed: tuple[TestClient, MemoryStore],
+) -> None:
+    client, _ = keyed
+    elsewhere = client.post(
+        "/ui/login",
+        content=f"key={KEY_A}",
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": "https://evil.example",
+        },
+    )
+    assert elsewhere.status_code == 403 and COOKIE not in client.cookies
+    # A page sent with no-referrer shows up as Origin "null": refused too, and our pages send
+    # their origin (same-origin referrer policy) so the login form itself is never refused.
+    hidden = client.post(
+        "/ui/login",
+        content=f"key={KEY_A}",
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": "null"},
+    )
+    assert hidden.status_code == 403
+    assert client.get("/ui/login").headers["referrer-policy"] == "same-origin"
+    same = client.post(
+        "/ui/login",
+        content=f"key={KEY_A}",
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Origin": "http://127.0.0.1",
+        },
+        follow_redirects=False,
+    )
+    assert same.status_code == 303
+    away = _log_in(client, KEY_A, "https://evil.example/ui/")
+    assert away.headers["location"] == "/ui/"
+    token = client.cookies[COOKIE]
+    assert client.get("/ui/c/plan").status_code == 200
+    out = client.post("/ui/logout", follow_redirects=False)
+    assert out.status_code == 303
+    client.cookies.set(COOKIE, token, path="/ui")  # the old token no longer opens anything
+    assert client.get("/ui/c/plan", follow_redirects=False).status_code == 303
+
+
+def test_without_keys_every_page_is_open_on_loopback() -> None:
+    app = create_app(MemoryStore(), settings=CompactionSettings(WINDOW))
+    with TestClient(app) as client:
+        assert client.get("/ui/login", follow_redirects=False).headers["location"] == "/ui/"
+        assert "No conversations yet" in client.get("/ui/").text
+        assert client.get("/ui", follow_redirects=False).status_code == 308
+
+
+def test_the_page_updates_live_from_the_event_stream(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "precis.db")
+    app = create_app(store, settings=CompactionSettings(2000), limits=LIMITS)
+    turns = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}: " + "w" * 400}
+        for n in range(16)
+    ]
+    with serving(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        client.post("/v1/conversations", json={"id": "live"})
+        with client.stream("GET", "/ui/c/live/stream") as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == ": stream open"
+            posted = client.post("/v1/conversations/live/messages", json={"messages": turns})
+            assert posted.status_code == 201
+            assert _next_event(lines) == ("turn", "1")
+            assert client.post("/v1/conversations/live/compact", json={}).status_code == 200
+            assert _next_event(lines) == ("compaction", "1")
+            assert _next_event(lines) == ("turn", "2")
+    store.close()
+
+
+def _next_event(lines: Iterator[str]) -> tuple[str, str]:
+    event = data = ""
+    for line in lines:
+        if line.startswith("event: "):
+            event = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = line[len("data: ") :]
+        elif not line and event:
+            return event, data
+    raise AssertionError("the stream ended")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _inspect(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PRECIS_")}
+    full |= {"PRECIS_HOME": str(home), **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "precis.cli", "-c", "airline", "inspect", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full,
+    )
+
+
+def test_precis_inspect_serves_on_loopback_and_prints_the_url(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with SQLiteStore(home / "precis.db") as store:
+        replay(store, "airline", manual_every=30)
+    process = _inspect(home, "--port", "0")
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        match = re.fullmatch(r"precis inspector: (http://127\.0\.0\.1:\d+/ui/c/airline)", line)
+        assert match, (line, process.stderr.read() if process.poll() is not None else "")
+        page = httpx.get(match.group(1), timeout=30)
+        assert page.status_code == 200 and 'id="composition"' in page.text
+    finally:
+        process.terminate()
+        process.wait(30)
+    taken = _free_port()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken))
+        busy = _inspect(home, "--port", str(taken))
+        _, err = busy.communicate(timeout=60)
+    assert busy.returncode == 1
+    (last,) = err.strip().splitlines()[-1:]
+    assert f"port {taken}" in last and "in use" in last and "--port" in last
+
+
+def test_precis_inspect_with_a_key_says_the_page_asks_for_it(tmp_path: Path) -> None:
+    env: dict[str, Any] = {"PRECIS_API_KEY": KEY_A}
+    process = _inspect(tmp_path / "home", "--port", "0", env=env)
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip().rsplit(" ", 1)[-1]
+        assert url.endswith("/ui/")  # no conversation yet: the list
+        assert "asks for an API key" in process.stdout.readline()
+        asked = httpx.get(url, follow_redirects=False, timeout=30)
+        assert asked.status_code == 303 and asked.headers["location"].startswith("/ui/login")
+    finally:
+        process.terminate()
+        process.wait(30)
