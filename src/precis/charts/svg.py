@@ -199,7 +199,8 @@ def _guides(chart: Chart, frame: _Frame) -> list[str]:
             f'<g class="guide"><line x1="{_f(frame.x0)}" y1="{_f(y)}" x2="{_f(frame.x1)}" '
             f'y2="{_f(y)}" stroke="{escape(guide.color)}" stroke-width="1.5"{dash}/>'
             f'<text x="{_f(frame.x1 - 4)}" y="{_f(y - 4)}" text-anchor="end" font-size="11" '
-            f'fill="{escape(guide.color)}">{escape(guide.label)}</text></g>'
+            f'fill="{escape(guide.color)}" stroke="#fff" stroke-width="3" paint-order="stroke">'
+            f"{escape(guide.label)}</text></g>"
         )
     return out
 
