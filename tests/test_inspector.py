@@ -213,7 +213,8 @@ def test_with_keys_the_page_asks_once_and_a_tenant_sees_only_its_own(
     asked = client.get("/ui/c/plan", follow_redirects=False)
     assert asked.status_code == 303 and asked.headers["location"] == "/ui/login?next=/ui/c/plan"
     assert 'type="password"' in client.get("/ui/login").text
-    assert client.get("/ui/c/plan/chart.json").status_code == 401
+    refused = client.get("/ui/c/plan/chart.json")
+    assert refused.status_code == 401 and "/ui/login" in refused.json()["detail"]
     assert client.get("/ui/c/plan/stream").status_code == 401
     wrong = _log_in(client, "key-of-nobody-0123456789")
     assert wrong.status_code == 401 and "not one this service accepts" in wrong.text

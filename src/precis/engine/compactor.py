@@ -24,7 +24,8 @@ from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.settings import CompactionSettings
 from precis.engine.truncation import plan_truncation
-from precis.facts import folded_parts, missing_from_folded, present, remember_ledger
+from precis.engine.work import Work, joined
+from precis.facts import missing_from_folded, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -115,42 +116,6 @@ def capped_ledger(ledger: Ledger) -> Ledger:
     rest = [f for f in ledger.facts if f.kind not in VITAL_KINDS]
     room = max(0, LEDGER_LIMIT - len(vital))
     return Ledger((*vital, *(rest[-room:] if room else ())))
-
-
-class _Work:
-    """What one candidate search works out once and reads again: each message's tokens and
-    folded text parts, and each span's ledger. Keyed by the messages' identity: the context's
-    messages live for the search, and other entries hold their messages, so no id is reused
-    while it is remembered."""
-
-    __slots__ = ("counter", "counts", "ledgers", "parts")
-
-    def __init__(self, messages: Sequence[Message], counts: Sequence[int], counter: TokenCounter):
-        self.counter = counter
-        self.counts = dict(zip(map(id, messages), counts, strict=True))
-        self.parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
-        self.ledgers: dict[tuple[int, ...], tuple[tuple[Message, ...], Ledger]] = {}
-
-    def tokens(self, messages: Sequence[Message]) -> int:
-        """`Compactor.tokens`, from the context's counts (a message made since is counted)."""
-        counts, count = self.counts, self.counter.count
-        return sum(counts[id(m)] if id(m) in counts else count(m) for m in messages)
-
-    def folded(self, messages: Sequence[Message]) -> str:
-        """`context_text(messages).folded`, from parts already folded."""
-        parts = self.parts
-        out: list[str] = []
-        for message in messages:
-            entry = parts.get(id(message))
-            if entry is None:
-                entry = parts[id(message)] = (message, folded_parts(message))
-            out.extend(entry[1])
-        return " ".join(part for part in out if part)
-
-
-def _joined(*folded: str) -> str:
-    """Folded texts of consecutive runs of messages as the folded text of all of them."""
-    return " ".join(text for text in folded if text)
 
 
 class Compactor:
@@ -279,7 +244,7 @@ class Compactor:
 
             plans.append(all_mode)  # planned only when it is tried
         self._step("planned")
-        work = _Work(messages, counts, self.counter)
+        work = Work(messages, counts, self.counter)
         failures: list[str] = []
         over: _Candidate | None = None
         for i, make_plan in enumerate(plans):
@@ -342,7 +307,7 @@ class Compactor:
         floor = len(text) + sum(len(f.text) + 4 for f in required) + 40
         return min(self.settings.effective_clip_chars, max(floor, span // 2))
 
-    def _ledger(self, evicted: Sequence[Message], job: CompactionJob, work: _Work) -> Ledger:
+    def _ledger(self, evicted: Sequence[Message], job: CompactionJob, work: Work) -> Ledger:
         """The evicted span's facts, after those its earlier summaries carried."""
         span = tuple(evicted)
         entry = work.ledgers.get(tuple(map(id, span)))
@@ -383,7 +348,7 @@ class Compactor:
         messages: Sequence[Message],
         before: int,
         job: CompactionJob,
-        work: _Work,
+        work: Work,
     ) -> Steps[Request, _Candidate]:
         s = self.settings
         clip = s.effective_clip_chars
@@ -405,7 +370,7 @@ class Compactor:
         pinned_text, keep_text = work.folded(plan.pinned), work.folded(plan.keep)
         if s.guard:
             # Facts the kept messages already hold need not be repeated in the summary.
-            kept_text = _joined(pinned_text, keep_text)
+            kept_text = joined(pinned_text, keep_text)
             needed = Ledger(tuple(missing_from_folded(ledger.facts, kept_text)))
             text = apply_guard(
                 text, needed, clip_chars=self._guard_budget(text, plan, required)
@@ -449,7 +414,7 @@ class Compactor:
         summarized: int,
         required: tuple[Fact, ...],
         ledger: Ledger,
-        work: _Work,
+        work: Work,
         kept_texts: tuple[str, str],
     ) -> _Candidate:
         """The system_alert summary message and the context [pinned, summary, kept]."""
@@ -511,12 +476,12 @@ class Compactor:
             stats,
             required,
             ledger,
-            lambda: _joined(pinned_text, work.folded([summary]), keep_text),
+            lambda: joined(pinned_text, work.folded([summary]), keep_text),
             kept_texts,
         )
 
     def _truncate(
-        self, messages: Sequence[Message], before: int, job: CompactionJob, work: _Work
+        self, messages: Sequence[Message], before: int, job: CompactionJob, work: Work
     ) -> _Candidate | None:
         """S3's last resort, no model call: drop the oldest, leave a marker with the red lines."""
         budget = self.settings.threshold

@@ -11,12 +11,12 @@ from importlib.resources import files
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from precis.server.deps import Service
+from precis.server.deps import API_KEY_HINT, Service
 from precis.server.ui.auth import Logins, NeedLogin
 from precis.server.ui.pages import html, router
 
@@ -70,7 +70,11 @@ def install(app: FastAPI, service: Service) -> None:
             query = f"?{request.url.query}" if request.url.query else ""
             target = quote(request.url.path + query)
             return RedirectResponse(f"{PREFIX}/login?next={target}", status_code=303)
-        return html("error.html", 401, title="Log in first", detail="This needs an API key.")
+        return JSONResponse(
+            {"detail": f"log in at {PREFIX}/login, or send {API_KEY_HINT}"},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
     app.add_exception_handler(NeedLogin, need_login)
     api_errors = app.exception_handlers[StarletteHTTPException]
