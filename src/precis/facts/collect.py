@@ -20,6 +20,7 @@ from precis.facts.patterns import (
     RECENT_TODOS,
     TELLING_KINDS,
 )
+from precis.facts.progress import Progress, exit_failed, titles
 from precis.facts.scan import (
     W_ARGS,
     W_CARRIED,
@@ -139,6 +140,10 @@ class Facts:
     carried_findings: list[str] = field(default_factory=list)
     carried_decisions: list[str] = field(default_factory=list)
     phases: list[str] = field(default_factory=list)
+    # Where the work stands: tracker items, commits, pushes, test runs, a to-do list, actions.
+    progress: Progress = field(default_factory=Progress)
+    # The agent's own words, one line per turn that said something.
+    notes: list[str] = field(default_factory=list)
 
 
 # Folds an earlier summary's text into the collector; False leaves it to the plain-text fold.
@@ -151,7 +156,8 @@ class Collector:
     def __init__(self, task: str | None = None, *, reader: SummaryReader | None = None) -> None:
         self.facts = Facts()
         self._reader = reader
-        self._reads_only: dict[str, bool] = {}
+        self._calls: dict[str, CallScan] = {}
+        self._clock = 0  # messages fed so far: the order of progress events
         self._awaiting_fix: list[ErrorEntry] = []
         self._open_file: str | None = None
         self._index = 0
@@ -182,6 +188,7 @@ class Collector:
     def feed_one(self, message: Message, index: int) -> None:
         """One message, at position `index` of the span (errors remember where they were seen)."""
         self._index = index
+        self._clock += 1
         found = scan(message)
         if isinstance(found, SummaryScan):
             self._fold_summary(found.text)
@@ -231,6 +238,8 @@ class Collector:
         text = found.text
         if text:
             facts.last_assistant_text = text
+            if found.fix and (not facts.notes or facts.notes[-1] != found.fix):
+                facts.notes.append(found.fix)
             for error in self._awaiting_fix:
                 if not error.fix:
                     error.fix = found.fix
@@ -259,6 +268,7 @@ class Collector:
         writes += call.shell_writes
         for path in writes:
             facts.modified.add(path, path, W_ARGS)
+            facts.progress.touch(path, self._clock)
         for term in call.arg_terms:
             if term.gate == "id" or term.gate == "term-id":
                 facts.identifiers.add(term.key, term.label, term.weight, term.kind)
@@ -269,14 +279,19 @@ class Collector:
         if call.todo_items is not None:
             # A to-do tool's latest list replaces the previous one: its unfinished items are open.
             facts.todo_tool_items = list(call.todo_items)
-        self._reads_only[call.id] = call.reads_only
+        if call.todo is not None:
+            facts.progress.todo = call.todo
+        self._calls[call.id] = call
 
     def _on_tool(self, message: Message, found: ToolScan) -> None:
         facts = self.facts
         call_id = message.tool_call_id or ""
         short = facts.pending_calls.pop(call_id, None)
-        reads_only = self._reads_only.get(call_id, False)
+        call = self._calls.pop(call_id, None)
+        reads_only = call is not None and call.reads_only
         failed = found.failed
+        if call is not None and (call.work is not None or call.action):
+            self._on_work(call, found)
         if not found.text:
             if short is not None and not failed:
                 facts.completed_calls.append(short)
@@ -285,6 +300,7 @@ class Collector:
             self._open_file = found.open_path
         for path in found.wrote:
             facts.modified.add(path, path, W_ARGS)
+            facts.progress.touch(path, self._clock)
         self.add_terms(found.terms, W_OUTPUT, W_OUTPUT)
         if reads_only and not failed:
             if short is not None:
@@ -301,6 +317,40 @@ class Collector:
             error.count += 1
             error.last = self._index
             self._awaiting_fix.append(error)
+
+    def _on_work(self, call: CallScan, found: ToolScan) -> None:
+        """What a result says about the work its call did: states set, commits, pushes, tests."""
+        progress, at, text = self.facts.progress, self._clock, found.text
+        failed = found.failed or exit_failed(text)
+        if call.action:
+            progress.acted(call.action, not failed and not found.signatures(), at)
+        work = call.work
+        if work is None:
+            return
+        progress.git = progress.git or work.git
+        if not failed:
+            for key, status in work.tracker:
+                progress.set_status(key, status, at, work.reason)
+            for key in work.shown:
+                progress.shown(key, at)
+        if text and (work.shown or work.lists):
+            progress.titled(titles(text, list(progress.items)))
+        if work.commit:
+            commits = found.commits()
+            for branch, hash_, subject in commits:
+                progress.commit(branch, hash_, subject, at)
+            if not commits:
+                why = next((s for _, s in found.signatures()), "")
+                progress.commit_failed(why or one_line(text)[:160])
+        if work.push and not failed and found.pushed():
+            progress.pushed()
+        if work.test:
+            tally = found.tally()
+            if tally is not None:
+                progress.tested(work.test, tally[0], tally[1] or failed, at)
+            elif failed:
+                why = next((s for _, s in found.signatures()), "") or one_line(text)[:120]
+                progress.tested(work.test, why, True, at)
 
     # -- shared --
 

@@ -10,6 +10,7 @@ collector's replay.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +40,16 @@ from precis.facts.patterns import (
     WRITE_TOOL_RE,
     WROTE_MARK_RE,
 )
+from precis.facts.progress import (
+    ShellWork,
+    action_text,
+    commit_lines,
+    is_action,
+    push_ok,
+    shell_work,
+    test_tally,
+    todo_entries,
+)
 from precis.facts.terms import (
     clean_path,
     error_key,
@@ -67,6 +78,7 @@ MEMO_SIZE: Final = 4096
 # Where a term was seen, as a weight.
 W_CARRIED, W_USER, W_ARGS, W_SPOKEN, W_OUTPUT = 5, 4, 3, 2, 1
 _SWE_EDITS: Final = frozenset({"edit", "insert", "append"})
+_LISTS_WORK_RE: Final = re.compile(r"todo|task|plan|checklist")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +112,11 @@ class CallScan:
     track_open: bool
     reads_only: bool
     todo_items: tuple[str, ...] | None
+    # What the call does to the work (`precis.facts.progress`): a shell command's tracker
+    # updates, commit, push or test run; a named action taken; a to-do tool's whole list.
+    work: ShellWork | None = None
+    action: str = ""
+    todo: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +161,17 @@ class AssistantScan:
 class ToolScan:
     """A tool result; its error lines are found only when the collector asks (not for reads)."""
 
-    __slots__ = ("_signatures", "failed", "open_path", "opens", "terms", "text", "wrote")
+    __slots__ = (
+        "_commits",
+        "_signatures",
+        "_tally",
+        "failed",
+        "open_path",
+        "opens",
+        "terms",
+        "text",
+        "wrote",
+    )
 
     def __init__(self, text: str, failed: bool) -> None:
         self.text = text
@@ -154,6 +181,8 @@ class ToolScan:
         self.wrote: tuple[str, ...] = ()
         self.terms: tuple[Term, ...] = ()
         self._signatures: tuple[tuple[str, str], ...] | None = None
+        self._commits: tuple[tuple[str, str, str], ...] | None = None
+        self._tally: tuple[tuple[str, bool] | None] | None = None
         if not text:
             return
         self.opens, self.open_path = _open_file(text)
@@ -171,6 +200,21 @@ class ToolScan:
         if self._signatures is None:
             self._signatures = tuple((error_key(s), s) for s in error_lines(self.text))
         return self._signatures
+
+    def commits(self) -> tuple[tuple[str, str, str], ...]:
+        """(branch, hash, subject) of each commit git reported (asked after a `git commit`)."""
+        if self._commits is None:
+            self._commits = commit_lines(self.text)
+        return self._commits
+
+    def tally(self) -> tuple[str, bool] | None:
+        """A test run's last tally line and whether it failed (asked after a test command)."""
+        if self._tally is None:
+            self._tally = (test_tally(self.text),)
+        return self._tally[0]
+
+    def pushed(self) -> bool:
+        return push_ok(self.text)
 
 
 MessageScan = SummaryScan | SystemScan | UserScan | AssistantScan | ToolScan
@@ -319,11 +363,15 @@ def _call(call: ToolCall) -> CallScan:
         edits_open_file = not writes and lname in _SWE_EDITS
     track_open = lname in READ_TOOLS or editor_command == "view"
     reads_only = track_open or (bool(shell_text) and READ_SHELL_RE.match(shell_text) is not None)
+    final = FINAL_TOOL_RE.search(name) is not None
+    todo = todo_entries(fields) if fields and _LISTS_WORK_RE.search(lname) else None
+    quiet = bool(shell_text) or editor_command is not None or track_open or final
+    acts = not (quiet or writes or todo is not None or WRITE_TOOL_RE.search(lname))
     return CallScan(
         id=call.id,
         name=name,
         short=f"{name}({short_arguments(data)})",
-        final=FINAL_TOOL_RE.search(name) is not None,
+        final=final,
         writes=tuple(writes),
         edits_open_file=edits_open_file,
         shell_writes=tuple(shell_modified(shell_text)) if shell_text else (),
@@ -331,6 +379,9 @@ def _call(call: ToolCall) -> CallScan:
         track_open=track_open,
         reads_only=reads_only,
         todo_items=_todo_items(lname, fields),
+        work=shell_work(shell_text) if shell_text else None,
+        action=action_text(name, data) if acts and is_action(name) else "",
+        todo=todo,
     )
 
 

@@ -34,22 +34,28 @@ TOOLS: Final = "tools"
 STATE: Final = "state"
 OPEN: Final = "open"
 HINTS: Final = "hints"
+# Where the work stands (`brief.state`), the choices made and why, the agent's own notes.
+WORK: Final = "work"
+NOTES: Final = "notes"
 # Sections of the task brief (S3) and the notes (S2); red lines reuse CONSTRAINTS and
 # "not done" / "todo" reuse OPEN, so a summary of one style folds into another.
+DECISIONS: Final = "decisions"
 DONE: Final = "done"
 FINDINGS: Final = "findings"
 FILES: Final = "files"
-DECISIONS: Final = "decisions"
 PHASE: Final = "phase"
 
 DISPLAY_ORDER: Final = (
     TASK,
     CONSTRAINTS,
     REQUESTS,
+    WORK,
+    DECISIONS,
     MODIFIED,
-    READ,
     IDENTIFIERS,
     ERRORS,
+    NOTES,
+    READ,
     TOOLS,
     STATE,
     OPEN,
@@ -58,14 +64,17 @@ DISPLAY_ORDER: Final = (
 FILL_ORDER: Final = (
     TASK,
     CONSTRAINTS,
+    WORK,
+    STATE,
     MODIFIED,
-    IDENTIFIERS,
     ERRORS,
     REQUESTS,
-    STATE,
+    IDENTIFIERS,
+    DECISIONS,
+    OPEN,
+    NOTES,
     READ,
     TOOLS,
-    OPEN,
     HINTS,
 )
 
@@ -84,10 +93,27 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 STATE: "Current state",
                 OPEN: "Open items",
                 HINTS: "Lookup hints",
+                WORK: "Work state",
+                DECISIONS: "Decisions",
+                NOTES: "Progress notes",
                 "in": "in",
                 "awaiting": "awaiting result",
                 "unanswered": "unanswered",
                 "earlier": "earlier summary",
+                "s_done": "done",
+                "s_in_progress": "in progress",
+                "s_blocked": "blocked",
+                "s_open": "open, not started",
+                "s_committed": "committed",
+                "last_commit": "last commit",
+                "pushed": "pushed",
+                "not_committed": "not committed",
+                "not_committed_files": "Changed, not committed yet",
+                "since": "since",
+                "commit_failed": "git commit failed",
+                "tests": "Last test run",
+                "failed": "failed",
+                "also_seen": "also seen",
             }
         ),
         "zh": MappingProxyType(
@@ -103,10 +129,27 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 STATE: "当前状态",
                 OPEN: "待办",
                 HINTS: "检索提示",
+                WORK: "工作状态",
+                DECISIONS: "决定",
+                NOTES: "进展记录",
                 "in": "目录",
                 "awaiting": "等待结果",
                 "unanswered": "未回答",
                 "earlier": "先前摘要",
+                "s_done": "已完成",
+                "s_in_progress": "进行中",
+                "s_blocked": "受阻",
+                "s_open": "未开始",
+                "s_committed": "已提交",
+                "last_commit": "最近提交",
+                "pushed": "已推送",
+                "not_committed": "未提交",
+                "not_committed_files": "已改动、尚未提交",
+                "since": "自",
+                "commit_failed": "git commit 失败",
+                "tests": "最近一次测试",
+                "failed": "失败",
+                "also_seen": "另见",
             }
         ),
     }
@@ -199,6 +242,8 @@ SHARES: Final[Mapping[str, float]] = MappingProxyType(
         FINDINGS: 0.2,
         FILES: 0.12,
         DECISIONS: 0.15,
+        WORK: 0.3,
+        NOTES: 0.15,
     }
 )
 FLOORS: Final[Mapping[str, int]] = MappingProxyType({TASK: 60, CONSTRAINTS: 60, PHASE: 120})

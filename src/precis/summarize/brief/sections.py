@@ -18,6 +18,7 @@ from precis.facts import (
     shorten,
 )
 from precis.facts.patterns import ERROR_CLASS_RE, STRONG_CONSTRAINT_RE
+from precis.summarize.brief.items import Item, display_path
 from precis.summarize.brief.labels import (
     CONSTRAINTS,
     DECISIONS,
@@ -30,6 +31,7 @@ from precis.summarize.brief.labels import (
     INSTRUCTION_SECTIONS,
     MAX_HINTS,
     MODIFIED,
+    NOTES,
     OPEN,
     PHASE,
     READ,
@@ -37,25 +39,12 @@ from precis.summarize.brief.labels import (
     STATE,
     TASK,
     TOOLS,
+    WORK,
 )
+from precis.summarize.brief.state import state_lines
 from precis.summarize.prompts import phase_line
 
-
-@dataclass(slots=True)
-class Item:
-    text: str
-    order: int
-    keep: tuple[str, ...] = ()
-    shrink: bool = True
-    shown: str | None = None
-    # Shorter whole forms to fall back on, longest first, instead of cutting the text.
-    variants: tuple[str, ...] = ()
-    # Filled only once every section had its share (the system prompt's rules).
-    late: bool = False
-
-
-def display_path(path: str, root: str) -> str:
-    return path[len(root) :] if root and path.startswith(root) and len(path) > len(root) else path
+__all__ = ["Item", "Ranked", "display_path", "hint_items", "rank", "sections", "wanted_sections"]
 
 
 def _path_items(
@@ -279,6 +268,11 @@ def _finding_items(
     return items
 
 
+def _note_items(facts: Facts) -> list[Item]:
+    """The agent's own words, turn by turn: filled newest first, shown in order."""
+    return _newest_first(facts.notes, 220)
+
+
 def _decision_items(facts: Facts, labels: Mapping[str, str]) -> list[Item]:
     """Choices stated outright and proposals the user said yes to, in the order they were made."""
     texts = [*facts.carried_decisions, *facts.decisions.values()]
@@ -299,6 +293,7 @@ def sections(
 ) -> dict[str, list[Item]]:
     """Every section's candidate items for one style, before any budget is applied."""
     caps = _item_caps(budget)
+    work = state_lines(facts, labels, ranked.root)
     out: dict[str, list[Item]] = {
         TASK: _task_items(facts, labels, caps[TASK]),
         PHASE: _phase_items(facts, language),
@@ -317,9 +312,12 @@ def sections(
             out[STATE] = [_text_item(facts.last_assistant_text, 0, caps[STATE])]
         out[TOOLS] = _tool_items(facts)
         out[OPEN] = _open_items(facts, labels, caps[OPEN])
+        out[WORK] = work.all
+        out[DECISIONS] = _decision_items(facts, labels)
+        out[NOTES] = _note_items(facts)
         return out
-    out[DONE] = _done_items(facts)
-    out[OPEN] = _open_items(facts, labels, caps[OPEN])
+    out[DONE] = [*work.done, *_done_items(facts)]
+    out[OPEN] = [*work.current, *_open_items(facts, labels, caps[OPEN])]
     out[FINDINGS] = _finding_items(facts, labels, mode, ranked, with_files=style == "notes")
     if style == "brief":
         out[FILES] = [*ranked.modified_items, *ranked.read_items]
