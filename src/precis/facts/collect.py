@@ -20,7 +20,7 @@ from precis.facts.patterns import (
     RECENT_TODOS,
     TELLING_KINDS,
 )
-from precis.facts.progress import Progress, exit_failed, titles
+from precis.facts.progress import Progress, children, exit_failed, titles
 from precis.facts.scan import (
     W_ARGS,
     W_CARRIED,
@@ -50,20 +50,28 @@ class TermEntry:
     count: int
     first: int
     kind: str
+    # When it was last seen (the collector's message clock), and how often a person or the
+    # agent itself named it (user words, call arguments, the agent's text): tool output aside.
+    last: int = 0
+    uses: int = 0
 
 
 @dataclass(slots=True)
 class Tally:
-    """Distinct terms with where they were seen: user words outrank tool output, then counts."""
+    """Distinct terms with where they were seen: what the user named first, then what the work
+    used most, most recently; a term only a tool printed comes last, if at all."""
 
     terms: dict[str, TermEntry] = field(default_factory=dict)
 
-    def add(self, key: str, label: str, weight: int, kind: str = "path") -> None:
+    def add(self, key: str, label: str, weight: int, kind: str = "path", at: int = 0) -> None:
+        used = 1 if weight >= W_SPOKEN else 0
         term = self.terms.get(key)
         if term is None:
-            self.terms[key] = TermEntry(label, weight, 1, len(self.terms), kind)
+            self.terms[key] = TermEntry(label, weight, 1, len(self.terms), kind, at, used)
             return
         term.count += 1
+        term.uses += used
+        term.last = max(term.last, at)
         term.weight = max(term.weight, weight)
         if "=" in label and "=" not in term.label:
             term.label = label
@@ -84,14 +92,17 @@ class Tally:
 
 
 def _shown(t: TermEntry) -> bool:
-    return t.weight > W_OUTPUT or t.count > 1 or t.kind in TELLING_KINDS
+    """Named by someone, or a kind worth keeping even when only a tool printed it (a commit
+    hash, a URL, a PR): no test-run ports, no UUIDs of log lines, no versions of a lock file."""
+    return t.weight > W_OUTPUT or t.kind in TELLING_KINDS
 
 
-def _rank(t: TermEntry) -> tuple[int, bool, int, int]:
-    return (-t.weight, t.kind not in TELLING_KINDS, -min(t.count, 5), t.first)
+def _rank(t: TermEntry) -> tuple[bool, int, int, int, int]:
+    """The user's and carried terms first; then what the work used most, most recently."""
+    return (t.weight < W_USER, -min(t.uses, 4), -t.weight, -t.last, t.first)
 
 
-def _rank_keyed(item: tuple[str, TermEntry]) -> tuple[int, bool, int, int]:
+def _rank_keyed(item: tuple[str, TermEntry]) -> tuple[bool, int, int, int, int]:
     return _rank(item[1])
 
 
@@ -267,13 +278,13 @@ class Collector:
             writes = [self._open_file]  # SWE-agent edits the file it has open
         writes += call.shell_writes
         for path in writes:
-            facts.modified.add(path, path, W_ARGS)
+            facts.modified.add(path, path, W_ARGS, at=self._clock)
             facts.progress.touch(path, self._clock)
         for term in call.arg_terms:
             if term.gate == "id" or term.gate == "term-id":
-                facts.identifiers.add(term.key, term.label, term.weight, term.kind)
+                facts.identifiers.add(term.key, term.label, term.weight, term.kind, self._clock)
             elif term.key not in writes:
-                facts.read.add(term.key, term.label, term.weight)
+                facts.read.add(term.key, term.label, term.weight, at=self._clock)
                 if term.gate == "path" and call.track_open:
                     self._open_file = term.key
         if call.todo_items is not None:
@@ -299,7 +310,7 @@ class Collector:
         if found.opens:
             self._open_file = found.open_path
         for path in found.wrote:
-            facts.modified.add(path, path, W_ARGS)
+            facts.modified.add(path, path, W_ARGS, at=self._clock)
             facts.progress.touch(path, self._clock)
         self.add_terms(found.terms, W_OUTPUT, W_OUTPUT)
         if reads_only and not failed:
@@ -333,6 +344,8 @@ class Collector:
                 progress.set_status(key, status, at, work.reason)
             for key in work.shown:
                 progress.shown(key, at)
+                for child in children(text, key) if text else ():
+                    progress.shown(child, at)
         if text and (work.shown or work.lists):
             progress.titled(titles(text, list(progress.items)))
         if work.commit:
@@ -359,9 +372,9 @@ class Collector:
         facts = self.facts
         for kind, key, label in terms:
             if kind == "path":
-                facts.read.add(key, label, path_weight)
+                facts.read.add(key, label, path_weight, at=self._clock)
             else:
-                facts.identifiers.add(key, label, id_weight, kind)
+                facts.identifiers.add(key, label, id_weight, kind, self._clock)
 
     def _todo_lines(self, items: Sequence[str]) -> None:
         todo_lines = self.facts.todo_lines

@@ -223,8 +223,8 @@ def _identifier_facts(tally: Tally, sources: _Sources) -> list[Fact]:
     for key, term in tally.keyed():
         if len(out) >= _MAX_IDENTIFIERS:
             break
-        if term.weight <= W_OUTPUT and term.kind not in _OUTPUT_ID_KINDS:
-            continue
+        if term.kind == "symbol" or (term.weight <= W_OUTPUT and term.kind not in _OUTPUT_ID_KINDS):
+            continue  # code names in prose are the brief's to rank, not the guard's to demand
         text = key.removeprefix("port ") if term.kind == "port" else key
         out.append(Fact("identifier", text, sources.of("identifier", key)))
     return out

@@ -227,8 +227,29 @@ EMAIL_RE: Final = re.compile(
     r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"
 )
 ZH_PORT_RE: Final = re.compile(r"端口\D{0,6}?(\d{2,5})")
-# Kinds worth listing even when seen only once, and only in tool output.
-TELLING_KINDS: Final = frozenset({"url", "port", "email", "pr", "commit"})
+# Code names a person or the agent writes in prose: `spans`, snake_case, CamelCase, Dotted.Names.
+BACKTICK_RE: Final = re.compile(r"`([^`\n]{2,60})`")
+SYMBOL_RE: Final = re.compile(
+    r"(?<![\w./:@#$-])(?:"
+    r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+"
+    r"|_[a-z][a-z0-9]*(?:_[a-z0-9]+)*"
+    r"|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+"
+    r"|[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*"
+    r"|[A-Z]\w*(?:\.[A-Z]\w*)*\.[a-z_]\w*[?!]?"
+    r"|[A-Z]\w*(?:\.[A-Z]\w*)+"
+    r")(?:/\d)?(?![\w-]|\.\w)"
+)
+# In code the agent wrote, also: "x-header-names" and "/routes/:with/params" in quotes.
+CODE_STRING_RE: Final = re.compile(
+    r"[\"']((?:[a-z][a-z0-9]*(?:-[a-z0-9]+){2,})|(?:/[\w:{}.-]+){2,}/?)[\"']"
+)
+HOST_RE: Final = re.compile(
+    r"(?<![\w.@/-])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)+\.(?:io|com|org|net|dev|app|ai|co|edu|gov|"
+    r"local|internal|cloud)(?![\w.-])"
+)
+MAX_SYMBOL_UNITS: Final = 60
+# Kinds worth listing even when only a tool's output named them.
+TELLING_KINDS: Final = frozenset({"url", "email", "pr", "commit"})
 JIRA_STOP: Final = frozenset(
     {"UTF", "SHA", "ISO", "AES", "GPT", "MD", "TLS", "SSL", "HTTP", "RSA", "CP", "ASCII", "X"}
 )

@@ -89,7 +89,7 @@ _TITLE_NOISE_RE: Final = re.compile(
 )
 _MAX_TITLE: Final = 72
 _MAX_SUBJECT: Final = 90
-_MAX_REASON: Final = 160
+_MAX_REASON: Final = 120
 _MAX_ACTIONS: Final = 40
 # Statuses and how an item line says them, most pressing first.
 STATUSES: Final = ("in_progress", "blocked", "open", "done", "committed")
@@ -250,6 +250,23 @@ def exit_failed(text: str) -> bool:
     return text.startswith("Exit code") and _EXIT_CODE_RE.match(text) is not None
 
 
+def children(text: str, parent: str) -> list[str]:
+    """Ids in a tracker's output of one item that extend its id (`X.1`, `X-2`): its sub-items."""
+    out: list[str] = []
+    at = text.find(parent)
+    while at >= 0:
+        end = at + len(parent)
+        if end + 1 < len(text) and text[end] in ".-" and text[end + 1].isalnum():
+            stop = end + 1
+            while stop < len(text) and (text[stop].isalnum() or text[stop] in "._-"):
+                stop += 1
+            child = text[at:stop].rstrip("._-")
+            if child not in out and _ITEM_RE.match(child):
+                out.append(child)
+        at = text.find(parent, end)
+    return out
+
+
 def titles(text: str, keys: Sequence[str]) -> dict[str, str]:
     """The title a tracker's output gives each of `keys`: the text after the id on its line."""
     out: dict[str, str] = {}
@@ -271,8 +288,13 @@ def titles(text: str, keys: Sequence[str]) -> dict[str, str]:
 
 
 def is_action(name: str) -> bool:
-    """A named tool call that changes something (not a lookup, a shell, an editor or a to-do)."""
-    return _LOOKUP_RE.match(name) is None
+    """A named domain call that changes something, `verb_object` or `verbObject`
+    (`cancel_reservation`, `sendEmail`): not a lookup, and not a one-word harness tool (Task)."""
+    worded = "_" in name.strip("_") or "-" in name.strip("-") or _CAMEL_RE.match(name) is not None
+    return worded and _LOOKUP_RE.match(name) is None
+
+
+_CAMEL_RE: Final = re.compile(r"^[a-z]+[A-Z]")
 
 
 def action_text(name: str, data: Any) -> str:

@@ -60,6 +60,7 @@ from precis.facts.terms import (
     scalars,
     shell_modified,
     short_arguments,
+    symbols_in,
     terms_in,
 )
 from precis.facts.text import (
@@ -312,7 +313,7 @@ def _user(content: str) -> UserScan:
         _decisions(text),
         confirms,
         _todos(text),
-        tuple(terms_in(text)),
+        (*terms_in(text), *symbols_in(text)),
         opens,
         open_path,
     )
@@ -329,7 +330,7 @@ def _assistant(message: Message) -> AssistantScan:
         text.endswith(("?", "？")),
         _decisions(text),
         _todos(text),
-        tuple(terms_in(text)),
+        (*terms_in(text), *symbols_in(text)),
         calls,
     )
 
@@ -403,6 +404,10 @@ def _arg_terms(data: Any) -> tuple[ArgTerm, ...]:
                 out.append(ArgTerm("term-id", term, label, W_OUTPUT if body else W_ARGS, kind))
             else:
                 out.append(ArgTerm("term-path", term, label, W_OUTPUT if body else W_SPOKEN))
+        if body:
+            # The code the agent writes names what the work is about: count it as a use.
+            for kind, term, label in symbols_in(value, code=True):
+                out.append(ArgTerm("term-id", term, label, W_SPOKEN, kind))
     return tuple(out)
 
 

@@ -12,8 +12,10 @@ from typing import Any
 
 from precis.core.jscompat import utf16_len
 from precis.facts.patterns import (
+    BACKTICK_RE,
     BUILD_OUTPUT_RE,
     CODE_LINE_RE,
+    CODE_STRING_RE,
     DIGIT_RE,
     DIGITS_RE,
     EMAIL_RE,
@@ -23,8 +25,10 @@ from precis.facts.patterns import (
     ERROR_STRONG_RE,
     ERROR_TAG_RE,
     HEREDOC_RE,
+    HOST_RE,
     JIRA_STOP,
     MAX_IDENTIFIER_UNITS,
+    MAX_SYMBOL_UNITS,
     MOVE_RE,
     NON_ASCII_RE,
     NUMBER_AFTER_RE,
@@ -39,6 +43,7 @@ from precis.facts.patterns import (
     SOURCE_DIRS,
     SUBTOKEN_SPLIT_RE,
     SUMMARY_ARG_KEYS,
+    SYMBOL_RE,
     SYSTEM_DIRS,
     TEE_TOUCH_RE,
     TICKET_WORDS,
@@ -162,6 +167,47 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
             if DIGIT_RE.search(token) is not None:
                 yield from _token_identifiers(token, previous)
             previous = token
+
+
+_ELIDED = ("...", "…", "→", "⎿")
+
+
+def symbols_in(text: str, *, code: bool = False) -> Iterator[tuple[str, str, str]]:
+    """`("symbol", name, name)` for each code name a text writes: a `span` (no path), a
+    snake_case, CamelCase or Dotted.Module name, a host name; in code the agent wrote, also
+    quoted "x-header-names" and "/routes/:id". Each once, in order."""
+    seen: set[str] = set()
+    if "`" in text and not code:
+        for match in BACKTICK_RE.finditer(text):
+            span = match.group(1).strip()
+            words = span.split()
+            if not span or len(words) > 4 or span in seen:
+                continue
+            if not any(c.isalpha() for c in span) and not (span.isdigit() and len(span) >= 2):
+                continue
+            if not (span[0].isalnum() or span[0] in ":@_.$<{/-") or any(m in span for m in _ELIDED):
+                continue
+            if len(words) == 1 and clean_path(span, prose=True) is not None:
+                continue  # a file: paths are filed as paths
+            seen.add(span)
+            yield "symbol", span, span
+    for match in SYMBOL_RE.finditer(text):
+        name = match.group(0)
+        if name not in seen and len(name) <= MAX_SYMBOL_UNITS:
+            seen.add(name)
+            yield "symbol", name, name
+    if "." in text:
+        for match in HOST_RE.finditer(text):
+            host = match.group(0)
+            if host not in seen:
+                seen.add(host)
+                yield "symbol", host, host
+    if code:
+        for match in CODE_STRING_RE.finditer(text):
+            name = match.group(1)
+            if name not in seen and len(name) <= MAX_SYMBOL_UNITS:
+                seen.add(name)
+                yield "symbol", name, name
 
 
 def parse_arguments(arguments: str) -> Any:

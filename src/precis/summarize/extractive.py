@@ -8,9 +8,10 @@ them within the budget, and merges them into an earlier brief.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
-from precis.core.messages import Message
+from precis.core.messages import KIND_SUMMARY, Message
 from precis.facts import Collector, Ledger, earlier_summary_text, head, is_chinese, stored_ledger
 from precis.facts import span_language as span_language
 from precis.summarize.base import LocalSummarizer, SummaryRequest, split_previous
@@ -99,10 +100,14 @@ class ExtractiveSummarizer(LocalSummarizer):
         return "extractive"
 
     def budget_for(self, request: SummaryRequest) -> int:
-        """The size to plan for: the clip when given (never above the cap), else the default."""
+        """The size to plan for: the clip when given (never above the cap), else the default;
+        and never near the size of what it replaces, so a brief always makes the context
+        smaller (a short span gets a short brief, however large the clip)."""
         if request.clip_chars is None:
-            return self.default_chars
-        return max(1, min(request.clip_chars, self.max_chars))
+            budget = self.default_chars
+        else:
+            budget = max(1, min(request.clip_chars, self.max_chars))
+        return min(budget, max(SPAN_FLOOR_CHARS, _span_room(request)))
 
     def summarize(self, request: SummaryRequest) -> str:
         """A brief of the span that fits the clip by itself; instructions only set priorities."""
@@ -133,6 +138,30 @@ class ExtractiveSummarizer(LocalSummarizer):
             phase=request.phase,
             ledger=_carried_ledger(request.messages, previous),
         )
+
+
+# Rebuilding an earlier summary with a few new messages, a brief stays below what it replaces
+# by about a wrapper's size, so it cannot grow back to the size of what it replaces.
+SPAN_MARGIN_CHARS = 400
+SPAN_FLOOR_CHARS = 600
+
+
+def _span_room(request: SummaryRequest) -> int:
+    """What a brief of this span may take when it rebuilds an earlier summary: the span's
+    text and calls, the earlier summary's (as stored, in its wrapper) included, less a margin."""
+    units = 0
+    summarized = False
+    for message in request.messages:
+        units += len(message.content)
+        for call in message.tool_calls:
+            units += len(call.name) + len(call.arguments)
+        summarized = summarized or message.kind == KIND_SUMMARY
+    if request.previous_summary and not summarized:
+        units += len(request.previous_summary)
+        summarized = True
+    if not summarized:
+        return sys.maxsize  # a first summary: the engine's check says whether it pays
+    return units - SPAN_MARGIN_CHARS
 
 
 def _carried_ledger(messages: Sequence[Message], previous: str | None) -> Ledger | None:

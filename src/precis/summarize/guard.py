@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_HEADING",
     "DEFAULT_HEADING_ZH",
     "KINDS",
+    "LABELS",
     "PRIORITY",
     "Fact",
     "GuardResult",
@@ -52,7 +53,7 @@ __all__ = [
 
 DEFAULT_HEADING: Final = "Retained facts"
 DEFAULT_HEADING_ZH: Final = "保留的事实"
-_LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
+LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
     {
         "en": MappingProxyType(
             {
@@ -80,6 +81,8 @@ _LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
         ),
     }
 )
+
+_LABELS = LABELS  # the name the tests know
 
 # The summary body is cut before facts are dropped, but never below this share of the clip.
 BODY_FLOOR_SHARE: Final = 0.35
@@ -119,7 +122,7 @@ def apply_guard(
     language = _language(summary, facts)
     if heading == DEFAULT_HEADING and language == "zh":
         heading = DEFAULT_HEADING_ZH
-    labels = _LABELS[language]
+    labels = LABELS[language]
     lost: dict[str, list[Fact]] = {}  # by body: a body cut the same way loses the same facts
 
     def missing_from(body: str) -> list[Fact]:

@@ -114,6 +114,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 "tests": "Last test run",
                 "failed": "failed",
                 "also_seen": "also seen",
+                "sub_done": "sub-items done",
             }
         ),
         "zh": MappingProxyType(
@@ -150,6 +151,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 "tests": "最近一次测试",
                 "failed": "失败",
                 "also_seen": "另见",
+                "sub_done": "子项已完成",
             }
         ),
     }

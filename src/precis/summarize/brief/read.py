@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from precis.facts import (
     W_CARRIED,
@@ -28,6 +29,7 @@ from precis.summarize.brief.labels import (
     LABELS,
     LAYOUTS,
     MODIFIED,
+    NOTES,
     OPEN,
     PHASE,
     PHASE_LINE_RE,
@@ -37,19 +39,51 @@ from precis.summarize.brief.labels import (
     STYLE_EXTRA,
     TASK,
     TOOLS,
+    WORK,
 )
+from precis.summarize.guard import DEFAULT_HEADING, DEFAULT_HEADING_ZH
+from precis.summarize.guard import LABELS as GUARD_LABELS
+
+# The guard's "Retained facts" section: each kind's label line, and where its bullets go.
+_GUARD_HEADINGS: Final = frozenset({DEFAULT_HEADING.lower(), DEFAULT_HEADING_ZH})
+_GUARD_KINDS: Final[Mapping[str, str]] = {
+    "constraint": CONSTRAINTS,
+    "task": TASK,
+    "file_modified": MODIFIED,
+    "identifier": IDENTIFIERS,
+    "error": ERRORS,
+    "file_read": READ,
+    "request": REQUESTS,
+    "state": WORK,
+}
+_GUARD_LABELS: Final[Mapping[str, str]] = {
+    label: _GUARD_KINDS[kind]
+    for table in GUARD_LABELS.values()
+    for kind, label in table.items()
+    if kind in _GUARD_KINDS
+}
 
 
 def parse_brief(text: str) -> dict[str, list[str]]:
-    """The sections of a brief this summarizer wrote earlier; empty for any other text."""
+    """The sections of a brief this summarizer wrote earlier; empty for any other text.
+
+    The guard's "Retained facts" section is read too, each kind's bullets into its section.
+    """
     sections: dict[str, list[str]] = {}
     current: str | None = None
+    guarded = False
     for line in text.splitlines():
         phase = PHASE_LINE_RE.match(line.strip())
         if phase is not None:
             sections.setdefault(PHASE, []).append(phase.group(1))
             continue
+        if guarded and line.strip() in _GUARD_LABELS:
+            current = _GUARD_LABELS[line.strip()]
+            continue
         heading = HEADING_RE.match(line)
+        if heading is not None and heading.group(1).strip().lower() in _GUARD_HEADINGS:
+            guarded, current = True, None
+            continue
         if heading is not None:
             title = heading.group(1)
             root = HEADING_ROOT_RE.search(title)
@@ -57,7 +91,7 @@ def parse_brief(text: str) -> dict[str, list[str]]:
                 title = title[: root.start()]
             known = HEADING_TO_SECTION.get(title.strip().lower())
             if known is not None:  # any other "## …" line is content, e.g. a task's title
-                current = known
+                current, guarded = known, False
                 if root is not None:
                     sections.setdefault("root", []).append(root.group(1))
                 continue
@@ -107,6 +141,8 @@ def read_brief(collector: Collector, text: str) -> bool:
         f"{labels[k]}: " for labels in LABELS.values() for k in ("awaiting", "unanswered")
     )
     facts.carried_open.extend(t for t in sections.get(OPEN, []) if not t.startswith(stale))
+    facts.progress.carried.extend(sections.get(WORK, []))
+    facts.notes.extend(sections.get(NOTES, []))
     facts.carried_hints.extend(sections.get(HINTS, []))
     facts.user_texts.extend(sections.get(TASK, []))
     _read_style_sections(collector, sections, root)

@@ -9,7 +9,7 @@ last test run, next), the done ones after, newest first; they are shown in the o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from precis.facts import Facts, shorten
 from precis.facts.progress import Progress, WorkItem
@@ -64,6 +64,8 @@ def _item_line(entry: WorkItem, progress: Progress, labels: Mapping[str, str]) -
     state = _status(entry, progress, labels)
     subject = f' "{entry.subject}"' if entry.subject and not entry.title else ""
     reason = f" ({entry.reason})" if entry.reason else ""
+    if entry.reason and entry.status == "in_progress" and "/" in entry.reason:
+        reason = f" ({entry.reason} {labels['sub_done']})"
     full = f"{name}: {state}{subject}{reason}"
     variants = tuple(
         dict.fromkeys(
@@ -75,6 +77,26 @@ def _item_line(entry: WorkItem, progress: Progress, labels: Mapping[str, str]) -
     return Item(full, entry.last, shrink=False, variants=variants)
 
 
+def _with_children(progress: Progress) -> dict[str, WorkItem]:
+    """Items as shown: an open item whose sub-items (`X.1`, `X-2`) are under way is itself in
+    progress, with how many of them are done."""
+    items = dict(progress.items)
+    for key, entry in progress.items.items():
+        if entry.status != "open":
+            continue
+        kids = [e for k, e in items.items() if k != key and k.startswith((f"{key}.", f"{key}-"))]
+        started = [e for e in kids if e.status != "open"]
+        if started:
+            finished = sum(1 for e in kids if e.status in {"done", "committed"})
+            items[key] = replace(
+                entry,
+                status="in_progress",
+                last=max(e.last for e in started),
+                reason=f"{finished}/{len(kids)}",
+            )
+    return items
+
+
 def state_lines(facts: Facts, labels: Mapping[str, str], root: str) -> StateLines:
     """The span's work state as items, with the lines an earlier brief carried."""
     progress = facts.progress
@@ -82,7 +104,7 @@ def state_lines(facts: Facts, labels: Mapping[str, str], root: str) -> StateLine
     current: list[Item] = []
     later: list[Item] = []
     subjects: set[str] = set()
-    for entry in sorted(progress.items.values(), key=lambda e: -e.last):
+    for entry in sorted(_with_children(progress).values(), key=lambda e: -e.last):
         item = _item_line(entry, progress, labels)
         subjects.add(entry.key.lower())
         if entry.status in {"done", "committed"}:
