@@ -8,7 +8,15 @@ only; the guard, the extractive brief and `precis eval` all read facts from here
 
 from __future__ import annotations
 
-from precis.facts.collect import Collector, ErrorEntry, Facts, SummaryReader, Tally, TermEntry
+from precis.facts.collect import (
+    Collector,
+    ErrorEntry,
+    Facts,
+    Note,
+    SummaryReader,
+    Tally,
+    TermEntry,
+)
 from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
 from precis.facts.language import (
     earlier_summary_text,
@@ -61,6 +69,7 @@ __all__ = [
     "Fact",
     "Facts",
     "Ledger",
+    "Note",
     "SummaryReader",
     "Tally",
     "TermEntry",

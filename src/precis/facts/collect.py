@@ -12,13 +12,16 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     RECENT_CALLS,
     RECENT_DONE_CALLS,
     RECENT_TODOS,
+    STRONG_CONSTRAINT_RE,
     TELLING_KINDS,
+    USER_ANSWER_PREFIXES,
 )
 from precis.facts.progress import Progress, children, exit_failed, titles
 from precis.facts.scan import (
@@ -40,7 +43,14 @@ from precis.facts.scan import (
     task_scan,
 )
 from precis.facts.terms import terms_in
-from precis.facts.text import by_strength, constraint_sentences, is_trivial, one_line
+from precis.facts.text import (
+    by_strength,
+    constraint_sentences,
+    heading_rules,
+    is_trivial,
+    one_line,
+    shorten,
+)
 
 
 @dataclass(slots=True)
@@ -117,6 +127,14 @@ class ErrorEntry:
 
 
 @dataclass(slots=True)
+class Note:
+    """One turn of the agent's: what it said, and what its calls came back with."""
+
+    text: str
+    calls: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class Facts:
     """Everything the rules found in one pass over the span."""
 
@@ -154,8 +172,14 @@ class Facts:
     # Where the work stands: tracker items, commits, pushes, test runs, a to-do list, actions.
     progress: Progress = field(default_factory=Progress)
     # The agent's own words, one line per turn that said something.
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    # Rules the task's own documents state (a tracker's issue the agent was sent to read).
+    spec_constraints: dict[str, str] = field(default_factory=dict)
 
+
+MAX_SPEC_CONSTRAINTS = 16
+MAX_SPEC_UNITS = 300
+MAX_ANSWER_UNITS = 300
 
 # Folds an earlier summary's text into the collector; False leaves it to the plain-text fold.
 SummaryReader = Callable[["Collector", str], bool]
@@ -168,6 +192,7 @@ class Collector:
         self.facts = Facts()
         self._reader = reader
         self._calls: dict[str, CallScan] = {}
+        self._noted: dict[str, Note | None] = {}
         self._clock = 0  # messages fed so far: the order of progress events
         self._awaiting_fix: list[ErrorEntry] = []
         self._open_file: str | None = None
@@ -229,6 +254,9 @@ class Collector:
         facts.user_texts.append(text)
         for sentence in found.constraints:
             facts.constraints.setdefault(sentence.lower(), sentence)
+        for rule in found.listed:
+            if len(facts.spec_constraints) < MAX_SPEC_CONSTRAINTS:
+                facts.spec_constraints.setdefault(rule.lower(), rule)
         self._note_decisions(found.decisions)
         proposal = facts.last_assistant_text
         if self._previous_role == "assistant" and proposal and found.confirms:
@@ -247,10 +275,18 @@ class Collector:
     def _on_assistant(self, found: AssistantScan) -> None:
         facts = self.facts
         text = found.text
+        note: Note | None = None
+        if found.note or found.calls:
+            previous = facts.notes[-1] if facts.notes else None
+            if previous is not None and found.note and previous.text == found.note:
+                note = previous
+            else:
+                note = Note(found.note)
+                facts.notes.append(note)
+        for call in found.calls:
+            self._noted[call.id] = note
         if text:
             facts.last_assistant_text = text
-            if found.fix and (not facts.notes or facts.notes[-1] != found.fix):
-                facts.notes.append(found.fix)
             for error in self._awaiting_fix:
                 if not error.fix:
                     error.fix = found.fix
@@ -301,6 +337,10 @@ class Collector:
         call = self._calls.pop(call_id, None)
         reads_only = call is not None and call.reads_only
         failed = found.failed
+        note = self._noted.pop(call_id, None)
+        if note is not None and call is not None and (failed or not reads_only):
+            outcome = found.outcome() if found.text else ""
+            note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)
         if call is not None and (call.work is not None or call.action):
             self._on_work(call, found)
         if not found.text:
@@ -309,6 +349,10 @@ class Collector:
             return
         if found.opens:
             self._open_file = found.open_path
+        if found.text.startswith(USER_ANSWER_PREFIXES):
+            # The user answered the agent's question through a tool: their choice, verbatim.
+            answer = shorten(one_line(found.text), MAX_ANSWER_UNITS)
+            facts.decisions.setdefault(answer.lower(), answer)
         for path in found.wrote:
             facts.modified.add(path, path, W_ARGS, at=self._clock)
             facts.progress.touch(path, self._clock)
@@ -342,6 +386,8 @@ class Collector:
         if not failed:
             for key, status in work.tracker:
                 progress.set_status(key, status, at, work.reason)
+            if work.shown and text:
+                self._spec_rules(text)
             for key in work.shown:
                 progress.shown(key, at)
                 for child in children(text, key) if text else ():
@@ -364,6 +410,16 @@ class Collector:
             elif failed:
                 why = next((s for _, s in found.signatures()), "") or one_line(text)[:120]
                 progress.tested(work.test, why, True, at)
+
+    def _spec_rules(self, text: str) -> None:
+        """The rules an issue states: items under its rules headings, its outright prohibitions."""
+        spec = self.facts.spec_constraints
+        strong = [s for s in constraint_sentences(text) if STRONG_CONSTRAINT_RE.search(s)]
+        for rule in (*heading_rules(text), *strong):
+            if len(spec) >= MAX_SPEC_CONSTRAINTS:
+                break
+            if utf16_len(rule) <= MAX_SPEC_UNITS:
+                spec.setdefault(rule.lower(), rule)
 
     # -- shared --
 

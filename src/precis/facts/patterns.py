@@ -20,7 +20,8 @@ MAX_CONFIRM_UNITS: Final = 80
 
 CONSTRAINT_EN_RE: Final = re.compile(
     r"(?i)\b(?:don['’]?t|do not|never|must(?:n['’]t| not)?|only|always|instead of|avoid|"
-    r"without|required?|requires)\b"
+    r"without|required?|requires|cannot|can['’]t|should(?:n['’]t| not)|not allowed|"
+    r"not persistent)\b"
 )
 STRONG_CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(?:don['’]?t|do not|never|must not|mustn['’]t|avoid|instead of)\b"
@@ -33,8 +34,22 @@ CONSTRAINT_ZH_RE: Final = re.compile(
 # "I don't have / know / remember …" describes the speaker; it sets no rule.
 SELF_REPORT_RE: Final = re.compile(
     r"(?i)\b(?:I|we)(?:['’]m| am| are)? (?:do not|don['’]?t|not) (?:have|know|remember|recall|see|"
-    r"think|understand|mind|care|sure)\b"
+    r"think|understand|mind|care|sure)\b|\b(?:I|we|it|this|that) (?:cannot|can['’]t|couldn['’]t)\b"
 )
+# A heading over a list of rules: "## Architecture Constraints", "Important Rules:", "NOTES:".
+RULE_HEADING_RE: Final = re.compile(
+    r"(?i)^\s*(?:#{1,6}\s*)?[\w ./&-]{0,40}?\b(?:constraints?|requirements?|rules?|guardrails?|"
+    r"red lines?|restrictions?|non-goals?|limitations?|do(?:n['’]t| not)s?|must(?:s| not)?|"
+    r"important|instructions|tips|notes?)\b[\w ./&()-]{0,30}:?\s*$"
+)
+RULE_ITEM_RE: Final = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+(\S.*)$")
+CODE_BLOCK_RE: Final = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+# Lines a harness wraps every output in, which say nothing of the result.
+HARNESS_LINE_RE: Final = re.compile(
+    r"^\s*(?:\(.*\)|bash-\$.*|Exit code 0|\[File: .*\]|<[a-z_-]+>|</[a-z_-]+>)\s*$"
+)
+# A harness's record of the user's answer to the agent's question, in a tool result.
+USER_ANSWER_PREFIXES: Final = ("User has answered your question",)
 ACK_RE: Final = re.compile(
     r"(?i)^(?:thanks?|thank you|ok(?:ay)?|great|perfect|yes|no|sure|continue|go on|proceed)\b"
 )

@@ -22,6 +22,7 @@ from precis.core.messages import Message, ToolCall
 from precis.facts.language import earlier_summary_text
 from precis.facts.patterns import (
     BODY_KEYS,
+    CODE_BLOCK_RE,
     CONFIRM_RE,
     DECISION_RE,
     EDITOR_COMMANDS,
@@ -67,7 +68,9 @@ from precis.facts.text import (
     by_strength,
     clean_user_text,
     constraint_sentences,
+    first_line,
     fix_text,
+    listed_rules,
     one_line,
     shorten,
 )
@@ -146,6 +149,8 @@ class UserScan:
     terms: tuple[Term, ...] = ()
     opens: bool = False
     open_path: str | None = None
+    # Items listed under a rules heading that no rule sentence holds ("## Important Rules").
+    listed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +162,8 @@ class AssistantScan:
     todos: tuple[str, ...]
     terms: tuple[Term, ...]
     calls: tuple[CallScan, ...]
+    # The turn's prose, code blocks aside, cut to its first sentences: a progress note.
+    note: str = ""
 
 
 class ToolScan:
@@ -164,6 +171,7 @@ class ToolScan:
 
     __slots__ = (
         "_commits",
+        "_outcome",
         "_signatures",
         "_tally",
         "failed",
@@ -183,6 +191,7 @@ class ToolScan:
         self.terms: tuple[Term, ...] = ()
         self._signatures: tuple[tuple[str, str], ...] | None = None
         self._commits: tuple[tuple[str, str, str], ...] | None = None
+        self._outcome: str | None = None
         self._tally: tuple[tuple[str, bool] | None] | None = None
         if not text:
             return
@@ -216,6 +225,13 @@ class ToolScan:
 
     def pushed(self) -> bool:
         return push_ok(self.text)
+
+    def outcome(self) -> str:
+        """What came back, in a line: the first error, else the first line that says something."""
+        if self._outcome is None:
+            signatures = self.signatures()
+            self._outcome = signatures[0][1] if signatures else first_line(self.text)
+        return self._outcome
 
 
 MessageScan = SummaryScan | SystemScan | UserScan | AssistantScan | ToolScan
@@ -316,6 +332,7 @@ def _user(content: str) -> UserScan:
         (*terms_in(text), *symbols_in(text)),
         opens,
         open_path,
+        tuple(listed_rules(text, found)),
     )
 
 
@@ -324,14 +341,17 @@ def _assistant(message: Message) -> AssistantScan:
     calls = tuple(_call(c) for c in message.tool_calls)
     if not text:
         return AssistantScan("", "", False, (), (), (), calls)
+    fix = fix_text(text)
+    prose = text if "```" not in text else CODE_BLOCK_RE.sub(" ", text)
     return AssistantScan(
         text,
-        fix_text(text),
+        fix,
         text.endswith(("?", "？")),
         _decisions(text),
         _todos(text),
         (*terms_in(text), *symbols_in(text)),
         calls,
+        fix if prose is text else fix_text(prose),
     )
 
 

@@ -14,8 +14,11 @@ from precis.facts.patterns import (
     CONSTRAINT_EN_RE,
     CONSTRAINT_ZH_RE,
     DIGIT_RE,
+    HARNESS_LINE_RE,
     NOTICE_PREFIXES,
     REMINDER_RE,
+    RULE_HEADING_RE,
+    RULE_ITEM_RE,
     SELF_REPORT_RE,
     SENTENCE_SPLIT_RE,
     STRONG_CONSTRAINT_RE,
@@ -104,6 +107,40 @@ def constraint_sentences(text: str) -> list[str]:
     return found
 
 
+def heading_rules(text: str, *, limit: int = 240) -> list[str]:
+    """The items listed under a heading that names rules ("## Constraints", "Important Rules:",
+    "## Technical Requirements"), one line each, in order; an item that goes on is cut."""
+    found: list[str] = []
+    under = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        item = RULE_ITEM_RE.match(line)
+        if item is None:
+            is_heading = stripped.startswith("#") or stripped.endswith(":") or stripped.isupper()
+            if is_heading and len(stripped) <= 80:
+                under = RULE_HEADING_RE.match(stripped) is not None
+            continue
+        if under:
+            rule = shorten(one_line(item.group(1).strip("*_ ")), limit)
+            if len(rule) >= 6 and rule not in found:
+                found.append(rule)
+    return found
+
+
+def listed_rules(text: str, sentences: Sequence[str]) -> list[str]:
+    """The items listed under a rules heading that none of a text's rule `sentences` holds."""
+    lowered = [f.lower() for f in sentences]
+    found: list[str] = []
+    for rule in heading_rules(text):
+        low = rule.lower()
+        if not any(low in f or f in low for f in lowered):
+            found.append(rule)
+            lowered.append(low)
+    return found
+
+
 def clean_user_text(text: str) -> str | None:
     """A user turn as the user wrote it, or None for a notice the agent harness injected."""
     text = REMINDER_RE.sub("", text).strip()
@@ -124,6 +161,20 @@ def fix_text(text: str) -> str:
         return line
     first = " ".join(SENTENCE_SPLIT_RE.split(line)[:2])
     return shorten(first, 160)
+
+
+def first_line(text: str, units: int = 64) -> str:
+    """The first line of a tool's output that says something, cut to `units`."""
+    start = 0
+    for _ in range(12):
+        end = text.find("\n", start)
+        line = text[start:] if end < 0 else text[start:end]
+        if line.strip() and HARNESS_LINE_RE.match(line) is None:
+            return shorten(one_line(line), units)
+        if end < 0:
+            break
+        start = end + 1
+    return ""
 
 
 def compact(text: str, units: int) -> str:

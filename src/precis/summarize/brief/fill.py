@@ -15,6 +15,7 @@ from precis.summarize.brief.labels import (
     LAYOUTS,
     MIN_ITEM_UNITS,
     MODIFIED,
+    NOTES,
     READ,
     SHARES,
     STYLE_FILL,
@@ -119,10 +120,15 @@ class _Brief:
             section.used += extra
             self.used += extra
 
-    def fill(self, priority: Sequence[str], limit: int) -> None:
-        """Each section up to its share, then the rest by priority, then the late items."""
+    def fill(self, priority: Sequence[str], limit: int, elastic: Sequence[str] = ()) -> None:
+        """Each section up to its share, then the rest by priority, then the late items.
+
+        An `elastic` section (one that could take any room: the agent's notes) has its share
+        first, but takes the rest only after every other section had its fill.
+        """
+        after = [k for k in priority if k not in elastic] + [k for k in priority if k in elastic]
         for first_pass, late in ((True, False), (False, False), (False, True)):
-            for key in priority:
+            for key in priority if first_pass else after:
                 section = self.sections.get(key)
                 if section is None:
                     continue
@@ -187,7 +193,7 @@ def compose(
     if style == "letta":
         priority = [k for k in (*wanted, *fill) if k != HINTS]
         reserve = int(budget * (0.25 if HINTS in wanted else SHARES[HINTS]))
-        brief.fill(list(dict.fromkeys(priority)), limit - reserve)
+        brief.fill(list(dict.fromkeys(priority)), limit - reserve, (NOTES,))
         # Lookup hints come last: they name what did not make it in.
         hints = hint_items(facts, ranked.errors, ranked.modified, ranked.read, brief.shown_text())
         brief.add_section(HINTS, hints)

@@ -66,13 +66,13 @@ FILL_ORDER: Final = (
     CONSTRAINTS,
     WORK,
     STATE,
-    MODIFIED,
+    NOTES,
     ERRORS,
+    MODIFIED,
     REQUESTS,
     IDENTIFIERS,
     DECISIONS,
     OPEN,
-    NOTES,
     READ,
     TOOLS,
     HINTS,
@@ -245,7 +245,7 @@ SHARES: Final[Mapping[str, float]] = MappingProxyType(
         FILES: 0.12,
         DECISIONS: 0.15,
         WORK: 0.3,
-        NOTES: 0.15,
+        NOTES: 0.2,
     }
 )
 FLOORS: Final[Mapping[str, int]] = MappingProxyType({TASK: 60, CONSTRAINTS: 60, PHASE: 120})

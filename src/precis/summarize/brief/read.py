@@ -9,6 +9,7 @@ from precis.facts import (
     W_CARRIED,
     Collector,
     ErrorEntry,
+    Note,
     by_strength,
     constraint_sentences,
     error_key,
@@ -142,7 +143,7 @@ def read_brief(collector: Collector, text: str) -> bool:
     )
     facts.carried_open.extend(t for t in sections.get(OPEN, []) if not t.startswith(stale))
     facts.progress.carried.extend(sections.get(WORK, []))
-    facts.notes.extend(sections.get(NOTES, []))
+    facts.notes.extend(Note(line) for line in sections.get(NOTES, []))
     facts.carried_hints.extend(sections.get(HINTS, []))
     facts.user_texts.extend(sections.get(TASK, []))
     _read_style_sections(collector, sections, root)

@@ -95,13 +95,23 @@ def _text_item(text: str, order: int, cap: int, keep: tuple[str, ...] = ()) -> I
 def _constraint_items(facts: Facts, cap: int) -> list[Item]:
     """The user's prohibitions first, then the user's other rules, then the system prompt's."""
     user_rules = list(facts.constraints.values())
-    system_rules = [v for k, v in facts.system_constraints.items() if k not in facts.constraints]
-    items = [_text_item(rule, i, cap) for i, rule in enumerate(user_rules + system_rules)]
-    for item in items[len(user_rules) :]:
+    spec_rules = [v for k, v in facts.spec_constraints.items() if k not in facts.constraints]
+    system_rules = [
+        v
+        for k, v in facts.system_constraints.items()
+        if k not in facts.constraints and k not in facts.spec_constraints
+    ]
+    ruled = user_rules + spec_rules
+    items = [_text_item(rule, i, cap) for i, rule in enumerate(ruled + system_rules)]
+    for item in items[len(ruled) :]:
         item.late = True  # the system prompt stays in context anyway
     return sorted(
         items,
-        key=lambda i: (i.late, STRONG_CONSTRAINT_RE.search(i.text) is None),
+        key=lambda i: (
+            i.late,
+            i.order >= len(user_rules),
+            STRONG_CONSTRAINT_RE.search(i.text) is None,
+        ),
     )
 
 
@@ -139,7 +149,7 @@ def _tool_items(facts: Facts) -> list[Item]:
     shorter = tuple(", ".join(tallies[:n]) for n in (8, 5, 3, 1) if n < len(tallies))
     items = [Item(", ".join(tallies), 0, shrink=False, variants=shorter)]
     calls = list(enumerate(facts.recent_calls, start=1))
-    items += [Item(f"→ {call}", i, shrink=False) for i, call in reversed(calls)]
+    items += [Item(f"→ {call}", i, shrink=False, late=True) for i, call in reversed(calls)]
     return items
 
 
@@ -204,11 +214,14 @@ def rank(facts: Facts, *, use_root: bool = True) -> Ranked:
     return Ranked(modified, read, root, modified_items, read_items, errors)
 
 
-def _task_items(facts: Facts, labels: Mapping[str, str], cap: int) -> list[Item]:
+def _task_items(
+    facts: Facts, labels: Mapping[str, str], cap: int, *, keep_rules: bool = True
+) -> list[Item]:
+    """The task, head and tail when long; its rules kept inside it unless a section lists them."""
     if not facts.task:
         return []
     task = f"({labels['earlier']}) {facts.task}" if facts.task_from_summary else facts.task
-    return [_text_item(task, 0, cap, facts.task_keep)]
+    return [_text_item(task, 0, cap, facts.task_keep if keep_rules else ())]
 
 
 def _phase_items(facts: Facts, language: str) -> list[Item]:
@@ -268,9 +281,25 @@ def _finding_items(
     return items
 
 
-def _note_items(facts: Facts) -> list[Item]:
-    """The agent's own words, turn by turn: filled newest first, shown in order."""
-    return _newest_first(facts.notes, 220)
+def _note_items(facts: Facts, mode: str) -> list[Item]:
+    """The agent's own words turn by turn, with what its calls came back with: filled newest
+    first, shown in order. In all-mode the last turn's words are the current state instead."""
+    texts: list[str] = []
+    for index, note in enumerate(facts.notes):
+        said = note.text
+        if index == len(facts.notes) - 1 and mode == "all" and facts.last_assistant_text:
+            said = ""
+        calls = "; ".join(note.calls[:_NOTE_CALLS])
+        if len(note.calls) > _NOTE_CALLS:
+            calls += f"; +{len(note.calls) - _NOTE_CALLS}"
+        line = f"{said} ⇒ {calls}" if said and calls else said or (f"⇒ {calls}" if calls else "")
+        if line:
+            texts.append(line)
+    return _newest_first(texts, _NOTE_UNITS)
+
+
+_NOTE_CALLS = 2
+_NOTE_UNITS = 260
 
 
 def _decision_items(facts: Facts, labels: Mapping[str, str]) -> list[Item]:
@@ -295,7 +324,7 @@ def sections(
     caps = _item_caps(budget)
     work = state_lines(facts, labels, ranked.root)
     out: dict[str, list[Item]] = {
-        TASK: _task_items(facts, labels, caps[TASK]),
+        TASK: _task_items(facts, labels, caps[TASK], keep_rules=style != "letta"),
         PHASE: _phase_items(facts, language),
         CONSTRAINTS: _constraint_items(facts, caps[CONSTRAINTS]),
     }
@@ -314,7 +343,7 @@ def sections(
         out[OPEN] = _open_items(facts, labels, caps[OPEN])
         out[WORK] = work.all
         out[DECISIONS] = _decision_items(facts, labels)
-        out[NOTES] = _note_items(facts)
+        out[NOTES] = _note_items(facts, mode)
         return out
     out[DONE] = [*work.done, *_done_items(facts)]
     out[OPEN] = [*work.current, *_open_items(facts, labels, caps[OPEN])]
