@@ -27,6 +27,7 @@ FactKind = Literal[
     "constraint",
     "task",
     "pinned",
+    "state",
     "file_modified",
     "identifier",
     "error",

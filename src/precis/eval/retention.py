@@ -20,6 +20,7 @@ KIND_LABELS: Mapping[str, str] = MappingProxyType(
         "constraint": "con",
         "task": "task",
         "pinned": "pin",
+        "state": "state",
         "file_modified": "mod",
         "identifier": "id",
         "error": "err",

@@ -85,7 +85,7 @@ class Tally:
         term.weight = max(term.weight, weight)
         if "=" in label and "=" not in term.label:
             term.label = label
-        if kind in TELLING_KINDS:
+        if kind in TELLING_KINDS or kind == "error":  # a telling sighting tells
             term.kind = kind
 
     def ranked(self) -> list[TermEntry]:
@@ -173,6 +173,8 @@ class Facts:
     progress: Progress = field(default_factory=Progress)
     # The agent's own words, one line per turn that said something.
     notes: list[Note] = field(default_factory=list)
+    # Error class names any output mentioned (file reads and logs included), for lookup.
+    error_names: Tally = field(default_factory=Tally)
     # Rules the task's own documents state (a tracker's issue the agent was sent to read).
     spec_constraints: dict[str, str] = field(default_factory=dict)
 
@@ -357,11 +359,16 @@ class Collector:
             facts.modified.add(path, path, W_ARGS, at=self._clock)
             facts.progress.touch(path, self._clock)
         self.add_terms(found.terms, W_OUTPUT, W_OUTPUT)
-        if reads_only and not failed:
+        reads_log = call is not None and call.reads_log
+        # Error names a source file mentions are search terms; a log's or a run's, errors seen.
+        seen_in = "read" if reads_only and not reads_log and not failed else "error"
+        for name in found.error_names():
+            facts.error_names.add(name, name, W_OUTPUT, seen_in, self._clock)
+        if reads_only and not failed and not reads_log:
             if short is not None:
                 facts.completed_calls.append(short)
             return
-        signatures = found.signatures()
+        signatures = found.log_signatures() if reads_log else found.signatures()
         if short is not None and not failed and not signatures:
             facts.completed_calls.append(short)
         for key, signature in signatures:

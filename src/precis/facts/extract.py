@@ -17,7 +17,7 @@ from precis.core.jscompat import utf16_len
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
 from precis.core.types import FactKind
 from precis.facts.collect import Collector, Facts, Tally
-from precis.facts.model import PRIORITY, Fact, Ledger, dedupe
+from precis.facts.model import PRIORITY, Fact, Ledger, dedupe, newest_states
 from precis.facts.scan import MEMO_SIZE, W_OUTPUT, W_SPOKEN
 from precis.facts.terms import project_root
 from precis.facts.text import compact, is_trivial, one_line
@@ -68,6 +68,7 @@ def extract_facts(messages: Sequence[Message], *, task: str | None = None) -> li
     if facts.task:
         found.append(Fact("task", compact(facts.task, _TASK_UNITS), sources.task or "task"))
     found += _pinned_facts(messages)
+    found += _state_facts(facts)
     modified, read = _file_facts(facts, sources)
     found += modified
     found += _identifier_facts(facts.identifiers, sources)
@@ -75,7 +76,7 @@ def extract_facts(messages: Sequence[Message], *, task: str | None = None) -> li
     found += read
     found += _request_facts(facts, sources)
     ordered = sorted(dedupe(found), key=lambda f: PRIORITY[f.kind])
-    return list(dedupe((*carried, *ordered)))
+    return list(dedupe((*newest_states(carried, ordered), *ordered)))
 
 
 def stored_ledger(message: Message) -> Ledger:
@@ -156,6 +157,30 @@ class _Sources:
 
     def of(self, kind: FactKind, key: str) -> str:
         return self.ids.get((kind, key), "task")
+
+
+_STATE_WORDS: Final = {
+    "done": "done",
+    "in_progress": "in progress",
+    "blocked": "blocked",
+    "committed": "committed",
+}
+_MAX_STATES: Final = 20
+
+
+def _state_facts(facts: Facts) -> list[Fact]:
+    """Each item whose state a command set: "web-12: done, committed 1a2b3c4", newest last."""
+    items = [e for e in facts.progress.items.values() if e.status in _STATE_WORDS]
+    items.sort(key=lambda e: e.last)
+    out: list[Fact] = []
+    for entry in items[-_MAX_STATES:]:
+        text = f"{entry.key}: {_STATE_WORDS[entry.status]}"
+        if entry.commit and entry.status != "committed":
+            text += f", committed {entry.commit}"
+        elif entry.commit:
+            text += f" {entry.commit}"
+        out.append(Fact("state", text, "progress"))
+    return out
 
 
 def _constraint_facts(facts: Facts, sources: _Sources) -> list[Fact]:

@@ -88,8 +88,24 @@ class Ledger:
 
 
 def carry(previous: Ledger | None, new: Sequence[Fact]) -> Ledger:
-    """The ledger for the next summary: everything carried so far, then this span's facts."""
-    return (previous or Ledger()).merge(new)
+    """The ledger for the next summary: everything carried so far, then this span's facts; an
+    item's state from the span replaces the state carried for it (the newest state holds)."""
+    if previous is None:
+        return Ledger(dedupe(new))
+    return Ledger(dedupe((*newest_states(previous.facts, new), *new)))
+
+
+def state_subject(text: str) -> str:
+    """What a state fact is about: the text before its first ": "."""
+    return text.partition(": ")[0].strip().casefold()
+
+
+def newest_states(carried: Iterable[Fact], new: Iterable[Fact]) -> tuple[Fact, ...]:
+    """The carried facts without the states that a newer fact of the same item replaces."""
+    fresh = {state_subject(f.text) for f in new if f.kind == "state"}
+    if not fresh:
+        return tuple(carried)
+    return tuple(f for f in carried if f.kind != "state" or state_subject(f.text) not in fresh)
 
 
 def dedupe(facts: Iterable[Fact]) -> tuple[Fact, ...]:

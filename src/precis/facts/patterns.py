@@ -271,6 +271,11 @@ JIRA_STOP: Final = frozenset(
 URL_PORT_RE: Final = re.compile(r"^https?://[^/:]+:(\d{2,5})\b")
 
 NUMBERED_LINE_RE: Final = re.compile(r"^\s*\d+(?:→|\t|:\s|\s\|)")
+NUMBER_PREFIX_RE: Final = re.compile(r"(?m)^\s*\d+(?:→|\t)")
+# What a log or a command's saved output is called: its errors are errors seen.
+LOG_FILE_RE: Final = re.compile(
+    r"(?i)(?:\.(?:log|logs|out|output|err|stderr|stdout|trace|txt)|/[^./]+)$"
+)
 CODE_LINE_RE: Final = re.compile(
     r"^\s*(?:raise|except|catch|throw|import|from|class|def|rescue|assert_raise|@|#|//)\b"
     r"|\b(?:raise|except|catch|throw|rescue|assert_raise)\s+[\w.]*(?:Error|Exception)"

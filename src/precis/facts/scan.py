@@ -29,6 +29,7 @@ from precis.facts.patterns import (
     FINAL_TOOL_RE,
     ID_KEY_RE,
     ID_VALUE_RE,
+    LOG_FILE_RE,
     MAX_CONFIRM_UNITS,
     OPEN_FILE_RE,
     PATCH_FILE_RE,
@@ -55,6 +56,7 @@ from precis.facts.terms import (
     clean_path,
     error_key,
     error_lines,
+    error_names,
     marked_lines,
     parse_arguments,
     paths_in,
@@ -63,6 +65,7 @@ from precis.facts.terms import (
     short_arguments,
     symbols_in,
     terms_in,
+    unnumbered,
 )
 from precis.facts.text import (
     by_strength,
@@ -116,6 +119,8 @@ class CallScan:
     track_open: bool
     reads_only: bool
     todo_items: tuple[str, ...] | None
+    # A read of a log or a saved command output (not source code): its errors were seen.
+    reads_log: bool = False
     # What the call does to the work (`precis.facts.progress`): a shell command's tracker
     # updates, commit, push or test run; a named action taken; a to-do tool's whole list.
     work: ShellWork | None = None
@@ -171,6 +176,8 @@ class ToolScan:
 
     __slots__ = (
         "_commits",
+        "_log_signatures",
+        "_names",
         "_outcome",
         "_signatures",
         "_tally",
@@ -192,6 +199,8 @@ class ToolScan:
         self._signatures: tuple[tuple[str, str], ...] | None = None
         self._commits: tuple[tuple[str, str, str], ...] | None = None
         self._outcome: str | None = None
+        self._names: tuple[str, ...] | None = None
+        self._log_signatures: tuple[tuple[str, str], ...] | None = None
         self._tally: tuple[tuple[str, bool] | None] | None = None
         if not text:
             return
@@ -210,6 +219,19 @@ class ToolScan:
         if self._signatures is None:
             self._signatures = tuple((error_key(s), s) for s in error_lines(self.text))
         return self._signatures
+
+    def log_signatures(self) -> tuple[tuple[str, str], ...]:
+        """`signatures()` of a log or saved output the agent read, line numbers aside."""
+        if self._log_signatures is None:
+            text = unnumbered(self.text)
+            self._log_signatures = tuple((error_key(s), s) for s in error_lines(text))
+        return self._log_signatures
+
+    def error_names(self) -> tuple[str, ...]:
+        """The error class names the output mentions, code and logs alike."""
+        if self._names is None:
+            self._names = error_names(self.text)
+        return self._names
 
     def commits(self) -> tuple[tuple[str, str, str], ...]:
         """(branch, hash, subject) of each commit git reported (asked after a `git commit`)."""
@@ -385,6 +407,8 @@ def _call(call: ToolCall) -> CallScan:
     track_open = lname in READ_TOOLS or editor_command == "view"
     reads_only = track_open or (bool(shell_text) and READ_SHELL_RE.match(shell_text) is not None)
     final = FINAL_TOOL_RE.search(name) is not None
+    read_paths = named or (list(paths_in(shell_text)) if reads_only and shell_text else [])
+    reads_log = reads_only and any(LOG_FILE_RE.search(p) for p in read_paths)
     todo = todo_entries(fields) if fields and _LISTS_WORK_RE.search(lname) else None
     quiet = bool(shell_text) or editor_command is not None or track_open or final
     acts = not (quiet or writes or todo is not None or WRITE_TOOL_RE.search(lname))
@@ -400,6 +424,7 @@ def _call(call: ToolCall) -> CallScan:
         track_open=track_open,
         reads_only=reads_only,
         todo_items=_todo_items(lname, fields),
+        reads_log=reads_log,
         work=shell_work(shell_text) if shell_text else None,
         action=action_text(name, data) if acts and is_action(name) else "",
         todo=todo,

@@ -32,6 +32,7 @@ from precis.facts.patterns import (
     MOVE_RE,
     NON_ASCII_RE,
     NUMBER_AFTER_RE,
+    NUMBER_PREFIX_RE,
     NUMBERED_LINE_RE,
     PATH_EXT_RE,
     PATH_RE,
@@ -282,6 +283,19 @@ def marked_lines(text: str, mark: re.Pattern[str]) -> Iterator[str]:
             following = text.find("\n", after + 1)
             after = len(text) if following < 0 else following
         yield text[start:after]
+
+
+def error_names(text: str) -> tuple[str, ...]:
+    """The exception and error class names a text mentions (KeyError, Ecto.NoResultsError),
+    each once, in order: what a search of the history would look for."""
+    if "Error" not in text and "Exception" not in text:
+        return ()
+    return tuple(dict.fromkeys(ERROR_CLASS_RE.findall(text)))
+
+
+def unnumbered(text: str) -> str:
+    """A file read's text without the line numbers a viewer put before each line."""
+    return NUMBER_PREFIX_RE.sub("", text)
 
 
 def error_lines(text: str) -> list[str]:

@@ -82,6 +82,8 @@ def _matcher(kind: str, text: str) -> Callable[[str], bool]:
             return lambda folded: False
         # Most facts are absent: one plain search answers for them.
         return lambda folded: needle in folded and _path_in(needle, folded)
+    if kind == "state":
+        return _state_matcher(needle)
     if kind == "identifier":
         ticket = _TICKET_FACT_RE.fullmatch(needle)
         if ticket is not None:
@@ -90,6 +92,58 @@ def _matcher(kind: str, text: str) -> Callable[[str], bool]:
             return lambda folded: number in folded and any(p.search(folded) for p in cited)
         return lambda folded: needle in folded and _token_in(needle, folded)
     return lambda folded: bool(needle) and needle in folded
+
+
+# How a summary may say a state, per status word of a state fact ("web-12: done, …").
+_STATE_SYNONYMS: Final = {
+    "done": ("done", "complete", "finished", "closed", "committed", "resolved", "fixed", "✓"),
+    "in progress": (
+        "in progress",
+        "in_progress",
+        "in-progress",
+        "ongoing",
+        "working on",
+        "wip",
+        "started",
+        "current",
+        "underway",
+        "not committed",
+        "uncommitted",
+    ),
+    "blocked": ("blocked", "stuck", "cannot", "can't", "failing", "fails", "failed"),
+    "committed": ("committed", "commit"),
+}
+_STATE_WINDOW: Final = 400
+
+
+def _state_matcher(needle: str) -> Callable[[str], bool]:
+    """A state fact is kept when its item is named, and near it (within 400 characters) its
+    commit hash, if any, and a word for its status."""
+    subject, _, rest = needle.partition(": ")
+    status = next((s for s in _STATE_SYNONYMS if rest.startswith(s)), "")
+    words = _STATE_SYNONYMS.get(status, ())
+    hashes = _HASH_RE.findall(rest)
+    if not subject or not words:
+        return lambda folded: bool(needle) and needle in folded
+
+    def kept(folded: str) -> bool:
+        size, at = len(folded), folded.find(subject)
+        while at >= 0:
+            end = at + len(subject)
+            after = folded[end] if end < size else ""
+            dotted = after in {".", "-"} and end + 1 < size and _ascii_alnum(folded[end + 1])
+            glued = bool(after) and _ascii_alnum(after)
+            if not (at and _ascii_alnum(folded[at - 1])) and not glued and not dotted:
+                near = folded[max(0, at - _STATE_WINDOW) : end + _STATE_WINDOW]
+                if all(h in near for h in hashes) and any(w in near for w in words):
+                    return True
+            at = folded.find(subject, at + 1)
+        return False
+
+    return kept
+
+
+_HASH_RE: Final = re.compile(r"\b[0-9a-f]{7,40}\b")
 
 
 def _ticket_patterns(number: str) -> tuple[re.Pattern[str], ...]:

@@ -8,7 +8,6 @@ them within the budget, and merges them into an earlier brief.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 
 from precis.core.messages import KIND_SUMMARY, Message
@@ -100,13 +99,12 @@ class ExtractiveSummarizer(LocalSummarizer):
         return "extractive"
 
     def budget_for(self, request: SummaryRequest) -> int:
-        """The size to plan for: the clip when given (never above the cap), else the default;
-        and never near the size of what it replaces, so a brief always makes the context
-        smaller (a short span gets a short brief, however large the clip)."""
+        """The size to plan for: the default when no clip is given; else the clip (never above
+        the cap), but never near the size of what the brief replaces, so it always makes the
+        context smaller: a short span gets a short brief, however large the clip."""
         if request.clip_chars is None:
-            budget = self.default_chars
-        else:
-            budget = max(1, min(request.clip_chars, self.max_chars))
+            return self.default_chars
+        budget = max(1, min(request.clip_chars, self.max_chars))
         return min(budget, max(SPAN_FLOOR_CHARS, _span_room(request)))
 
     def summarize(self, request: SummaryRequest) -> str:
@@ -140,15 +138,15 @@ class ExtractiveSummarizer(LocalSummarizer):
         )
 
 
-# Rebuilding an earlier summary with a few new messages, a brief stays below what it replaces
-# by about a wrapper's size, so it cannot grow back to the size of what it replaces.
+# A first brief takes at most half the characters it replaces (as the guard's room does);
+# rebuilding an earlier summary with a few new messages, it stays below them all by a margin.
 SPAN_MARGIN_CHARS = 400
 SPAN_FLOOR_CHARS = 600
 
 
 def _span_room(request: SummaryRequest) -> int:
-    """What a brief of this span may take when it rebuilds an earlier summary: the span's
-    text and calls, the earlier summary's (as stored, in its wrapper) included, less a margin."""
+    """What a brief of this span may take: half the span's text and calls; rebuilding an
+    earlier summary, all of them (the summary as stored, in its wrapper) less a margin."""
     units = 0
     summarized = False
     for message in request.messages:
@@ -160,7 +158,7 @@ def _span_room(request: SummaryRequest) -> int:
         units += len(request.previous_summary)
         summarized = True
     if not summarized:
-        return sys.maxsize  # a first summary: the engine's check says whether it pays
+        return units // 2
     return units - SPAN_MARGIN_CHARS
 
 

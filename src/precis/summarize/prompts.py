@@ -11,11 +11,21 @@ including every constraint or preference they stated ("do not ...", "always ..."
 2. **What happened** - The requests, actions and results in order, briefly: what was asked, what \
 was done, what came of it.
 3. **Important details** - Files, functions, commands, settings and facts that later turns may \
-rely on. Copy identifiers exactly as written - file paths, URLs, issue/PR/ticket numbers, ports, \
-version numbers, branch and package names. Never shorten, round or paraphrase them.
-4. **Errors and fixes** - Each problem met, its error message or symptom, and how it was solved \
-or why it is still open.
-5. **Lookup hints** - Distinctive words, names and error strings someone could search the full \
+rely on. Copy identifiers exactly as written - file paths, URLs, issue/PR/ticket numbers, commit \
+hashes, ports, version numbers, branch and package names. Never shorten, round or paraphrase \
+them. Name the identifiers that matter to the work (those the user named, those used often or \
+in the latest steps), not every one that appeared in a tool's output.
+4. **Work state** - One line per task, subtask or ticket the conversation worked on, naming it \
+exactly: done (and committed, with the commit hash; pushed or not), in progress and not yet \
+saved, next, or blocked (and by what). Take this from what the tools reported - the issue \
+tracker's commands, `git commit` and `git push` output, to-do lists, test results - and the \
+assistant's own statements; when the state changed, the newest one holds. Add the last test \
+result and the files changed since the last commit.
+5. **Decisions** - Each choice made and why (an approach taken or ruled out, what the user \
+answered when asked).
+6. **Errors and fixes** - Each problem met, its error message or symptom, and how it was solved \
+or why it is still open; include error names seen in logs and files read.
+7. **Lookup hints** - Distinctive words, names and error strings someone could search the full \
 history for, to recover details that did not fit here."""
 
 SLIDING_WINDOW_PROMPT = f"""\
@@ -47,9 +57,9 @@ constraints and identifiers unless the conversation has clearly settled them.
 Use these sections:
 
 {_SHARED_SECTIONS}
-6. **Current state** - Where the work stands right now: what is finished, what is half done, \
+8. **Current state** - Where the work stands right now: what is finished, what is half done, \
 which files are modified, what is being waited on.
-7. **Next step** - The single next action the assistant should take, in line with the user's \
+9. **Next step** - The single next action the assistant should take, in line with the user's \
 most recent request; quote that request if it is not yet fulfilled.
 
 Write only the summary, in plain Markdown, in at most {ALL_WORD_LIMIT} words. Prefer facts over \
@@ -80,9 +90,11 @@ Use exactly these Markdown headings, in this order, each as "## <heading>":
 - **{task}** - the user's original task, copied word for word (omit only when none is given).
 - **{red}** - every constraint, prohibition and preference the user stated ("never ...", "only \
 ...", "do not ..."), copied verbatim, one per bullet. Never paraphrase, merge or drop one.
-- **{done}** - what has been finished: completed actions, answered requests, fixed problems.
-- **{not_done}** - what is still open: unfinished steps, unanswered requests, failing checks, \
-the next step.
+- **{done}** - what has been finished: each subtask or ticket by its exact id, with the commit \
+hash that holds it; completed actions, answered requests, fixed problems.
+- **{not_done}** - what is still open: the subtask in progress and whether its changes are \
+committed yet, what is blocked and by what, failing checks, the next step. When a state changed \
+during the conversation, the newest one holds.
 - **{findings}** - facts learned that later steps depend on: causes of errors and their fixes, \
 decisions, identifiers (ports, versions, URLs, issue numbers) copied exactly.
 - **{files}** - the files created, modified or read that matter, with exact paths.
@@ -106,8 +118,10 @@ Use exactly these Markdown headings, in this order, each as "## <heading>":
 - **{red}** - every constraint the user stated, copied verbatim, one per bullet.
 - **{known}** - facts established so far: findings, causes, identifiers (paths, ports, versions, \
 URLs, issue numbers) copied exactly.
-- **{done}** - actions completed and requests answered.
-- **{todo}** - what remains to be done, next step first.
+- **{done}** - subtasks finished (by their exact ids, with commit hashes), actions completed and \
+requests answered.
+- **{todo}** - what remains to be done, next step first: the work in progress (committed or \
+not), what is blocked.
 - **{decisions}** - choices made and why: what the assistant proposed and the user confirmed, \
 options ruled out.
 

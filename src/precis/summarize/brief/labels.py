@@ -20,8 +20,9 @@ from precis.summarize.prompts import (
 )
 
 DEFAULT_BRIEF_CHARS: Final = 4000
-# Past this a rule-built brief only repeats low-value detail, however large the clip allows.
-MAX_BRIEF_CHARS: Final = 16000
+# Past this a rule-built brief only repeats low-value detail, however large the clip allows:
+# the agent's notes and the ranked identifiers fill a clip up to it.
+MAX_BRIEF_CHARS: Final = 32000
 
 TASK: Final = "task"
 CONSTRAINTS: Final = "constraints"

@@ -140,6 +140,21 @@ def _error_items(errors: list[ErrorEntry], cap: int) -> list[Item]:
     return items
 
 
+def _seen_error_names(
+    facts: Facts, errors: Sequence[ErrorEntry], labels: Mapping[str, str]
+) -> list[Item]:
+    """Error names seen in a run's output or a log that no listed error names, most often seen
+    first, as one line that loses its tail before it is dropped (those only a source file
+    mentions are lookup hints)."""
+    said = " ".join(e.signature for e in errors)
+    terms = sorted(facts.error_names.terms.values(), key=lambda t: (-t.count, -t.last))
+    names = [t.label for t in terms if t.kind == "error" and t.label not in said]
+    items = _listing(labels["also_seen"], names)
+    for item in items:
+        item.order = 10**6
+    return items
+
+
 def _tool_items(facts: Facts) -> list[Item]:
     """Call counts (losing the rarest tools first when short of room), then the newest calls."""
     if not facts.tool_counts:
@@ -177,6 +192,7 @@ def hint_items(
     candidates: list[str] = []
     for error in errors:
         candidates += ERROR_CLASS_RE.findall(error.signature)
+    candidates += [t.label for t in facts.error_names.terms.values()]
     candidates += [basename(t.label) for t in modified]
     candidates += [t.label.split("=", 1)[-1] for t in facts.identifiers.ranked()]
     candidates += [basename(t.label) for t in read if t.weight > W_OUTPUT]
@@ -336,7 +352,10 @@ def sections(
             Item(t.label, t.first, shrink=False, late=t.weight <= W_OUTPUT)
             for t in facts.identifiers.ranked()
         ]
-        out[ERRORS] = _error_items(ranked.errors, caps[ERRORS])
+        out[ERRORS] = [
+            *_error_items(ranked.errors, caps[ERRORS]),
+            *_seen_error_names(facts, ranked.errors, labels),
+        ]
         if mode == "all" and facts.last_assistant_text:
             out[STATE] = [_text_item(facts.last_assistant_text, 0, caps[STATE])]
         out[TOOLS] = _tool_items(facts)
