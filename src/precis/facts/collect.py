@@ -278,12 +278,13 @@ class Collector:
         facts = self.facts
         text = found.text
         note: Note | None = None
-        if found.note or found.calls:
+        said = found.note or next((c.thought for c in found.calls if c.thought), "")
+        if said or found.calls:
             previous = facts.notes[-1] if facts.notes else None
-            if previous is not None and found.note and previous.text == found.note:
+            if previous is not None and said and previous.text == said:
                 note = previous
             else:
-                note = Note(found.note)
+                note = Note(said)
                 facts.notes.append(note)
         for call in found.calls:
             self._noted[call.id] = note
@@ -340,7 +341,8 @@ class Collector:
         reads_only = call is not None and call.reads_only
         failed = found.failed
         note = self._noted.pop(call_id, None)
-        if note is not None and call is not None and (failed or not reads_only):
+        quiet = reads_only or call is None or call.looks_up or bool(call.thought)
+        if note is not None and call is not None and (failed or not quiet):
             outcome = found.outcome() if found.text else ""
             note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)
         if call is not None and (call.work is not None or call.action):
@@ -385,7 +387,9 @@ class Collector:
         progress, at, text = self.facts.progress, self._clock, found.text
         failed = found.failed or exit_failed(text)
         if call.action:
-            progress.acted(call.action, not failed and not found.signatures(), at)
+            ok = not failed and not found.signatures()
+            why = "" if ok or not text else found.outcome()
+            progress.acted(f"{call.action} → {why}" if why else call.action, ok, at)
         work = call.work
         if work is None:
             return

@@ -287,6 +287,11 @@ def titles(text: str, keys: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def is_lookup(name: str) -> bool:
+    """A named call that only looks something up (get_…, search_…, think)."""
+    return _LOOKUP_RE.match(name) is not None
+
+
 def is_action(name: str) -> bool:
     """A named domain call that changes something, `verb_object` or `verbObject`
     (`cancel_reservation`, `sendEmail`): not a lookup, and not a one-word harness tool (Task)."""

@@ -47,6 +47,7 @@ from precis.facts.progress import (
     action_text,
     commit_lines,
     is_action,
+    is_lookup,
     push_ok,
     shell_work,
     test_tally,
@@ -121,6 +122,10 @@ class CallScan:
     todo_items: tuple[str, ...] | None
     # A read of a log or a saved command output (not source code): its errors were seen.
     reads_log: bool = False
+    # A lookup by name (get_…, search_…): what it found is not progress.
+    looks_up: bool = False
+    # A "think" tool's thought: the agent talking to itself, a progress note of its own.
+    thought: str = ""
     # What the call does to the work (`precis.facts.progress`): a shell command's tracker
     # updates, commit, push or test run; a named action taken; a to-do tool's whole list.
     work: ShellWork | None = None
@@ -425,10 +430,20 @@ def _call(call: ToolCall) -> CallScan:
         reads_only=reads_only,
         todo_items=_todo_items(lname, fields),
         reads_log=reads_log,
+        looks_up=not quiet and is_lookup(name),
+        thought=_thought(lname, fields),
         work=shell_work(shell_text) if shell_text else None,
         action=action_text(name, data) if acts and is_action(name) else "",
         todo=todo,
     )
+
+
+def _thought(lname: str, fields: Mapping[str, Any]) -> str:
+    """The note a think tool's call is: its thought, cut to its first sentences."""
+    if "think" not in lname:
+        return ""
+    thought = fields.get("thought") or fields.get("content") or fields.get("text")
+    return fix_text(thought) if isinstance(thought, str) and thought.strip() else ""
 
 
 def _arg_terms(data: Any) -> tuple[ArgTerm, ...]:

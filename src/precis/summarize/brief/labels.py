@@ -51,6 +51,8 @@ DISPLAY_ORDER: Final = (
     CONSTRAINTS,
     REQUESTS,
     WORK,
+    STATE,
+    OPEN,
     DECISIONS,
     MODIFIED,
     IDENTIFIERS,
@@ -58,8 +60,6 @@ DISPLAY_ORDER: Final = (
     NOTES,
     READ,
     TOOLS,
-    STATE,
-    OPEN,
     HINTS,
 )
 FILL_ORDER: Final = (

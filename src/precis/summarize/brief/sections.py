@@ -301,10 +301,15 @@ def _note_items(facts: Facts, mode: str) -> list[Item]:
     """The agent's own words turn by turn, with what its calls came back with: filled newest
     first, shown in order. In all-mode the last turn's words are the current state instead."""
     texts: list[str] = []
-    for index, note in enumerate(facts.notes):
+    latest = one_line(facts.last_assistant_text)[:40] if mode == "all" else ""
+    for note in facts.notes:
         said = note.text
-        if index == len(facts.notes) - 1 and mode == "all" and facts.last_assistant_text:
-            said = ""
+        if (
+            latest
+            and said.startswith(latest[: len(said)])
+            and said[:40] == latest[: len(said[:40])]
+        ):
+            said = ""  # all-mode shows the latest words whole, as the current state
         calls = "; ".join(note.calls[:_NOTE_CALLS])
         if len(note.calls) > _NOTE_CALLS:
             calls += f"; +{len(note.calls) - _NOTE_CALLS}"
