@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
@@ -72,25 +73,33 @@ class Tally:
     used most, most recently; a term only a tool printed comes last, if at all."""
 
     terms: dict[str, TermEntry] = field(default_factory=dict)
+    _ranked: list[TermEntry] | None = None
 
     def add(self, key: str, label: str, weight: int, kind: str = "path", at: int = 0) -> None:
-        used = 1 if weight >= W_SPOKEN else 0
+        self._ranked = None
         term = self.terms.get(key)
         if term is None:
+            used = 1 if weight >= W_SPOKEN else 0
             self.terms[key] = TermEntry(label, weight, 1, len(self.terms), kind, at, used)
             return
         term.count += 1
-        term.uses += used
-        term.last = max(term.last, at)
-        term.weight = max(term.weight, weight)
+        if weight >= W_SPOKEN:
+            term.uses += 1
+        if at > term.last:
+            term.last = at
+        if weight > term.weight:
+            term.weight = weight
         if "=" in label and "=" not in term.label:
             term.label = label
         if kind in TELLING_KINDS or kind == "error":  # a telling sighting tells
             term.kind = kind
 
     def ranked(self) -> list[TermEntry]:
-        """Best first; a term seen once and only in tool output is left out unless it is telling."""
-        return sorted((t for t in self.terms.values() if _shown(t)), key=_rank)
+        """Best first; a term only a tool's output named is left out unless it is telling.
+        Sorted once until the next term is added (a fresh list each call)."""
+        if self._ranked is None:
+            self._ranked = sorted((t for t in self.terms.values() if _shown(t)), key=_rank)
+        return list(self._ranked)
 
     def keyed(self, min_weight: int = 0) -> list[tuple[str, TermEntry]]:
         """The ranked terms with the key each is filed under; with `min_weight`, only those
@@ -183,6 +192,13 @@ MAX_SPEC_CONSTRAINTS = 16
 MAX_SPEC_UNITS = 300
 MAX_ANSWER_UNITS = 300
 
+
+def spec_rules(text: str) -> tuple[str, ...]:
+    """The rules an issue states: items under its rules headings, its outright prohibitions."""
+    strong = [s for s in constraint_sentences(text) if STRONG_CONSTRAINT_RE.search(s)]
+    return tuple(r for r in (*heading_rules(text), *strong) if utf16_len(r) <= MAX_SPEC_UNITS)
+
+
 # Folds an earlier summary's text into the collector; False leaves it to the plain-text fold.
 SummaryReader = Callable[["Collector", str], bool]
 
@@ -190,9 +206,13 @@ SummaryReader = Callable[["Collector", str], bool]
 class Collector:
     """One linear pass over the span, filling `Facts`."""
 
-    def __init__(self, task: str | None = None, *, reader: SummaryReader | None = None) -> None:
+    def __init__(
+        self, task: str | None = None, *, reader: SummaryReader | None = None, full: bool = True
+    ) -> None:
         self.facts = Facts()
         self._reader = reader
+        # The brief reads everything; the guard's facts need no code names, notes or error names.
+        self._full = full
         self._calls: dict[str, CallScan] = {}
         self._noted: dict[str, Note | None] = {}
         self._clock = 0  # messages fed so far: the order of progress events
@@ -271,6 +291,8 @@ class Collector:
         facts.todo_lines.clear()  # to-dos are read against the request now being worked on
         self._todo_lines(found.todos)
         self.add_terms(found.terms, W_USER, W_USER)
+        if self._full:
+            self.add_terms(found.symbols, W_USER, W_USER)
         if found.opens:
             self._open_file = found.open_path
 
@@ -279,15 +301,16 @@ class Collector:
         text = found.text
         note: Note | None = None
         said = found.note or next((c.thought for c in found.calls if c.thought), "")
-        if said or found.calls:
+        if self._full and (said or found.calls):
             previous = facts.notes[-1] if facts.notes else None
             if previous is not None and said and previous.text == said:
                 note = previous
             else:
                 note = Note(said)
                 facts.notes.append(note)
-        for call in found.calls:
-            self._noted[call.id] = note
+        if note is not None:
+            for call in found.calls:
+                self._noted[call.id] = note
         if text:
             facts.last_assistant_text = text
             for error in self._awaiting_fix:
@@ -303,6 +326,8 @@ class Collector:
             self._note_decisions(found.decisions)
             self._todo_lines(found.todos)
             self.add_terms(found.terms, W_SPOKEN, W_SPOKEN)
+            if self._full:
+                self.add_terms(found.symbols, W_SPOKEN, W_SPOKEN)
         for call in found.calls:
             self._on_call(call)
 
@@ -319,7 +344,7 @@ class Collector:
         for path in writes:
             facts.modified.add(path, path, W_ARGS, at=self._clock)
             facts.progress.touch(path, self._clock)
-        for term in call.arg_terms:
+        for term in (*call.arg_terms, *call.symbols) if self._full else call.arg_terms:
             if term.gate == "id" or term.gate == "term-id":
                 facts.identifiers.add(term.key, term.label, term.weight, term.kind, self._clock)
             elif term.key not in writes:
@@ -338,15 +363,14 @@ class Collector:
         call_id = message.tool_call_id or ""
         short = facts.pending_calls.pop(call_id, None)
         call = self._calls.pop(call_id, None)
-        reads_only = call is not None and call.reads_only
         failed = found.failed
-        note = self._noted.pop(call_id, None)
-        quiet = reads_only or call is None or call.looks_up or bool(call.thought)
-        if note is not None and call is not None and (failed or not quiet):
-            outcome = found.outcome() if found.text else ""
-            note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)
-        if call is not None and (call.work is not None or call.action):
-            self._on_work(call, found)
+        reads_only = reads_log = False
+        if call is not None:
+            reads_only, reads_log = call.reads_only, call.reads_log
+            if self._full:
+                self._note_outcome(call, found, reads_only)
+            if call.work is not None or call.action:
+                self._on_work(call, found)
         if not found.text:
             if short is not None and not failed:
                 facts.completed_calls.append(short)
@@ -361,10 +385,9 @@ class Collector:
             facts.modified.add(path, path, W_ARGS, at=self._clock)
             facts.progress.touch(path, self._clock)
         self.add_terms(found.terms, W_OUTPUT, W_OUTPUT)
-        reads_log = call is not None and call.reads_log
         # Error names a source file mentions are search terms; a log's or a run's, errors seen.
         seen_in = "read" if reads_only and not reads_log and not failed else "error"
-        for name in found.error_names():
+        for name in found.error_names() if self._full else ():
             facts.error_names.add(name, name, W_OUTPUT, seen_in, self._clock)
         if reads_only and not failed and not reads_log:
             if short is not None:
@@ -382,6 +405,14 @@ class Collector:
             error.last = self._index
             self._awaiting_fix.append(error)
 
+    def _note_outcome(self, call: CallScan, found: ToolScan, reads_only: bool) -> None:
+        """What an acting call came back with, on the note of the turn that made it."""
+        note = self._noted.pop(call.id, None)
+        quiet = reads_only or call.looks_up or bool(call.thought)
+        if note is not None and (found.failed or not quiet):
+            outcome = found.outcome() if found.text else ""
+            note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)
+
     def _on_work(self, call: CallScan, found: ToolScan) -> None:
         """What a result says about the work its call did: states set, commits, pushes, tests."""
         progress, at, text = self.facts.progress, self._clock, found.text
@@ -398,13 +429,14 @@ class Collector:
             for key, status in work.tracker:
                 progress.set_status(key, status, at, work.reason)
             if work.shown and text:
-                self._spec_rules(text)
+                self._spec_rules(found.derived("rules", spec_rules))
             for key in work.shown:
                 progress.shown(key, at)
-                for child in children(text, key) if text else ():
+                kids = found.derived(f"children:{key}", partial(children, parent=key))
+                for child in kids if text else ():
                     progress.shown(child, at)
         if text and (work.shown or work.lists):
-            progress.titled(titles(text, list(progress.items)))
+            progress.titled(found.derived("titles", titles))
         if work.commit:
             commits = found.commits()
             for branch, hash_, subject in commits:
@@ -422,15 +454,13 @@ class Collector:
                 why = next((s for _, s in found.signatures()), "") or one_line(text)[:120]
                 progress.tested(work.test, why, True, at)
 
-    def _spec_rules(self, text: str) -> None:
-        """The rules an issue states: items under its rules headings, its outright prohibitions."""
+    def _spec_rules(self, rules: Sequence[str]) -> None:
+        """An issue's rules, up to a span's share of them."""
         spec = self.facts.spec_constraints
-        strong = [s for s in constraint_sentences(text) if STRONG_CONSTRAINT_RE.search(s)]
-        for rule in (*heading_rules(text), *strong):
+        for rule in rules:
             if len(spec) >= MAX_SPEC_CONSTRAINTS:
                 break
-            if utf16_len(rule) <= MAX_SPEC_UNITS:
-                spec.setdefault(rule.lower(), rule)
+            spec.setdefault(rule.lower(), rule)
 
     # -- shared --
 

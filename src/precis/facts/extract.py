@@ -53,7 +53,7 @@ def extract_facts(messages: Sequence[Message], *, task: str | None = None) -> li
         task = next(
             (m.content for m in messages if m.kind == KIND_TASK and m.content.strip()), None
         )
-    collector = Collector(task)
+    collector = Collector(task, full=False)
     sources = _Sources(task is not None)
     for index, message in enumerate(messages):
         if message.kind in _CARRIERS or message.kind == KIND_TASK:

@@ -267,24 +267,24 @@ def children(text: str, parent: str) -> list[str]:
     return out
 
 
-def titles(text: str, keys: Sequence[str]) -> dict[str, str]:
-    """The title a tracker's output gives each of `keys`: the text after the id on its line."""
+def titles(text: str) -> dict[str, str]:
+    """The title a tracker's output gives each item id it lists: the text after the id on its
+    line ("X · title", "X: title", "X - title"), the first one found for each."""
     out: dict[str, str] = {}
-    for key in keys:
-        at = text.find(key)
-        while at >= 0 and key not in out:
-            end = at + len(key)
-            boundary = at == 0 or not (text[at - 1].isalnum() or text[at - 1] in "-.")
-            if boundary and (end == len(text) or not (text[end].isalnum() or text[end] in ".-")):
-                line_end = text.find("\n", end)
-                rest = text[end : line_end if line_end >= 0 else len(text)]
-                match = _TITLE_SEP_RE.match(rest)
-                if match is not None:
-                    title = _TITLE_NOISE_RE.sub(" ", match.group(1)).strip(" ·:")
-                    if len(title) >= 4:
-                        out[key] = shorten(one_line(title), _MAX_TITLE)
-            at = text.find(key, at + 1)
+    for match in _TITLED_RE.finditer(text):
+        key = match.group(1).rstrip(".-")
+        if key in out:
+            continue
+        title = _TITLE_NOISE_RE.sub(" ", match.group(2)).strip(" ·:")
+        if len(title) >= 4:
+            out[key] = shorten(one_line(title), _MAX_TITLE)
     return out
+
+
+_TITLED_RE: Final = re.compile(
+    r"(?m)(?<![\w.#-])(#\d+|[A-Za-z][A-Za-z0-9_]*(?:[.-][A-Za-z0-9_]+)+)"
+    r"[ \t]*(?:·|:|—|–|-|\|)[ \t]+(\S[^\n]*)"
+)
 
 
 def is_lookup(name: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
@@ -126,6 +126,8 @@ class CallScan:
     looks_up: bool = False
     # A "think" tool's thought: the agent talking to itself, a progress note of its own.
     thought: str = ""
+    # Code names in the code the call writes: for the brief to rank, not the guard.
+    symbols: tuple[ArgTerm, ...] = ()
     # What the call does to the work (`precis.facts.progress`): a shell command's tracker
     # updates, commit, push or test run; a named action taken; a to-do tool's whole list.
     work: ShellWork | None = None
@@ -161,6 +163,8 @@ class UserScan:
     open_path: str | None = None
     # Items listed under a rules heading that no rule sentence holds ("## Important Rules").
     listed: tuple[str, ...] = ()
+    # Code names the text writes (`spans`, snake_case …): for the brief to rank, not the guard.
+    symbols: tuple[Term, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,7 @@ class AssistantScan:
     calls: tuple[CallScan, ...]
     # The turn's prose, code blocks aside, cut to its first sentences: a progress note.
     note: str = ""
+    symbols: tuple[Term, ...] = ()
 
 
 class ToolScan:
@@ -181,6 +186,7 @@ class ToolScan:
 
     __slots__ = (
         "_commits",
+        "_derived",
         "_log_signatures",
         "_names",
         "_outcome",
@@ -204,6 +210,7 @@ class ToolScan:
         self._signatures: tuple[tuple[str, str], ...] | None = None
         self._commits: tuple[tuple[str, str, str], ...] | None = None
         self._outcome: str | None = None
+        self._derived: dict[str, Any] | None = None
         self._names: tuple[str, ...] | None = None
         self._log_signatures: tuple[tuple[str, str], ...] | None = None
         self._tally: tuple[tuple[str, bool] | None] | None = None
@@ -224,6 +231,15 @@ class ToolScan:
         if self._signatures is None:
             self._signatures = tuple((error_key(s), s) for s in error_lines(self.text))
         return self._signatures
+
+    def derived(self, name: str, make: Callable[[str], Any]) -> Any:
+        """`make(text)`, made once per output: what the collector reads of a tracker's output."""
+        memo = self._derived
+        if memo is None:
+            memo = self._derived = {}
+        if name not in memo:
+            memo[name] = make(self.text)
+        return memo[name]
 
     def log_signatures(self) -> tuple[tuple[str, str], ...]:
         """`signatures()` of a log or saved output the agent read, line numbers aside."""
@@ -356,10 +372,11 @@ def _user(content: str) -> UserScan:
         _decisions(text),
         confirms,
         _todos(text),
-        (*terms_in(text), *symbols_in(text)),
+        tuple(terms_in(text)),
         opens,
         open_path,
         tuple(listed_rules(text, found)),
+        tuple(symbols_in(text)),
     )
 
 
@@ -376,9 +393,10 @@ def _assistant(message: Message) -> AssistantScan:
         text.endswith(("?", "？")),
         _decisions(text),
         _todos(text),
-        (*terms_in(text), *symbols_in(text)),
+        tuple(terms_in(text)),
         calls,
         fix if prose is text else fix_text(prose),
+        tuple(symbols_in(text)),
     )
 
 
@@ -432,6 +450,7 @@ def _call(call: ToolCall) -> CallScan:
         reads_log=reads_log,
         looks_up=not quiet and is_lookup(name),
         thought=_thought(lname, fields),
+        symbols=_code_symbols(data),
         work=shell_work(shell_text) if shell_text else None,
         action=action_text(name, data) if acts and is_action(name) else "",
         todo=todo,
@@ -464,11 +483,18 @@ def _arg_terms(data: Any) -> tuple[ArgTerm, ...]:
                 out.append(ArgTerm("term-id", term, label, W_OUTPUT if body else W_ARGS, kind))
             else:
                 out.append(ArgTerm("term-path", term, label, W_OUTPUT if body else W_SPOKEN))
-        if body:
-            # The code the agent writes names what the work is about: count it as a use.
-            for kind, term, label in symbols_in(value, code=True):
-                out.append(ArgTerm("term-id", term, label, W_SPOKEN, kind))
     return tuple(out)
+
+
+def _code_symbols(data: Any) -> tuple[ArgTerm, ...]:
+    """Code names in the bodies a call writes: the code the agent writes names what the work
+    is about, so each counts as a use."""
+    return tuple(
+        ArgTerm("term-id", term, label, W_SPOKEN, kind)
+        for key, value in scalars(data)
+        if key.lower() in BODY_KEYS
+        for kind, term, label in symbols_in(value, code=True)
+    )
 
 
 def _todo_items(lname: str, fields: Mapping[str, Any]) -> tuple[str, ...] | None:

@@ -215,9 +215,11 @@ def _word_count(text: str) -> int:
 def within_words(render: Callable[[int], str], style: str, budget: int) -> str:
     """Render, then shrink the budget until a brief keeps to S3's word limit."""
     text = render(budget)
+    if style != "brief":
+        return text
     for _ in range(8):
         words = _word_count(text)
-        if style != "brief" or words <= BRIEF_WORD_LIMIT or budget <= 100:
+        if words <= BRIEF_WORD_LIMIT or budget <= 100:
             break
         budget = max(100, int(budget * max(0.5, min(0.92, BRIEF_WORD_LIMIT / words))))
         text = render(budget)
