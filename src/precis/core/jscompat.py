@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 import json.encoder
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from decimal import Decimal
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 
 def utf16_len(text: str) -> int:
-    """`text.length` in JavaScript: UTF-16 code units (a non-BMP character counts 2)."""
+    """`text.length` in JavaScript: UTF-16 code units (a non-BMP character counts 2, a lone
+    surrogate 1)."""
     if text.isascii():
         return len(text)
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def utf16_slice(text: str, start: int, end: int | None = None) -> str:
@@ -26,7 +30,7 @@ def utf16_slice(text: str, start: int, end: int | None = None) -> str:
     """
     if text.isascii() or utf16_len(text) == len(text):
         return text[start:end]
-    units = text.encode("utf-16-le")
+    units = text.encode("utf-16-le", "surrogatepass")
     n = len(units) // 2
     s = _clamp(start, n)
     e = n if end is None else _clamp(end, n)
@@ -46,12 +50,23 @@ def js_round(x: float) -> int:
     return math.floor(x + 0.5)
 
 
+# Number.MAX_SAFE_INTEGER: integers up to it are exact as doubles.
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
 def js_number(x: float | int) -> str:
     """`Number.prototype.toString` for a finite number (shortest round-trip digits)."""
     if isinstance(x, bool):
         return "true" if x else "false"
     if isinstance(x, int):
-        return str(x)
+        if -MAX_SAFE_INTEGER <= x <= MAX_SAFE_INTEGER:
+            return str(x)
+        # JSON.parse reads every number as a double: a bigger integer is rounded (and past the
+        # largest double it is Infinity, which JSON.stringify writes as null).
+        try:
+            x = float(x)
+        except OverflowError:
+            return "null"
     if not math.isfinite(x):
         return "null"
     if x == 0:
@@ -78,9 +93,27 @@ def js_number(x: float | int) -> str:
     return sign + body
 
 
-# `json.dumps(text, ensure_ascii=False)` of a str (JSON.stringify's quoting), without the encoder
-# object json.dumps makes on every call.
-quote: Callable[[str], str] = json.encoder.encode_basestring
+# `json.dumps(text, ensure_ascii=False)` of a str, without the encoder object json.dumps makes on
+# every call: JSON.stringify's quoting except for lone surrogates, which it leaves raw.
+_encode_basestring: Callable[[str], str] = json.encoder.encode_basestring
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# A surrogate that is not half of a pair, as JavaScript sees the string (UTF-16 code units).
+_LONE_SURROGATE = re.compile(
+    "[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]"
+)
+
+
+def quote(text: str) -> str:
+    """`JSON.stringify(text)`: quotes, short escapes, `\\u00xx` for other control characters and,
+    as JavaScript has done since ES2019, `\\udxxx` for a lone surrogate; the rest raw."""
+    quoted = _encode_basestring(text)
+    if quoted.isascii() or _SURROGATE.search(quoted) is None:
+        return quoted
+    return _LONE_SURROGATE.sub(_escape_code_unit, quoted)
+
+
+def _escape_code_unit(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def js_json_stringify(value: Any) -> str:
@@ -99,3 +132,88 @@ def js_json_stringify(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(js_json_stringify(v) for v in value) + "]"
     raise TypeError(f"not JSON-shaped: {type(value).__name__}")
+
+
+def js_restringify(text: str) -> str:
+    """`JSON.stringify(JSON.parse(text))`; a text that is not JSON stays the string it is, which
+    JSON.stringify quotes. (letta holds tool-call arguments parsed and measures them this way.)"""
+    if not text.isascii() and _SURROGATE.search(text) is not None:
+        # JavaScript sees code units: a high and a low surrogate side by side are one character
+        # (so "\ud83d\ude00" and "😀" are the same key). Python only after a UTF-16 round trip.
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    try:
+        return js_json_stringify(json.loads(text))
+    except (ValueError, TypeError):
+        return quote(text)
+
+
+# The C scanner and encoder of the json module. The scanner refuses floats and NaN/Infinity (int()
+# of their text raises), the two places where Python's printing differs from JavaScript's.
+_decoder: Any = json.JSONDecoder(parse_float=int, parse_constant=int)
+_scan_once: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_encode: Callable[[Any, int], Sequence[str]] | None = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(None, None, _encode_basestring, None, ":", ",", False, False, True)
+)
+_SCAN_ERRORS = (StopIteration, ValueError, RecursionError)
+# Bytes of UTF-8 text mapped so that a run of 16 digits (an integer JSON.parse may round) is
+# found with one search.
+_DIGIT_RUNS = bytes(ord("d") if chr(b).isdigit() and b < 128 else ord(".") for b in range(256))
+_SIXTEEN_DIGITS = b"d" * 16
+
+
+def js_restringified_lengths(texts: Sequence[str]) -> list[int]:
+    """`utf16_len(js_restringify(t))` for each text, mostly without building the JSON in Python.
+
+    A text that parses with no float (or NaN/Infinity) in it is re-encoded by the json module's
+    C encoder, compact and with non-ASCII raw. That is exactly what `js_json_stringify` writes
+    for the parsed value unless the value holds a lone surrogate (JavaScript escapes it) or an
+    integer beyond 15 digits (JavaScript rounds it to a double); a text with either, or with a
+    float, or that does not parse whole, is measured through `js_restringify` itself.
+    """
+    n = len(texts)
+    if _encode is None or n == 0:
+        return [utf16_len(js_restringify(t)) for t in texts]
+    try:
+        parsed = list(map(_scan_once, texts, repeat(0)))
+    except _SCAN_ERRORS:
+        parsed = []
+    if len(parsed) != n:  # one raised (StopIteration ends the map early): one at a time
+        return [_restringified_length(t) for t in texts]
+    encoded = list(map("".join, map(_encode, map(_VALUE, parsed), repeat(0))))
+    joined = "".join(encoded)
+    lengths = list(map(len if joined.isascii() else utf16_len, encoded))
+    if not _plain(joined) or list(map(_END, parsed)) != list(map(len, texts)):
+        for i, text in enumerate(texts):
+            if parsed[i][1] != len(text) or not _plain(encoded[i]):
+                lengths[i] = utf16_len(js_restringify(text))
+    return lengths
+
+
+_VALUE = itemgetter(0)
+_END = itemgetter(1)
+
+
+def _restringified_length(text: str) -> int:
+    assert _encode is not None
+    try:
+        value, end = _scan_once(text, 0)
+    except _SCAN_ERRORS:
+        return utf16_len(js_restringify(text))
+    encoded = "".join(_encode(value, 0))
+    if end != len(text) or not _plain(encoded):
+        return utf16_len(js_restringify(text))
+    return utf16_len(encoded)
+
+
+def _plain(encoded: str) -> bool:
+    """No lone surrogate and no run of 16 digits: Python's JSON is JavaScript's here."""
+    if encoded.isascii():
+        raw = encoded.encode("ascii")
+    elif _SURROGATE.search(encoded) is None:
+        raw = encoded.encode("utf-8")
+    else:
+        return False
+    return _SIXTEEN_DIGITS not in raw.translate(_DIGIT_RUNS)
