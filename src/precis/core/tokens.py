@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import add, floordiv, mul
+from itertools import chain, compress, repeat
+from operator import add, attrgetter, floordiv, mul, ne
 from typing import Any, Protocol, runtime_checkable
 
 from precis.core.errors import TokenizerUnavailable
-from precis.core.jscompat import js_json_stringify, utf16_len
+from precis.core.jscompat import js_restringified_lengths, utf16_len
 from precis.core.messages import Message
 
 # letta-code counts an image as 1200 tokens, i.e. 4800 characters before the divide by four.
@@ -27,30 +26,83 @@ class TokenCounter(Protocol):
     def count_text(self, text: str) -> int: ...
 
 
+_ID = attrgetter("id")
+_CONTENT = attrgetter("content")
+
+
 class _CachedCounter:
     """Memoises `count` per message: a stored message never changes.
 
-    The key is the id plus the content length, because a displayed copy of a message (a long
-    tool output shown head+tail, a masked observation) keeps the id but not the text.
+    A count is kept under the message id with the content length it was made for, because a
+    displayed copy of a message (a long tool output shown head+tail, a masked observation) keeps
+    the id but not the text; such a second form is kept apart under (id, length). Plain dicts of
+    strings and ints, so that `count_many` looks a whole list up at C speed and the garbage
+    collector has nothing to trace.
     """
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, int], int] = {}
+        self._counts: dict[str, int] = {}
+        self._lengths: dict[str, int] = {}
+        self._other_forms: dict[tuple[str, int], int] = {}
 
     def count(self, message: Message) -> int:
-        if not message.id:
+        mid = message.id
+        if not mid:
             return self._count(message)
-        key = (message.id, len(message.content))
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = self._cache[key] = self._count(message)
-        return hit
+        length = len(message.content)
+        known = self._lengths.get(mid)
+        if known == length:
+            return self._counts[mid]
+        if known is None:
+            hit = self._counts[mid] = self._count(message)
+            self._lengths[mid] = length
+            return hit
+        key = (mid, length)
+        other = self._other_forms.get(key)
+        if other is None:
+            other = self._other_forms[key] = self._count(message)
+        return other
 
     def count_many(self, messages: Sequence[Message]) -> list[int]:
-        return [self.count(m) for m in messages]
+        """`count` of each message; the cached ones found in one pass, the rest counted together."""
+        ids = list(map(_ID, messages))
+        lengths = list(map(len, map(_CONTENT, messages)))
+        if not self._lengths:
+            counts = self._count_many(messages)
+            self._counts.update(zip(ids, counts, strict=True))
+            self._lengths.update(zip(ids, lengths, strict=True))
+            if "" in self._lengths:  # a message without an id is never remembered
+                del self._counts[""], self._lengths[""]
+            return counts
+        known = list(map(self._lengths.get, ids))
+        if known == lengths:  # every id known, with this length
+            return list(map(self._counts.__getitem__, ids))
+        counts = list(map(self._counts.get, ids, repeat(0)))
+        todo: list[int] = []
+        for i in compress(range(len(ids)), map(ne, known, lengths)):
+            hit = None if known[i] is None else self._other_forms.get((ids[i], lengths[i]))
+            if hit is None:
+                todo.append(i)
+            else:
+                counts[i] = hit
+        for i, count in zip(todo, self._count_many([messages[i] for i in todo]), strict=True):
+            counts[i] = count
+            mid = ids[i]
+            have = self._lengths.get(mid)
+            if not mid or have == lengths[i]:
+                continue
+            if have is None:
+                self._counts[mid] = count
+                self._lengths[mid] = lengths[i]
+            else:
+                self._other_forms[(mid, lengths[i])] = count
+        return counts
 
     def _count(self, message: Message) -> int:
         raise NotImplementedError
+
+    def _count_many(self, messages: Sequence[Message]) -> list[int]:
+        return [self._count(m) for m in messages]
 
 
 class LettaEstimator(_CachedCounter):
@@ -62,26 +114,64 @@ class LettaEstimator(_CachedCounter):
     def _count(self, message: Message) -> int:
         return math.ceil(letta_chars(message) / 4)
 
+    def _count_many(self, messages: Sequence[Message]) -> list[int]:
+        # ceil(c / 4) as (c + 3) // 4: the same for every count below 2**53.
+        return list(map(floordiv, map(add, letta_chars_many(messages), repeat(3)), repeat(4)))
+
 
 def letta_chars(message: Message) -> int:
     """The character count letta-code divides by four for one message."""
     chars = sum(utf16_len(t) for t in message.text_parts)
     if message.role == "assistant":
         chars += utf16_len(message.reasoning)
-        for call in message.tool_calls:
-            chars += utf16_len(call.name) + utf16_len(_arguments_as_js_json(call.arguments))
+        calls = message.tool_calls
+        chars += sum(utf16_len(call.name) for call in calls)
+        # letta holds the arguments parsed and measures JSON.stringify of them.
+        chars += sum(js_restringified_lengths([call.arguments for call in calls]))
     else:
         chars += IMAGE_CHARS * message.images
     return chars
 
 
-def _arguments_as_js_json(arguments: str) -> str:
-    # letta holds parsed arguments and measures JSON.stringify of them; text that is not JSON
-    # stays a string, whose stringified form carries quotes and escapes.
-    try:
-        return js_json_stringify(json.loads(arguments))
-    except (ValueError, TypeError):
-        return json.dumps(arguments, ensure_ascii=False)
+_EXTRA = attrgetter("openai_extra")
+_REASONING = attrgetter("reasoning")
+_IMAGES = attrgetter("images")
+_TOOL_CALLS = attrgetter("tool_calls")
+_NAME = attrgetter("name")
+_ARGUMENTS = attrgetter("arguments")
+
+
+def letta_chars_many(messages: Sequence[Message]) -> list[int]:
+    """`letta_chars` of each message, a column at a time: the plain content lengths first, then
+    only the messages that have list content, reasoning, images or tool calls."""
+    n = len(messages)
+    contents = list(map(_CONTENT, messages))
+    ascii_content = all(map(str.isascii, contents))
+    chars = list(map(len if ascii_content else utf16_len, contents))
+    for i in compress(range(n), map(_EXTRA, messages)):
+        if isinstance(messages[i].openai_extra.get("content"), list):
+            chars[i] = sum(map(utf16_len, messages[i].text_parts))
+    for i in compress(range(n), map(_REASONING, messages)):
+        if messages[i].role == "assistant":
+            chars[i] += utf16_len(messages[i].reasoning)
+    for i in compress(range(n), map(_IMAGES, messages)):
+        if messages[i].role != "assistant":
+            chars[i] += IMAGE_CHARS * messages[i].images
+    callers = list(compress(range(n), map(_TOOL_CALLS, messages)))  # assistants only
+    if callers:
+        per_message = [messages[i].tool_calls for i in callers]
+        calls = list(chain.from_iterable(per_message))
+        names = list(map(_NAME, calls))
+        name_lengths = map(len if all(map(str.isascii, names)) else utf16_len, names)
+        sizes = map(add, name_lengths, js_restringified_lengths(list(map(_ARGUMENTS, calls))))
+        if len(calls) == len(callers):  # one call per message, the usual case
+            for i, size in zip(callers, sizes, strict=True):
+                chars[i] += size
+        else:
+            owners = chain.from_iterable(map(repeat, callers, map(len, per_message)))
+            for i, size in zip(owners, sizes, strict=True):
+                chars[i] += size
+    return chars
 
 
 @dataclass(frozen=True, slots=True)
