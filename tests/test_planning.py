@@ -4,6 +4,7 @@ and the property that a planned context never breaks the validity rules."""
 from __future__ import annotations
 
 import contextlib
+import math
 
 import pytest
 from conversations import tool_conversations
@@ -11,8 +12,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from precis.core.errors import PlanningError
+from precis.core.jscompat import js_round
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall
-from precis.core.planning import NO_ASSISTANT_MESSAGE, eviction_steps, plan_all, plan_sliding_window
+from precis.core.planning import (
+    NO_ASSISTANT_MESSAGE,
+    eviction_steps,
+    has_pending_tool_call,
+    normalize_percentage,
+    pinned_mask,
+    plan_all,
+    plan_sliding_window,
+)
 from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
 
@@ -159,3 +169,91 @@ def test_planned_context_is_always_valid(
         assert len(plan.summarize) + len(plan.pinned) + len(plan.keep) == len(conversation)
         if conversation and (plan.mode == "sliding_window" or plan is plans[-1]):
             assert plan.keep[-1] is conversation[-1]  # the newest message is never summarized
+
+
+def reference_cut(
+    messages: list[Message],
+    counts: list[int],
+    *,
+    context_window: int | None,
+    percentage: float | None,
+    reserved: int,
+    roles: tuple[str, ...],
+) -> int | None:
+    """letta's loop as written in letta-code, every kept tail summed afresh (plus the pinned
+    messages before the cut); None where letta throws."""
+    n = len(messages)
+    pins = pinned_mask(messages)
+    max_cut = n - 2 if has_pending_tool_call(messages[-1]) else n - 1
+    p = normalize_percentage(percentage)
+    goal = None if context_window is None else (1 - p) * context_window
+    approx: float = math.inf if context_window is None else context_window
+    cut: int | None = None
+    e = p
+    while (cut is None if goal is None else approx + reserved >= goal) and e < 1.0:
+        e += 0.1
+        idx = min(js_round(e * n), n - 1)
+        valid = [i for i in range(1, n) if i <= idx and i < max_cut and messages[i].role in roles]
+        cut = valid[-1] if valid else None
+        if cut is not None:
+            approx = sum(c for i, c in enumerate(counts) if i >= cut or pins[i])
+    met_goal = goal is not None and approx + reserved < goal
+    if cut is None or (e >= 1.0 and not (reserved > 0 and met_goal)):
+        return None
+    return cut
+
+
+@pytest.mark.property
+@given(
+    conversation=tool_conversations(min_size=2, max_turns=30),
+    fill=st.floats(0, 1.6),
+    percentage=st.one_of(st.none(), st.sampled_from([0.05, 0.1, 0.25, 0.3, 0.5, 0.9, 1.0, 2.0])),
+    reserved=st.sampled_from([0, 0, 1, 300, 5000]),
+    fallback=st.booleans(),
+    given_list=st.booleans(),
+)
+def test_planner_matches_letta_loop_run_forwards(
+    conversation: list[Message],
+    fill: float,
+    percentage: float | None,
+    reserved: int,
+    fallback: bool,
+    given_list: bool,
+) -> None:
+    """The backward search counts only the tail it needs and finds letta's cut, or letta's error,
+    for any window from none to past the whole conversation, with pinned messages."""
+    counts = LettaEstimator().count_many(conversation)
+    window = None if fill > 1.5 else int(fill * sum(counts))
+    expected = None
+    if len(conversation) >= 4:
+        for roles in (("assistant",), ("assistant", "user")) if fallback else (("assistant",),):
+            expected = reference_cut(
+                conversation,
+                counts,
+                context_window=window,
+                percentage=percentage,
+                reserved=reserved,
+                roles=roles,
+            )
+            if expected is not None:
+                break
+    try:
+        plan = plan_sliding_window(
+            conversation,
+            tokens=counts if given_list else LettaEstimator(),
+            context_window=window,
+            percentage=percentage,
+            reserved_tokens=reserved,
+            user_boundary_fallback=fallback,
+        )
+    except PlanningError:
+        assert expected is None
+    else:
+        assert plan.cutoff == expected
+
+
+def test_a_negative_token_count_is_refused_naming_the_message() -> None:
+    tokens = [5] * 20
+    tokens[13] = -1
+    with pytest.raises(ValueError, match="token count -1 of message 13 is negative"):
+        plan_sliding_window(alternating(20), tokens=tokens, context_window=100)

@@ -64,10 +64,68 @@ def token_list(messages: Sequence[Message], tokens: Sequence[int] | TokenCounter
     """Per-message token counts, from a ready list or a counter."""
     # A plain list or tuple is no counter (it has no count_text): skip the slow protocol check.
     if type(tokens) is not list and type(tokens) is not tuple and isinstance(tokens, TokenCounter):
-        return [tokens.count(m) for m in messages]
+        return _count_all(tokens, messages)
     if len(tokens) != len(messages):
         raise ValueError(f"tokens has {len(tokens)} entries for {len(messages)} messages")
     return list(tokens)
+
+
+def _count_all(counter: TokenCounter, messages: Sequence[Message]) -> list[int]:
+    count_many = getattr(counter, "count_many", None)
+    if count_many is not None:
+        counts: list[int] = count_many(messages)
+        return counts
+    return [counter.count(m) for m in messages]
+
+
+class _TailCounts:
+    """Token counts of messages[start:], counted towards the front only as the search asks.
+
+    A count is checked not to be negative: kept tokens only grow as the cut moves back, which is
+    what lets the search stop early.
+    """
+
+    __slots__ = ("counter", "messages", "start", "values")
+
+    def __init__(self, messages: Sequence[Message], tokens: Sequence[int] | TokenCounter):
+        self.messages = messages
+        if (
+            type(tokens) is not list
+            and type(tokens) is not tuple
+            and isinstance(tokens, TokenCounter)
+        ):
+            self.counter: TokenCounter | None = tokens
+            self.values: list[int] = []
+            self.start = len(messages)
+        else:
+            self.counter = None
+            self.values = _non_negative(token_list(messages, tokens), 0)
+            self.start = 0
+
+    def span(self, start: int, end: int) -> list[int]:
+        """The counts of messages[start:end], counting what is not counted yet."""
+        if start < self.start:
+            assert self.counter is not None
+            counted = _count_all(self.counter, self.messages[start : self.start])
+            self.values[:0] = _non_negative(counted, start)
+            self.start = start
+        return self.values[start - self.start : end - self.start]
+
+    def of(self, indices: Sequence[int]) -> list[int]:
+        """The counts of the messages at these indices."""
+        if self.counter is None:
+            return [self.values[i] for i in indices]
+        counted = _count_all(self.counter, [self.messages[i] for i in indices])
+        for i, count in zip(indices, counted, strict=True):
+            _non_negative([count], i)
+        return counted
+
+
+def _non_negative(counts: list[int], offset: int) -> list[int]:
+    if counts and min(counts) < 0:
+        i = next(i for i, c in enumerate(counts) if c < 0)
+        raise ValueError(f"token count {counts[i]} of message {offset + i} is negative")
+    return counts
 
 
 def plan_sliding_window(
@@ -89,7 +147,7 @@ def plan_sliding_window(
     n = len(messages)
     if n < 4:
         raise PlanningError(NOT_ENOUGH_MESSAGES)
-    counts = token_list(messages, tokens)
+    counts = _TailCounts(messages, tokens)
     pins = pinned_mask(messages)
     max_cut = n - 2 if has_pending_tool_call(messages[-1]) else n - 1
     p = normalize_percentage(percentage)
@@ -101,18 +159,23 @@ def plan_sliding_window(
             raise
         cut = _search_cut(*args, roles=("assistant", "user"))
     head = messages[:cut]
+    summarize: tuple[Message, ...] = tuple(head)
+    pinned: tuple[Message, ...] = ()
+    if any(pins[:cut]):
+        summarize = tuple(m for m, pin in zip(head, pins, strict=False) if not pin)
+        pinned = tuple(m for m, pin in zip(head, pins, strict=False) if pin)
     return CompactionPlan(
         mode="sliding_window",
         cutoff=cut,
-        summarize=tuple(m for m, pin in zip(head, pins, strict=False) if not pin),
+        summarize=summarize,
         keep=tuple(messages[cut:]),
-        pinned=tuple(m for m, pin in zip(head, pins, strict=False) if pin),
+        pinned=pinned,
     )
 
 
 def _search_cut(
     messages: Sequence[Message],
-    counts: list[int],
+    counts: _TailCounts,
     pins: list[bool],
     p: float,
     context_window: int | None,
@@ -120,42 +183,68 @@ def _search_cut(
     reserved: int,
     roles: tuple[str, ...],
 ) -> int:
-    n = len(messages)
-    goal = None if context_window is None else (1 - p) * context_window
-    approx: float = math.inf if context_window is None else context_window
-    # Kept tokens = the tail from the cut plus pinned messages before it, kept as running sums
-    # because the cut only moves forward: the whole search is one pass over the counts.
-    total = sum(counts)
-    any_pinned = any(pins)
-    evicted = 0
-    scanned = 0
-    cut: int | None = None
-    e = p
-    while (cut is None if goal is None else approx + reserved >= goal) and e < 1.0:
-        e += 0.1
-        idx = min(js_round(e * n), n - 1)
-        cut = _last_valid_cut(messages, idx, max_cut, roles)
-        if cut is None:
-            continue
-        if cut > scanned:
-            evicted += sum(counts[scanned:cut])
-            if any_pinned:
-                evicted -= sum(compress(counts[scanned:cut], pins[scanned:cut]))
-            scanned = cut
-        approx = total - evicted
-    met_goal = goal is not None and approx + reserved < goal
-    if cut is None or (e >= 1.0 and not (reserved > 0 and met_goal)):
+    """letta's loop, run backwards: the same cut with the fewest messages counted.
+
+    letta steps the eviction percentage up from `p` by 0.1 and stops at the first step whose
+    cut leaves a kept tail (plus pinned messages before the cut) that fits the goal; after the
+    last step (e >= 1.0) it refuses unless a reserve was given and met. Kept tokens only shrink
+    as the cut moves forward, so that first step is found from the last cut back: the tail is
+    counted from the end until it no longer fits, and nothing before is ever counted.
+    """
+    found = _candidate_cuts(messages, p, max_cut, roles)
+    if context_window is None:  # no goal: the first cut is the answer
+        if found and found[0][0] < 1.0:
+            return found[0][1]
+        raise PlanningError(NO_ASSISTANT_MESSAGE)
+    goal = (1 - p) * context_window
+    if not found or context_window + reserved < goal:  # (the latter: letta never steps)
+        raise PlanningError(NO_ASSISTANT_MESSAGE)
+    pinned_at = list(compress(range(len(messages)), pins))
+    pinned = dict(zip(pinned_at, counts.of(pinned_at), strict=True)) if pinned_at else {}
+    best = len(found) - 1
+    cut = found[best][1]
+    kept = sum(counts.span(cut, len(messages))) + sum(t for i, t in pinned.items() if i < cut)
+    if kept + reserved >= goal:  # not even the last cut fits
+        raise PlanningError(NO_ASSISTANT_MESSAGE)
+    chunk = max(64, len(messages) // 64)
+    while best > 0 and kept + reserved < goal:
+        earlier = found[best - 1][1]
+        # kept(earlier) = kept(cut) + the unpinned counts between them, added a chunk at a time
+        # from the back so that the walk stops as soon as the goal is passed.
+        end = cut
+        while end > earlier and kept + reserved < goal:
+            start = max(earlier, end - chunk)
+            kept += sum(counts.span(start, end))
+            kept -= sum(t for i, t in pinned.items() if start <= i < end)
+            end = start
+        if kept + reserved < goal:
+            best -= 1
+            cut = earlier
+    e, cut = found[best]
+    if e >= 1.0 and reserved <= 0:  # the quirk: the last step fails unless a reserve was met
         raise PlanningError(NO_ASSISTANT_MESSAGE)
     return cut
 
 
-def _last_valid_cut(
-    messages: Sequence[Message], idx: int, max_cut: int, roles: tuple[str, ...]
-) -> int | None:
-    for i in range(min(idx, max_cut - 1), 0, -1):
-        if messages[i].role in roles:
-            return i
-    return None
+def _candidate_cuts(
+    messages: Sequence[Message], p: float, max_cut: int, roles: tuple[str, ...]
+) -> list[tuple[float, int]]:
+    """Each eviction step that has a cut, with it: the last message in `roles` at or before
+    round(e * n) (and before `max_cut`), never the first message. Each index is read once."""
+    n = len(messages)
+    found: list[tuple[float, int]] = []
+    cut: int | None = None
+    scanned = 0  # indices 1..scanned are looked at already
+    for e in eviction_steps(p):
+        top = min(js_round(e * n), n - 1, max_cut - 1)
+        for i in range(top, scanned, -1):
+            if messages[i].role in roles:
+                cut = i
+                break
+        scanned = max(scanned, top)
+        if cut is not None:
+            found.append((e, cut))
+    return found
 
 
 _PINNED = attrgetter("pinned")
