@@ -116,3 +116,40 @@ def test_1500_texts_measure_as_node_measures_them(tmp_path: Path) -> None:
     wrong = [(t, g, e) for t, g, e in zip(texts, got, expected, strict=True) if g != e]
     assert wrong == [], f"{len(wrong)} of 1500 differ from node, first: {wrong[:3]}"
     assert len(set(texts)) > 750  # the batch is varied, not one case repeated
+
+
+COMPACT = '{"path":"src/app.py","line":7}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"cmd":"ls -la","n":1}',  # spaces inside strings only: still compact
+        '{"code":"f() { return [1, 2]; }"}',  # braces and brackets inside a string
+        '{"when":"2024-01-05","id":"1234567890123456789"}',  # -0 and digits inside strings
+        '{"url":"http://x/:a","k":"\\":"}',  # colons inside strings; an escape
+        '{"a":{"b":1}}',  # a nested object
+        '[{"a":1},{"a":2}]',  # objects below the top
+        '{"a":1,"a":2}',  # a key given twice
+        '{"a":[1,{"b":2,"b":3}]}',  # twice, deeper
+        '{"x":-0}',
+        '{"big":12345678901234567}',
+        '{"a" :1}',
+        '{"é":"中文😀"}',
+        '"\ud800"',
+        "[]",
+        "{}",
+        "true",
+        '"plain"',
+    ],
+)
+def test_a_text_among_compact_ones_is_measured_right(text: str) -> None:
+    """The whole-batch shortcut (every text already compact) must notice the one that is not."""
+    batch = [COMPACT, text, COMPACT]
+    assert js_restringified_lengths(batch) == [30, reference_length(text), 30]
+    assert js_restringified_lengths([text]) == [reference_length(text)]
+
+
+def test_a_batch_of_compact_texts_measures_as_their_own_length() -> None:
+    batch = [COMPACT, '{"cmd":"ls -la"}', '{"é":"😀"}', "[1,2]", '"a"', "null"]
+    assert js_restringified_lengths(batch) == [30, 16, 10, 5, 3, 4]

@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from itertools import repeat
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -165,13 +165,15 @@ _SIXTEEN_DIGITS = b"d" * 16
 
 
 def js_restringified_lengths(texts: Sequence[str]) -> list[int]:
-    """`utf16_len(js_restringify(t))` for each text, mostly without building the JSON in Python.
+    """`utf16_len(js_restringify(t))` for each text, without building JSON in Python.
 
-    A text that parses with no float (or NaN/Infinity) in it is re-encoded by the json module's
-    C encoder, compact and with non-ASCII raw. That is exactly what `js_json_stringify` writes
-    for the parsed value unless the value holds a lone surrogate (JavaScript escapes it) or an
-    integer beyond 15 digits (JavaScript rounds it to a double); a text with either, or with a
-    float, or that does not parse whole, is measured through `js_restringify` itself.
+    Each text is parsed by the json module's C scanner, which refuses floats and NaN/Infinity.
+    When every text parsed whole and is already what JSON.stringify writes for its value (see
+    `_already_compact`), the lengths are the texts' own. Otherwise the values are re-encoded by
+    the json module's C encoder, compact and non-ASCII raw: exactly what `js_json_stringify`
+    writes unless a value holds a lone surrogate (JavaScript escapes it) or an integer past 15
+    digits (JavaScript rounds it to a double). A text with either, with a float, or that does
+    not parse whole is measured through `js_restringify` itself.
     """
     n = len(texts)
     if _encode is None or n == 0:
@@ -182,14 +184,54 @@ def js_restringified_lengths(texts: Sequence[str]) -> list[int]:
         parsed = []
     if len(parsed) != n:  # one raised (StopIteration ends the map early): one at a time
         return [_restringified_length(t) for t in texts]
-    encoded = list(map("".join, map(_encode, map(_VALUE, parsed), repeat(0))))
+    values = list(map(_VALUE, parsed))
+    whole = list(map(_END, parsed)) == list(map(len, texts))
+    if whole and _already_compact(texts, values):
+        return list(map(len if all(map(str.isascii, texts)) else utf16_len, texts))
+    encoded = list(map("".join, map(_encode, values, repeat(0))))
     joined = "".join(encoded)
     lengths = list(map(len if joined.isascii() else utf16_len, encoded))
-    if not _plain(joined) or list(map(_END, parsed)) != list(map(len, texts)):
+    if not whole or not _plain(joined):
         for i, text in enumerate(texts):
             if parsed[i][1] != len(text) or not _plain(encoded[i]):
                 lengths[i] = utf16_len(js_restringify(text))
     return lengths
+
+
+def _already_compact(texts: Sequence[str], values: list[Any]) -> bool:
+    """Whether each text, parsed whole into its value with no float, is already the value's
+    JSON.stringify: no escape and no surrogate in it; no whitespace, -0 or integer past 15
+    digits outside its strings; and no key given twice in an object."""
+    joined = "".join(texts)
+    if "\\" in joined or not (joined.isascii() or _SURROGATE.search(joined) is None):
+        return False
+    # With no escapes, every quote opens or closes a string. When nothing to refuse is anywhere
+    # in the texts, it is not outside their strings either; else look at the outside alone.
+    outside = joined
+    if _unwanted(joined):
+        outside = "".join(joined.split('"')[::2])
+        if _unwanted(outside):
+            return False
+    # Keys are the strings followed by a colon (no whitespace): inside a string no quote is.
+    keys = joined.count('":')
+    if keys == 0:
+        return True
+    # When each object is a text's top level, the parsed dicts hold as many keys as were
+    # written unless one came twice.
+    dicts = values if list(map(type, values)).count(dict) == len(values) else None
+    if dicts is None:
+        dicts = list(compress(values, map(isinstance, values, repeat(dict))))
+    objects = outside.count("{")
+    if objects != len(dicts) and outside is joined:  # braces in strings, perhaps
+        objects = "".join(joined.split('"')[::2]).count("{")
+    return objects == len(dicts) and keys == sum(map(len, dicts))
+
+
+def _unwanted(text: str) -> bool:
+    """Whitespace, -0 or 16 digits in a row somewhere in this (escape-free, ASCII-or-not) text."""
+    if any(map(text.__contains__, (" ", "\n", "\t", "\r", "-0"))):
+        return True
+    return _SIXTEEN_DIGITS in text.encode("utf-8").translate(_DIGIT_RUNS)
 
 
 _VALUE = itemgetter(0)

@@ -70,22 +70,25 @@ def token_list(messages: Sequence[Message], tokens: Sequence[int] | TokenCounter
     return list(tokens)
 
 
-def _count_all(counter: TokenCounter, messages: Sequence[Message]) -> list[int]:
+def _count_all(
+    counter: TokenCounter, messages: Sequence[Message], *, unseen: bool = False
+) -> list[int]:
     count_many = getattr(counter, "count_many", None)
-    if count_many is not None:
-        counts: list[int] = count_many(messages)
-        return counts
-    return [counter.count(m) for m in messages]
+    if count_many is None:
+        return [counter.count(m) for m in messages]
+    counts: list[int] = count_many(messages, unseen=True) if unseen else count_many(messages)
+    return counts
 
 
 class _TailCounts:
     """Token counts of messages[start:], counted towards the front only as the search asks.
 
-    A count is checked not to be negative: kept tokens only grow as the cut moves back, which is
-    what lets the search stop early.
+    Counts are held newest first (`backwards[j]` is message n-1-j), so that counting further
+    back appends. A count is checked not to be negative: kept tokens only grow as the cut moves
+    back, which is what lets the search stop early.
     """
 
-    __slots__ = ("counter", "messages", "start", "values")
+    __slots__ = ("backwards", "counter", "messages", "start", "unseen")
 
     def __init__(self, messages: Sequence[Message], tokens: Sequence[int] | TokenCounter):
         self.messages = messages
@@ -95,26 +98,33 @@ class _TailCounts:
             and isinstance(tokens, TokenCounter)
         ):
             self.counter: TokenCounter | None = tokens
-            self.values: list[int] = []
+            self.backwards: list[int] = []
             self.start = len(messages)
+            # A counter that has counted nothing is asked about each part of this list once: it
+            # need not look any of them up.
+            self.unseen = getattr(tokens, "remembers_nothing", False) is True
         else:
             self.counter = None
-            self.values = _non_negative(token_list(messages, tokens), 0)
+            self.unseen = False
+            self.backwards = _non_negative(token_list(messages, tokens), 0)[::-1]
             self.start = 0
 
-    def span(self, start: int, end: int) -> list[int]:
-        """The counts of messages[start:end], counting what is not counted yet."""
+    def sum(self, start: int, end: int) -> int:
+        """The tokens of messages[start:end], counting what is not counted yet."""
         if start < self.start:
             assert self.counter is not None
-            counted = _count_all(self.counter, self.messages[start : self.start])
-            self.values[:0] = _non_negative(counted, start)
+            part = self.messages[start : self.start]
+            counted = _count_all(self.counter, part, unseen=self.unseen)
+            self.backwards.extend(reversed(_non_negative(counted, start)))
             self.start = start
-        return self.values[start - self.start : end - self.start]
+        n = len(self.messages)
+        return sum(self.backwards[n - end : n - start])
 
     def of(self, indices: Sequence[int]) -> list[int]:
         """The counts of the messages at these indices."""
         if self.counter is None:
-            return [self.values[i] for i in indices]
+            n = len(self.messages)
+            return [self.backwards[n - 1 - i] for i in indices]
         counted = _count_all(self.counter, [self.messages[i] for i in indices])
         for i, count in zip(indices, counted, strict=True):
             _non_negative([count], i)
@@ -148,7 +158,7 @@ def plan_sliding_window(
     if n < 4:
         raise PlanningError(NOT_ENOUGH_MESSAGES)
     counts = _TailCounts(messages, tokens)
-    pins = pinned_mask(messages)
+    pins = pinned_mask(messages) if any(map(_PINNED, messages)) else None
     max_cut = n - 2 if has_pending_tool_call(messages[-1]) else n - 1
     p = normalize_percentage(percentage)
     args = (messages, counts, pins, p, context_window, max_cut, reserved_tokens)
@@ -161,7 +171,7 @@ def plan_sliding_window(
     head = messages[:cut]
     summarize: tuple[Message, ...] = tuple(head)
     pinned: tuple[Message, ...] = ()
-    if any(pins[:cut]):
+    if pins is not None and any(pins[:cut]):
         summarize = tuple(m for m, pin in zip(head, pins, strict=False) if not pin)
         pinned = tuple(m for m, pin in zip(head, pins, strict=False) if pin)
     return CompactionPlan(
@@ -176,7 +186,7 @@ def plan_sliding_window(
 def _search_cut(
     messages: Sequence[Message],
     counts: _TailCounts,
-    pins: list[bool],
+    pins: list[bool] | None,
     p: float,
     context_window: int | None,
     max_cut: int,
@@ -199,14 +209,15 @@ def _search_cut(
     goal = (1 - p) * context_window
     if not found or context_window + reserved < goal:  # (the latter: letta never steps)
         raise PlanningError(NO_ASSISTANT_MESSAGE)
-    pinned_at = list(compress(range(len(messages)), pins))
-    pinned = dict(zip(pinned_at, counts.of(pinned_at), strict=True)) if pinned_at else {}
+    pinned_at = list(compress(range(len(messages)), pins)) if pins else []
+    pinned = dict(zip(pinned_at, counts.of(pinned_at), strict=True))
     best = len(found) - 1
     cut = found[best][1]
-    kept = sum(counts.span(cut, len(messages))) + sum(t for i, t in pinned.items() if i < cut)
+    kept = counts.sum(cut, len(messages)) + sum(t for i, t in pinned.items() if i < cut)
     if kept + reserved >= goal:  # not even the last cut fits
         raise PlanningError(NO_ASSISTANT_MESSAGE)
-    chunk = max(64, len(messages) // 64)
+    # Chunks of about 3 sqrt(n): few calls to the counter, and little counted past the goal.
+    chunk = max(64, 3 * math.isqrt(len(messages)))
     while best > 0 and kept + reserved < goal:
         earlier = found[best - 1][1]
         # kept(earlier) = kept(cut) + the unpinned counts between them, added a chunk at a time
@@ -214,7 +225,7 @@ def _search_cut(
         end = cut
         while end > earlier and kept + reserved < goal:
             start = max(earlier, end - chunk)
-            kept += sum(counts.span(start, end))
+            kept += counts.sum(start, end)
             kept -= sum(t for i, t in pinned.items() if start <= i < end)
             end = start
         if kept + reserved < goal:

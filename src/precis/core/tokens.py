@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
-from operator import add, attrgetter, floordiv, mul, ne
+from operator import add, attrgetter, floordiv, itemgetter, mul, ne
 from typing import Any, Protocol, runtime_checkable
 
 from precis.core.errors import TokenizerUnavailable
@@ -30,72 +30,106 @@ _ID = attrgetter("id")
 _CONTENT = attrgetter("content")
 
 
+_LENGTH = itemgetter(0)
+_COUNT = itemgetter(1)
+_UNKNOWN = (-1, 0)  # the memo entry of an id never counted: no content has length -1
+
+
 class _CachedCounter:
     """Memoises `count` per message: a stored message never changes.
 
-    A count is kept under the message id with the content length it was made for, because a
-    displayed copy of a message (a long tool output shown head+tail, a masked observation) keeps
-    the id but not the text; such a second form is kept apart under (id, length). Plain dicts of
-    strings and ints, so that `count_many` looks a whole list up at C speed and the garbage
-    collector has nothing to trace.
+    The memo maps a message id to (content length, count), because a displayed copy of a message
+    (a long tool output shown head+tail, a masked observation) keeps the id but not the text; such
+    a second form is kept apart under (id, length). One dict probe per message, so `count_many`
+    looks a whole list up with map() and never loops in Python when everything is known.
+
+    A batch of messages none of which was known is filed into the memo only when the memo is
+    next consulted: a counter used for one plan and dropped (letta's way) never pays for it.
+    A caller that knows its messages are new to the counter (a planner counting disjoint parts
+    of one conversation on a counter that `remembers_nothing`) says `unseen=True`, and they are
+    counted without being looked up; the counts are the same either way.
     """
 
     def __init__(self) -> None:
-        self._counts: dict[str, int] = {}
-        self._lengths: dict[str, int] = {}
+        self._memo: dict[str, tuple[int, int]] = {}
         self._other_forms: dict[tuple[str, int], int] = {}
+        self._unfiled: list[tuple[tuple[Message, ...], tuple[int, ...]]] = []
+
+    def _file(self) -> None:
+        """Put the batches counted but not yet remembered into the memo, in counting order."""
+        memo = self._memo
+        for messages, counts in self._unfiled:
+            lengths = map(len, map(_CONTENT, messages))
+            memo.update(zip(map(_ID, messages), zip(lengths, counts, strict=True), strict=True))
+        self._unfiled.clear()
+        memo.pop("", None)  # a message without an id is never remembered
 
     def count(self, message: Message) -> int:
+        if self._unfiled:
+            self._file()
         mid = message.id
         if not mid:
             return self._count(message)
         length = len(message.content)
-        known = self._lengths.get(mid)
-        if known == length:
-            return self._counts[mid]
+        known = self._memo.get(mid)
         if known is None:
-            hit = self._counts[mid] = self._count(message)
-            self._lengths[mid] = length
-            return hit
+            count = self._count(message)
+            self._memo[mid] = (length, count)
+            return count
+        if known[0] == length:
+            return known[1]
         key = (mid, length)
         other = self._other_forms.get(key)
         if other is None:
             other = self._other_forms[key] = self._count(message)
         return other
 
-    def count_many(self, messages: Sequence[Message]) -> list[int]:
-        """`count` of each message; the cached ones found in one pass, the rest counted together."""
+    @property
+    def remembers_nothing(self) -> bool:
+        """No message has been counted yet."""
+        return not self._memo and not self._unfiled
+
+    def count_many(self, messages: Sequence[Message], *, unseen: bool = False) -> list[int]:
+        """`count` of each message; the known ones found in one pass, the rest counted together."""
+        if unseen:
+            return self._count_new(messages)
+        if self._unfiled:
+            self._file()
+        memo = self._memo
+        if not memo:
+            return self._count_new(messages)
         ids = list(map(_ID, messages))
         lengths = list(map(len, map(_CONTENT, messages)))
-        if not self._lengths:
-            counts = self._count_many(messages)
-            self._counts.update(zip(ids, counts, strict=True))
-            self._lengths.update(zip(ids, lengths, strict=True))
-            if "" in self._lengths:  # a message without an id is never remembered
-                del self._counts[""], self._lengths[""]
-            return counts
-        known = list(map(self._lengths.get, ids))
-        if known == lengths:  # every id known, with this length
-            return list(map(self._counts.__getitem__, ids))
-        counts = list(map(self._counts.get, ids, repeat(0)))
+        known = list(map(memo.get, ids, repeat(_UNKNOWN)))
+        known_lengths = list(map(_LENGTH, known))
+        if known_lengths == lengths:  # every id known, with this length
+            return list(map(_COUNT, known))
+        if known_lengths.count(-1) == len(ids):
+            return self._count_new(messages)
+        counts = list(map(_COUNT, known))
         todo: list[int] = []
-        for i in compress(range(len(ids)), map(ne, known, lengths)):
-            hit = None if known[i] is None else self._other_forms.get((ids[i], lengths[i]))
-            if hit is None:
+        for i in compress(range(len(ids)), map(ne, known_lengths, lengths)):
+            other = None if known_lengths[i] < 0 else self._other_forms.get((ids[i], lengths[i]))
+            if other is None:
                 todo.append(i)
             else:
-                counts[i] = hit
+                counts[i] = other
         for i, count in zip(todo, self._count_many([messages[i] for i in todo]), strict=True):
             counts[i] = count
-            mid = ids[i]
-            have = self._lengths.get(mid)
-            if not mid or have == lengths[i]:
+            mid, length = ids[i], lengths[i]
+            hit = memo.get(mid)
+            if not mid or (hit is not None and hit[0] == length):
                 continue
-            if have is None:
-                self._counts[mid] = count
-                self._lengths[mid] = lengths[i]
+            if hit is None:
+                memo[mid] = (length, count)
             else:
-                self._other_forms[(mid, lengths[i])] = count
+                self._other_forms[(mid, length)] = count
+        return counts
+
+    def _count_new(self, messages: Sequence[Message]) -> list[int]:
+        """Messages none of which is known: count them together, file them later."""
+        counts = self._count_many(messages)
+        self._unfiled.append((tuple(messages), tuple(counts)))  # copies: the lists may change
         return counts
 
     def _count(self, message: Message) -> int:
@@ -146,31 +180,31 @@ def letta_chars_many(messages: Sequence[Message]) -> list[int]:
     only the messages that have list content, reasoning, images or tool calls."""
     n = len(messages)
     contents = list(map(_CONTENT, messages))
-    ascii_content = all(map(str.isascii, contents))
-    chars = list(map(len if ascii_content else utf16_len, contents))
-    for i in compress(range(n), map(_EXTRA, messages)):
-        if isinstance(messages[i].openai_extra.get("content"), list):
-            chars[i] = sum(map(utf16_len, messages[i].text_parts))
-    for i in compress(range(n), map(_REASONING, messages)):
-        if messages[i].role == "assistant":
-            chars[i] += utf16_len(messages[i].reasoning)
-    for i in compress(range(n), map(_IMAGES, messages)):
-        if messages[i].role != "assistant":
-            chars[i] += IMAGE_CHARS * messages[i].images
-    callers = list(compress(range(n), map(_TOOL_CALLS, messages)))  # assistants only
-    if callers:
-        per_message = [messages[i].tool_calls for i in callers]
+    chars = list(map(len if all(map(str.isascii, contents)) else utf16_len, contents))
+    if any(map(_EXTRA, messages)):
+        for i in compress(range(n), map(_EXTRA, messages)):
+            if isinstance(messages[i].openai_extra.get("content"), list):
+                chars[i] = sum(map(utf16_len, messages[i].text_parts))
+    if any(map(_REASONING, messages)):
+        for i in compress(range(n), map(_REASONING, messages)):
+            if messages[i].role == "assistant":
+                chars[i] += utf16_len(messages[i].reasoning)
+    if any(map(_IMAGES, messages)):
+        for i in compress(range(n), map(_IMAGES, messages)):
+            if messages[i].role != "assistant":
+                chars[i] += IMAGE_CHARS * messages[i].images
+    per_message = list(map(_TOOL_CALLS, messages))
+    if any(per_message):  # only assistants carry calls
+        callers = list(compress(range(n), per_message))
         calls = list(chain.from_iterable(per_message))
         names = list(map(_NAME, calls))
         name_lengths = map(len if all(map(str.isascii, names)) else utf16_len, names)
         sizes = map(add, name_lengths, js_restringified_lengths(list(map(_ARGUMENTS, calls))))
-        if len(calls) == len(callers):  # one call per message, the usual case
-            for i, size in zip(callers, sizes, strict=True):
-                chars[i] += size
-        else:
-            owners = chain.from_iterable(map(repeat, callers, map(len, per_message)))
-            for i, size in zip(owners, sizes, strict=True):
-                chars[i] += size
+        if len(calls) != len(callers):  # some message made several calls: each its owner
+            counts = map(len, filter(None, per_message))
+            callers = list(chain.from_iterable(map(repeat, callers, counts)))
+        for i, size in zip(callers, sizes, strict=True):
+            chars[i] += size
     return chars
 
 
