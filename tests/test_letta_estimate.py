@@ -111,3 +111,42 @@ def test_one_call_per_message_and_several_are_summed_to_their_owner() -> None:
     assert letta_chars_many([one]) == [13]
     assert letta_chars_many([one, two]) == [13, 13]
     assert letta_chars_many([two, one]) == [13, 13]
+
+
+def test_a_batch_filed_later_is_not_spoiled_by_changes_to_the_lists() -> None:
+    messages = [Message(role="user", content="x" * (4 * k), id=f"m{k}") for k in range(1, 6)]
+    counter = LettaEstimator()
+    counts = counter.count_many(messages)
+    assert counts == [1, 2, 3, 4, 5] and counter.remembers_nothing is False
+    counts[0] = 99  # the caller's list is the caller's
+    messages[1] = Message(role="user", content="y", id="other")
+    assert counter.count_many(messages) == [1, 1, 3, 4, 5]
+    assert counter.count(Message(role="user", content="x" * 8, id="m2")) == 2
+
+
+def test_unseen_batches_count_the_same_and_are_remembered() -> None:
+    messages = [Message(role="user", content="x" * (4 * k), id=f"m{k}") for k in range(1, 7)]
+    counter = LettaEstimator()
+    assert counter.remembers_nothing
+    first = counter.count_many(messages[3:], unseen=True)
+    second = counter.count_many(messages[:3], unseen=True)
+    assert second + first == [1, 2, 3, 4, 5, 6]
+    shown = replace(messages[0], content="x")  # a displayed copy of m1
+    assert counter.count_many([shown, *messages]) == [1, 1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.property
+@given(st.lists(messages(), max_size=12))
+def test_the_cheap_lower_bound_never_exceeds_the_count(batch: list[Message]) -> None:
+    counter = LettaEstimator()
+    assert counter.tokens_at_least(batch) <= sum(counter.count_many(batch))
+
+
+def test_the_lower_bound_is_close_for_plain_text_and_ignores_list_content() -> None:
+    plain = [Message(role="user", content="x" * 10, id=f"m{i}") for i in range(8)]
+    listed = Message.from_openai(
+        {"role": "user", "content": [{"type": "text", "text": "ab"}, {"type": "text", "text": "c"}]}
+    )
+    counter = LettaEstimator()
+    assert counter.tokens_at_least(plain) == 20 and sum(counter.count_many(plain)) == 24
+    assert counter.tokens_at_least([listed]) == 0  # its content "ab\n\nc" is not what is counted

@@ -205,10 +205,10 @@ def reference_cut(
 
 @pytest.mark.property
 @given(
-    conversation=tool_conversations(min_size=2, max_turns=30),
-    fill=st.floats(0, 1.6),
+    conversation=tool_conversations(min_size=6, max_turns=40),
+    fill=st.one_of(st.floats(0.35, 1.2), st.floats(0, 1.6)),
     percentage=st.one_of(st.none(), st.sampled_from([0.05, 0.1, 0.25, 0.3, 0.5, 0.9, 1.0, 2.0])),
-    reserved=st.sampled_from([0, 0, 1, 300, 5000]),
+    reserved=st.sampled_from([0, 0, 0, 1, 300, 5000]),
     fallback=st.booleans(),
     given_list=st.booleans(),
 )

@@ -212,28 +212,25 @@ def _already_compact(texts: Sequence[str], values: list[Any]) -> bool:
         outside = "".join(joined.split('"')[::2])
         if _unwanted(outside):
             return False
-    # Keys are the strings followed by a colon (no whitespace): inside a string no quote is.
-    keys = joined.count('":')
-    if keys == 0:
-        return True
-    # When each object is a text's top level, the parsed dicts hold as many keys as were
-    # written unless one came twice.
     dicts = values if list(map(type, values)).count(dict) == len(values) else None
     if dicts is None:
         dicts = list(compress(values, map(isinstance, values, repeat(dict))))
-    objects = outside.count("{")
-    if objects != len(dicts) and outside is joined:  # braces in strings, perhaps
-        objects = "".join(joined.split('"')[::2]).count("{")
-    return objects == len(dicts) and keys == sum(map(len, dicts))
+    parsed_keys = sum(map(len, dicts))
+    # The keys written are the strings followed by a colon (no whitespace, and no quote inside a
+    # string). Each is a distinct key of a text's top-level object only when as many were parsed
+    # there: a key given twice, or any key in a deeper object, makes more written than parsed.
+    # (Colons are counted first, the cheaper bound: parsed <= written <= colons.)
+    return joined.count(":") == parsed_keys or joined.count('":') == parsed_keys
 
 
 def _unwanted(text: str) -> bool:
     """Whitespace, -0 or 16 digits in a row somewhere in this (escape-free, ASCII-or-not) text."""
-    if any(map(text.__contains__, (" ", "\n", "\t", "\r", "-0"))):
+    if any(map(text.__contains__, _WHITESPACE)) or ("-" in text and "-0" in text):
         return True
     return _SIXTEEN_DIGITS in text.encode("utf-8").translate(_DIGIT_RUNS)
 
 
+_WHITESPACE = (" ", "\n", "\t", "\r")
 _VALUE = itemgetter(0)
 _END = itemgetter(1)
 

@@ -88,7 +88,7 @@ class _TailCounts:
     back, which is what lets the search stop early.
     """
 
-    __slots__ = ("backwards", "counter", "messages", "start", "unseen")
+    __slots__ = ("backwards", "counter", "messages", "start", "total", "unseen")
 
     def __init__(self, messages: Sequence[Message], tokens: Sequence[int] | TokenCounter):
         self.messages = messages
@@ -108,17 +108,32 @@ class _TailCounts:
             self.unseen = False
             self.backwards = _non_negative(token_list(messages, tokens), 0)[::-1]
             self.start = 0
+        self.total = sum(self.backwards)  # of messages[start:]
 
     def sum(self, start: int, end: int) -> int:
         """The tokens of messages[start:end], counting what is not counted yet."""
         if start < self.start:
             assert self.counter is not None
             part = self.messages[start : self.start]
-            counted = _count_all(self.counter, part, unseen=self.unseen)
-            self.backwards.extend(reversed(_non_negative(counted, start)))
+            counted = _non_negative(_count_all(self.counter, part, unseen=self.unseen), start)
+            self.backwards.extend(reversed(counted))
+            self.total += sum(counted)
             self.start = start
         n = len(self.messages)
         return sum(self.backwards[n - end : n - start])
+
+    def at_least(self, start: int, end: int) -> int | None:
+        """A lower bound on the tokens of messages[start:end] that costs far less than counting
+        them (the counter's `tokens_at_least`), or None when there is none."""
+        if start >= self.start:
+            return self.sum(start, end)
+        bound = getattr(self.counter, "tokens_at_least", None)
+        return None if bound is None else int(bound(self.messages[start:end]))
+
+    def per_message(self) -> float:
+        """Mean tokens of the messages counted so far (1 when none)."""
+        counted = len(self.messages) - self.start
+        return self.total / counted if counted and self.total else 1.0
 
     def of(self, indices: Sequence[int]) -> list[int]:
         """The counts of the messages at these indices."""
@@ -216,21 +231,31 @@ def _search_cut(
     kept = counts.sum(cut, len(messages)) + sum(t for i, t in pinned.items() if i < cut)
     if kept + reserved >= goal:  # not even the last cut fits
         raise PlanningError(NO_ASSISTANT_MESSAGE)
-    # Chunks of about 3 sqrt(n): few calls to the counter, and little counted past the goal.
-    chunk = max(64, 3 * math.isqrt(len(messages)))
-    while best > 0 and kept + reserved < goal:
+    while best > 0:
         earlier = found[best - 1][1]
-        # kept(earlier) = kept(cut) + the unpinned counts between them, added a chunk at a time
-        # from the back so that the walk stops as soon as the goal is passed.
+        # kept(earlier) = kept(cut) + the unpinned tokens between them. When those look likely
+        # to pass the goal (at the mean so far) and a cheap lower bound of them does, the
+        # earlier cut cannot fit: nothing more is counted. (Worth it when counting is dear:
+        # a counter that knows nothing yet; a warm one looks its counts up faster.)
+        likely = kept + (cut - earlier) * counts.per_message() + reserved >= goal
+        if likely and counts.unseen and not any(earlier <= i < cut for i in pinned):
+            floor = counts.at_least(earlier, cut)
+            if floor is not None and kept + floor + reserved >= goal:
+                break
+        # Else count back from the cut, in steps of about half the messages the room left would
+        # hold, so that the walk stops soon after the goal is passed and asks the counter little.
         end = cut
         while end > earlier and kept + reserved < goal:
-            start = max(earlier, end - chunk)
+            room = goal - reserved - kept
+            step = max(64, int(room / counts.per_message() / 2))
+            start = max(earlier, end - step)
             kept += counts.sum(start, end)
             kept -= sum(t for i, t in pinned.items() if start <= i < end)
             end = start
-        if kept + reserved < goal:
-            best -= 1
-            cut = earlier
+        if kept + reserved >= goal:
+            break
+        best -= 1
+        cut = earlier
     e, cut = found[best]
     if e >= 1.0 and reserved <= 0:  # the quirk: the last step fails unless a reserve was met
         raise PlanningError(NO_ASSISTANT_MESSAGE)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from operator import add, attrgetter, floordiv, itemgetter, mul, ne
@@ -152,6 +152,16 @@ class LettaEstimator(_CachedCounter):
         # ceil(c / 4) as (c + 3) // 4: the same for every count below 2**53.
         return list(map(floordiv, map(add, letta_chars_many(messages), repeat(3)), repeat(4)))
 
+    def tokens_at_least(self, messages: Sequence[Message]) -> int:
+        """A lower bound on the sum of `count`, from content lengths alone: letta counts at
+        least the content of a message whose content is one string (tool calls, reasoning and
+        images only add), and sum(ceil(c / 4)) >= sum(c) // 4."""
+        contents: Iterable[str] = map(_CONTENT, messages)
+        if any(map(_EXTRA, messages)):  # list content: its parts, not `content`, are counted
+            plain = (not isinstance(m.openai_extra.get("content"), list) for m in messages)
+            contents = compress(map(_CONTENT, messages), plain)
+        return sum(map(len, contents)) // 4
+
 
 def letta_chars(message: Message) -> int:
     """The character count letta-code divides by four for one message."""
@@ -196,13 +206,13 @@ def letta_chars_many(messages: Sequence[Message]) -> list[int]:
     per_message = list(map(_TOOL_CALLS, messages))
     if any(per_message):  # only assistants carry calls
         callers = list(compress(range(n), per_message))
-        calls = list(chain.from_iterable(per_message))
+        made = list(filter(None, per_message))
+        calls = list(chain.from_iterable(made))
         names = list(map(_NAME, calls))
         name_lengths = map(len if all(map(str.isascii, names)) else utf16_len, names)
         sizes = map(add, name_lengths, js_restringified_lengths(list(map(_ARGUMENTS, calls))))
         if len(calls) != len(callers):  # some message made several calls: each its owner
-            counts = map(len, filter(None, per_message))
-            callers = list(chain.from_iterable(map(repeat, callers, counts)))
+            callers = list(chain.from_iterable(map(repeat, callers, map(len, made))))
         for i, size in zip(callers, sizes, strict=True):
             chars[i] += size
     return chars
