@@ -185,24 +185,25 @@ def js_restringified_lengths(texts: Sequence[str]) -> list[int]:
     if len(parsed) != n:  # one raised (StopIteration ends the map early): one at a time
         return [_restringified_length(t) for t in texts]
     values = list(map(_VALUE, parsed))
-    whole = list(map(_END, parsed)) == list(map(len, texts))
-    if whole and _already_compact(texts, values):
-        return list(map(len if all(map(str.isascii, texts)) else utf16_len, texts))
+    lengths = list(map(len, texts))
+    whole = list(map(_END, parsed)) == lengths
+    joined = "".join(texts)
+    if whole and _already_compact(joined, values):
+        return lengths if joined.isascii() else list(map(utf16_len, texts))
     encoded = list(map("".join, map(_encode, values, repeat(0))))
-    joined = "".join(encoded)
-    lengths = list(map(len if joined.isascii() else utf16_len, encoded))
-    if not whole or not _plain(joined):
+    all_encoded = "".join(encoded)
+    sizes = list(map(len if all_encoded.isascii() else utf16_len, encoded))
+    if not whole or not _plain(all_encoded):
         for i, text in enumerate(texts):
             if parsed[i][1] != len(text) or not _plain(encoded[i]):
-                lengths[i] = utf16_len(js_restringify(text))
-    return lengths
+                sizes[i] = utf16_len(js_restringify(text))
+    return sizes
 
 
-def _already_compact(texts: Sequence[str], values: list[Any]) -> bool:
-    """Whether each text, parsed whole into its value with no float, is already the value's
-    JSON.stringify: no escape and no surrogate in it; no whitespace, -0 or integer past 15
-    digits outside its strings; and no key given twice in an object."""
-    joined = "".join(texts)
+def _already_compact(joined: str, values: list[Any]) -> bool:
+    """Whether each of the texts joined here, parsed whole into its value with no float, is
+    already the value's JSON.stringify: no escape and no surrogate in it; no whitespace, -0 or
+    integer past 15 digits outside its strings; and no key given twice in an object."""
     if "\\" in joined or not (joined.isascii() or _SURROGATE.search(joined) is None):
         return False
     # With no escapes, every quote opens or closes a string. When nothing to refuse is anywhere

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import compress
-from operator import attrgetter
+from itertools import compress, islice
+from operator import attrgetter, not_
 
 from precis.core.errors import PlanningError
 from precis.core.jscompat import js_round
@@ -117,8 +117,11 @@ class _TailCounts:
             part = self.messages[start : self.start]
             counted = _non_negative(_count_all(self.counter, part, unseen=self.unseen), start)
             self.backwards.extend(reversed(counted))
-            self.total += sum(counted)
-            self.start = start
+            tokens = sum(counted)
+            self.total += tokens
+            counted_to, self.start = self.start, start
+            if end == counted_to:  # what was asked for is what was just counted
+                return tokens
         n = len(self.messages)
         return sum(self.backwards[n - end : n - start])
 
@@ -183,17 +186,19 @@ def plan_sliding_window(
         if not user_boundary_fallback:
             raise
         cut = _search_cut(*args, roles=("assistant", "user"))
-    head = messages[:cut]
-    summarize: tuple[Message, ...] = tuple(head)
+    # islice: one pass over each part (a list slice and its tuple would touch every message
+    # three times to count references, which at 100k messages is most of a warm plan).
+    summarize: tuple[Message, ...] = tuple(islice(messages, cut))
     pinned: tuple[Message, ...] = ()
     if pins is not None and any(pins[:cut]):
-        summarize = tuple(m for m, pin in zip(head, pins, strict=False) if not pin)
-        pinned = tuple(m for m, pin in zip(head, pins, strict=False) if pin)
+        head = summarize
+        summarize = tuple(compress(head, map(not_, pins)))
+        pinned = tuple(compress(head, pins))
     return CompactionPlan(
         mode="sliding_window",
         cutoff=cut,
         summarize=summarize,
-        keep=tuple(messages[cut:]),
+        keep=tuple(islice(messages, cut, None)),
         pinned=pinned,
     )
 
@@ -247,7 +252,7 @@ def _search_cut(
         end = cut
         while end > earlier and kept + reserved < goal:
             room = goal - reserved - kept
-            step = max(64, int(room / counts.per_message() / 2))
+            step = min(2048, max(64, int(room / counts.per_message() / 2)))
             start = max(earlier, end - step)
             kept += counts.sum(start, end)
             kept -= sum(t for i, t in pinned.items() if start <= i < end)

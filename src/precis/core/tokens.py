@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import add, attrgetter, floordiv, itemgetter, mul, ne
 from typing import Any, Protocol, runtime_checkable
 
@@ -98,14 +98,14 @@ class _CachedCounter:
         memo = self._memo
         if not memo:
             return self._count_new(messages)
-        ids = list(map(_ID, messages))
-        lengths = list(map(len, map(_CONTENT, messages)))
-        known = list(map(memo.get, ids, repeat(_UNKNOWN)))
+        known = list(map(memo.get, map(_ID, messages), repeat(_UNKNOWN)))
         known_lengths = list(map(_LENGTH, known))
+        lengths = list(map(len, map(_CONTENT, messages)))
         if known_lengths == lengths:  # every id known, with this length
             return list(map(_COUNT, known))
-        if known_lengths.count(-1) == len(ids):
+        if known_lengths.count(-1) == len(known):
             return self._count_new(messages)
+        ids = list(map(_ID, messages))
         counts = list(map(_COUNT, known))
         todo: list[int] = []
         for i in compress(range(len(ids)), map(ne, known_lengths, lengths)):
@@ -186,35 +186,30 @@ _ARGUMENTS = attrgetter("arguments")
 
 
 def letta_chars_many(messages: Sequence[Message]) -> list[int]:
-    """`letta_chars` of each message, a column at a time: the plain content lengths first, then
-    only the messages that have list content, reasoning, images or tool calls."""
-    n = len(messages)
-    contents = list(map(_CONTENT, messages))
-    chars = list(map(len if all(map(str.isascii, contents)) else utf16_len, contents))
-    if any(map(_EXTRA, messages)):
-        for i in compress(range(n), map(_EXTRA, messages)):
-            if isinstance(messages[i].openai_extra.get("content"), list):
-                chars[i] = sum(map(utf16_len, messages[i].text_parts))
-    if any(map(_REASONING, messages)):
-        for i in compress(range(n), map(_REASONING, messages)):
-            if messages[i].role == "assistant":
-                chars[i] += utf16_len(messages[i].reasoning)
-    if any(map(_IMAGES, messages)):
-        for i in compress(range(n), map(_IMAGES, messages)):
-            if messages[i].role != "assistant":
-                chars[i] += IMAGE_CHARS * messages[i].images
-    per_message = list(map(_TOOL_CALLS, messages))
-    if any(per_message):  # only assistants carry calls
-        callers = list(compress(range(n), per_message))
-        made = list(filter(None, per_message))
-        calls = list(chain.from_iterable(made))
-        names = list(map(_NAME, calls))
-        name_lengths = map(len if all(map(str.isascii, names)) else utf16_len, names)
-        sizes = map(add, name_lengths, js_restringified_lengths(list(map(_ARGUMENTS, calls))))
-        if len(calls) != len(callers):  # some message made several calls: each its owner
-            callers = list(chain.from_iterable(map(repeat, callers, map(len, made))))
-        for i, size in zip(callers, sizes, strict=True):
-            chars[i] += size
+    """`letta_chars` of each message. One pass reads each message once (list content,
+    reasoning or images send it to `letta_chars`); the arguments of all tool calls are then
+    measured together."""
+    chars: list[int] = []
+    append = chars.append
+    owners: list[int] = []
+    arguments: list[str] = []
+    i = -1
+    for message in messages:
+        i += 1
+        if message.openai_extra or message.reasoning or message.images:
+            append(letta_chars(message))
+            continue
+        content = message.content
+        size = len(content) if content.isascii() else utf16_len(content)
+        for call in message.tool_calls:  # only an assistant message has calls
+            name = call.name
+            size += len(name) if name.isascii() else utf16_len(name)
+            arguments.append(call.arguments)
+            owners.append(i)
+        append(size)
+    if arguments:
+        for i, length in zip(owners, js_restringified_lengths(arguments), strict=True):
+            chars[i] += length
     return chars
 
 
