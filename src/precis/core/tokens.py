@@ -150,7 +150,7 @@ class LettaEstimator(_CachedCounter):
 
     def _count_many(self, messages: Sequence[Message]) -> list[int]:
         # ceil(c / 4) as (c + 3) // 4: the same for every count below 2**53.
-        return list(map(floordiv, map(add, letta_chars_many(messages), repeat(3)), repeat(4)))
+        return list(map(floordiv, _letta_chars_plus(messages, 3), repeat(4)))
 
     def tokens_at_least(self, messages: Sequence[Message]) -> int:
         """A lower bound on the sum of `count`, from content lengths alone: letta counts at
@@ -189,6 +189,11 @@ def letta_chars_many(messages: Sequence[Message]) -> list[int]:
     """`letta_chars` of each message. One pass reads each message once (list content,
     reasoning or images send it to `letta_chars`); the arguments of all tool calls are then
     measured together."""
+    return _letta_chars_plus(messages, 0)
+
+
+def _letta_chars_plus(messages: Sequence[Message], plus: int) -> list[int]:
+    """`letta_chars` of each message, plus `plus` (so that ceil(c / 4) is one division)."""
     chars: list[int] = []
     append = chars.append
     owners: list[int] = []
@@ -197,15 +202,17 @@ def letta_chars_many(messages: Sequence[Message]) -> list[int]:
     for message in messages:
         i += 1
         if message.openai_extra or message.reasoning or message.images:
-            append(letta_chars(message))
+            append(letta_chars(message) + plus)
             continue
         content = message.content
-        size = len(content) if content.isascii() else utf16_len(content)
-        for call in message.tool_calls:  # only an assistant message has calls
-            name = call.name
-            size += len(name) if name.isascii() else utf16_len(name)
-            arguments.append(call.arguments)
-            owners.append(i)
+        size = (len(content) if content.isascii() else utf16_len(content)) + plus
+        calls = message.tool_calls  # only an assistant message has calls
+        if calls:
+            for call in calls:
+                name = call.name
+                size += len(name) if name.isascii() else utf16_len(name)
+                arguments.append(call.arguments)
+                owners.append(i)
         append(size)
     if arguments:
         for i, length in zip(owners, js_restringified_lengths(arguments), strict=True):
