@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, attrgetter, floordiv, itemgetter, mul, ne
@@ -28,8 +28,6 @@ class TokenCounter(Protocol):
 
 _ID = attrgetter("id")
 _CONTENT = attrgetter("content")
-
-
 _LENGTH = itemgetter(0)
 _COUNT = itemgetter(1)
 _UNKNOWN = (-1, 0)  # the memo entry of an id never counted: no content has length -1
@@ -40,8 +38,8 @@ class _CachedCounter:
 
     The memo maps a message id to (content length, count), because a displayed copy of a message
     (a long tool output shown head+tail, a masked observation) keeps the id but not the text; such
-    a second form is kept apart under (id, length). One dict probe per message, so `count_many`
-    looks a whole list up with map() and never loops in Python when everything is known.
+    a second form is kept apart under (id, length). A warm `count_many` is one dict probe and one
+    look at each message.
 
     A batch of messages none of which was known is filed into the memo only when the memo is
     next consulted: a counter used for one plan and dropped (letta's way) never pays for it.
@@ -98,13 +96,22 @@ class _CachedCounter:
         memo = self._memo
         if not memo:
             return self._count_new(messages)
+        # Every id known with this length, the usual warm case: one look at each message.
+        found: list[int] = []
+        keep = found.append
+        get = memo.get
+        for message in messages:
+            hit = get(message.id)
+            if hit is None or hit[0] != len(message.content):
+                break
+            keep(hit[1])
+        else:
+            return found
         known = list(map(memo.get, map(_ID, messages), repeat(_UNKNOWN)))
         known_lengths = list(map(_LENGTH, known))
-        lengths = list(map(len, map(_CONTENT, messages)))
-        if known_lengths == lengths:  # every id known, with this length
-            return list(map(_COUNT, known))
         if known_lengths.count(-1) == len(known):
             return self._count_new(messages)
+        lengths = list(map(len, map(_CONTENT, messages)))
         ids = list(map(_ID, messages))
         counts = list(map(_COUNT, known))
         todo: list[int] = []
@@ -156,11 +163,13 @@ class LettaEstimator(_CachedCounter):
         """A lower bound on the sum of `count`, from content lengths alone: letta counts at
         least the content of a message whose content is one string (tool calls, reasoning and
         images only add), and sum(ceil(c / 4)) >= sum(c) // 4."""
-        contents: Iterable[str] = map(_CONTENT, messages)
-        if any(map(_EXTRA, messages)):  # list content: its parts, not `content`, are counted
-            plain = (not isinstance(m.openai_extra.get("content"), list) for m in messages)
-            contents = compress(map(_CONTENT, messages), plain)
-        return sum(map(len, contents)) // 4
+        chars = 0
+        for message in messages:
+            extra = message.openai_extra
+            if extra and isinstance(extra.get("content"), list):
+                continue  # list content: its parts, not `content`, are what letta counts
+            chars += len(message.content)
+        return chars // 4
 
 
 def letta_chars(message: Message) -> int:
@@ -175,14 +184,6 @@ def letta_chars(message: Message) -> int:
     else:
         chars += IMAGE_CHARS * message.images
     return chars
-
-
-_EXTRA = attrgetter("openai_extra")
-_REASONING = attrgetter("reasoning")
-_IMAGES = attrgetter("images")
-_TOOL_CALLS = attrgetter("tool_calls")
-_NAME = attrgetter("name")
-_ARGUMENTS = attrgetter("arguments")
 
 
 def letta_chars_many(messages: Sequence[Message]) -> list[int]:
