@@ -1,7 +1,7 @@
 """The planner beside letta-code's own, on letta's benchmark input, and how planning scales.
 
     .venv/bin/python bench/planning.py --setup     # once: npm pack @letta-ai/letta-code@0.32.18
-    .venv/bin/python bench/planning.py [--rounds 5] [--sizes 1000,10000,100000]
+    .venv/bin/python bench/planning.py [--rounds 7] [--sizes 1000,10000,100000]
 
 Part 1 times, in one run and on the same conversation, letta-code's planner under node and
 `plan_sliding_window` with letta's estimate, two ways:
@@ -282,7 +282,7 @@ def scaling(sizes: tuple[int, ...]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup", action="store_true", help="fetch letta-code's bundle and exit")
-    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per figure")
+    parser.add_argument("--rounds", type=int, default=7, help="timed rounds per figure")
     parser.add_argument(
         "--sizes",
         default=",".join(map(str, SIZES)),
