@@ -229,8 +229,10 @@ def _search_cut(
     goal = (1 - p) * context_window
     if not found or context_window + reserved < goal:  # (the latter: letta never steps)
         raise PlanningError(NO_ASSISTANT_MESSAGE)
-    pinned_at = list(compress(range(len(messages)), pins)) if pins else []
-    pinned = dict(zip(pinned_at, counts.of(pinned_at), strict=True))
+    pinned: dict[int, int] = {}  # index -> tokens of each pinned message
+    if pins:
+        pinned_at = list(compress(range(len(messages)), pins))
+        pinned = dict(zip(pinned_at, counts.of(pinned_at), strict=True))
     best = len(found) - 1
     cut = found[best][1]
     kept = counts.sum(cut, len(messages)) + sum(t for i, t in pinned.items() if i < cut)
