@@ -150,6 +150,8 @@ class Facts:
     task: str = ""
     task_keep: tuple[str, ...] = ()
     task_from_summary: bool = False
+    # The caller gave the task (it is pinned, kept whole beside the summary).
+    task_given: bool = False
     requests: list[tuple[int, str, tuple[str, ...]]] = field(default_factory=list)
     carried_requests: list[str] = field(default_factory=list)
     constraints: dict[str, str] = field(default_factory=dict)
@@ -230,7 +232,7 @@ class Collector:
         found, keep, terms = task_scan(task)
         for sentence in found:
             facts.constraints.setdefault(sentence.lower(), sentence)
-        facts.task, facts.task_keep = task, keep
+        facts.task, facts.task_keep, facts.task_given = task, keep, True
         facts.user_texts.append(task)
         self.add_terms(terms, W_USER, W_USER)
 
@@ -408,9 +410,11 @@ class Collector:
     def _note_outcome(self, call: CallScan, found: ToolScan, reads_only: bool) -> None:
         """What an acting call came back with, on the note of the turn that made it."""
         note = self._noted.pop(call.id, None)
-        quiet = reads_only or call.looks_up or bool(call.thought)
+        quiet = reads_only or bool(call.thought)
         if note is not None and (found.failed or not quiet):
-            outcome = found.outcome() if found.text else ""
+            # What an edit wrote is in its call; its output only shows the file back.
+            wrote = call.writes or call.edits_open_file or call.shell_writes or found.wrote
+            outcome = found.outcome() if found.text and (found.failed or not wrote) else ""
             note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)
 
     def _on_work(self, call: CallScan, found: ToolScan) -> None:

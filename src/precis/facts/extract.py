@@ -17,6 +17,7 @@ from precis.core.jscompat import utf16_len
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
 from precis.core.types import FactKind
 from precis.facts.collect import Collector, Facts, Tally
+from precis.facts.digest import request_gist
 from precis.facts.model import PRIORITY, Fact, Ledger, dedupe, newest_states
 from precis.facts.scan import MEMO_SIZE, W_OUTPUT, W_SPOKEN
 from precis.facts.terms import project_root
@@ -275,6 +276,6 @@ def _request_facts(facts: Facts, sources: _Sources) -> list[Fact]:
     for _, text, _ in facts.requests:
         if is_trivial(text):
             continue
-        first = next((line for line in text.splitlines() if line.strip()), text)
-        out.append(Fact("request", compact(first, _REQUEST_UNITS), sources.of("request", text)))
+        gist = request_gist(text)  # as the brief shows it: its courtesies aside
+        out.append(Fact("request", compact(gist, _REQUEST_UNITS), sources.of("request", text)))
     return out[-_MAX_REQUESTS:]

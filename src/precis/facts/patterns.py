@@ -35,6 +35,7 @@ CONSTRAINT_ZH_RE: Final = re.compile(
 SELF_REPORT_RE: Final = re.compile(
     r"(?i)\b(?:I|we)(?:['’]m| am| are)? (?:do not|don['’]?t|not) (?:have|know|remember|recall|see|"
     r"think|understand|mind|care|sure)\b|\b(?:I|we|it|this|that) (?:cannot|can['’]t|couldn['’]t)\b"
+    r"|\bif (?:you|u) (?:do not|don['’]?t)\b"
 )
 # A heading over a list of rules: "## Architecture Constraints", "Important Rules:", "NOTES:".
 RULE_HEADING_RE: Final = re.compile(
@@ -283,11 +284,14 @@ CODE_LINE_RE: Final = re.compile(
 ERROR_STRONG_RE: Final = re.compile(
     r"\bFAILED\b|\b(?:[Ee]rror|ERROR|fatal|FATAL|panic)(?:\[[\w\-]+\])?:|\bpanicked at\b|"
     r"<tool_use_error>|\bSegmentation fault\b|\bcommand not found\b|\bNo such file or directory\b"
+    r"|\b(?:TIMED OUT|[Tt]imed out)\b"
 )
 ERROR_MARK_RE: Final = re.compile(
     r"rror|ERROR|xception|FAILED|fatal|FATAL|panic|tool_use_error|Segmentation fault|"
-    r"command not found|No such file"
+    r"command not found|No such file|TIMED OUT|[Tt]imed out"
 )
+# A warning names a problem it did not stop for: "Warning: …", "DeprecationWarning: …".
+WARNING_LINE_RE: Final = re.compile(r"^\s*(?:[A-Za-z]*Warning\b|WARN(?:ING)?\b|warning:)")
 ERROR_CLASS_RE: Final = re.compile(r"\b[A-Z][\w.]*(?:Error|Exception)\b")
 ERROR_TAG_RE: Final = re.compile(r"</?tool_use_error>")
 ERROR_PREFIX_RE: Final = re.compile(r"^E\s+")

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
+from precis.facts.digest import note_text, output_digest
 from precis.facts.language import earlier_summary_text
 from precis.facts.patterns import (
     BODY_KEYS,
@@ -72,7 +73,6 @@ from precis.facts.text import (
     by_strength,
     clean_user_text,
     constraint_sentences,
-    first_line,
     fix_text,
     listed_rules,
     one_line,
@@ -87,6 +87,7 @@ MEMO_SIZE: Final = 4096
 W_CARRIED, W_USER, W_ARGS, W_SPOKEN, W_OUTPUT = 5, 4, 3, 2, 1
 _SWE_EDITS: Final = frozenset({"edit", "insert", "append"})
 _LISTS_WORK_RE: Final = re.compile(r"todo|task|plan|checklist")
+_PLAN_RE: Final = re.compile(r"(?i)\buse\b[^.;:]{0,60}?\bto (?!the\b|a\b|an\b)[a-z]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +274,7 @@ class ToolScan:
         """What came back, in a line: the first error, else the first line that says something."""
         if self._outcome is None:
             signatures = self.signatures()
-            self._outcome = signatures[0][1] if signatures else first_line(self.text)
+            self._outcome = signatures[0][1] if signatures else output_digest(self.text)
         return self._outcome
 
 
@@ -395,7 +396,7 @@ def _assistant(message: Message) -> AssistantScan:
         _todos(text),
         tuple(terms_in(text)),
         calls,
-        fix if prose is text else fix_text(prose),
+        note_text(prose),
         tuple(symbols_in(text)),
     )
 
@@ -462,7 +463,7 @@ def _thought(lname: str, fields: Mapping[str, Any]) -> str:
     if "think" not in lname:
         return ""
     thought = fields.get("thought") or fields.get("content") or fields.get("text")
-    return fix_text(thought) if isinstance(thought, str) and thought.strip() else ""
+    return note_text(thought) if isinstance(thought, str) and thought.strip() else ""
 
 
 def _arg_terms(data: Any) -> tuple[ArgTerm, ...]:
@@ -525,8 +526,12 @@ def _decisions(text: str) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for piece in SENTENCE_SPLIT_RE.split(text):
         sentence = one_line(piece.strip().lstrip("-*•>#").strip())
-        if len(sentence) >= 6 and DECISION_RE.search(sentence):
-            out.append((sentence.lower(), shorten(sentence, 240)))
+        found = DECISION_RE.search(sentence) if len(sentence) >= 6 else None
+        if found is None:
+            continue
+        if found.group(0).lower().endswith("use") and _PLAN_RE.search(sentence):
+            continue  # "I'll use curl to fetch it": how the next step is taken, not a choice
+        out.append((sentence.lower(), shorten(sentence, 240)))
     return tuple(out)
 
 

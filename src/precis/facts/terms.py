@@ -52,6 +52,7 @@ from precis.facts.patterns import (
     TOKEN_STRIP,
     URL_PORT_RE,
     URL_RE,
+    WARNING_LINE_RE,
     ZH_PORT_RE,
 )
 from precis.facts.text import one_line, shorten
@@ -242,10 +243,9 @@ def short_arguments(data: Any) -> str:
             value = data.get(key)
             if isinstance(value, str) and value.strip():
                 return shorten(one_line(value), 60)
-        for _, value in scalars(data):
-            if value.strip():
-                return shorten(one_line(value), 60)
-        return ""
+        # No command, path or query: the values it was called with ("MSP, EWR, 2024-05-25").
+        values = [one_line(v) for _, v in scalars(data) if v.strip()]
+        return shorten(", ".join(values), 60)
     return shorten(one_line(str(data)), 60)
 
 
@@ -304,6 +304,8 @@ def error_lines(text: str) -> list[str]:
     for line in marked_lines(text, ERROR_MARK_RE):
         stripped = line.strip()
         if len(stripped) < 4 or NUMBERED_LINE_RE.match(line) or CODE_LINE_RE.search(stripped):
+            continue
+        if WARNING_LINE_RE.match(stripped):
             continue
         hit = ERROR_STRONG_RE.search(stripped) is not None
         if not hit:

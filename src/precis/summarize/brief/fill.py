@@ -18,10 +18,12 @@ from precis.summarize.brief.labels import (
     NOTES,
     READ,
     SHARES,
+    SMALL_BRIEF_CHARS,
     STYLE_FILL,
     STYLE_ORDER,
     WORD_RE,
     labels_for,
+    shares_for,
 )
 from precis.summarize.brief.sections import Item, hint_items, rank, sections, wanted_sections
 from precis.summarize.prompts import BRIEF_WORD_LIMIT
@@ -57,6 +59,7 @@ class _Brief:
         self.used = 0
         self.min_item = max(8, min(MIN_ITEM_UNITS, budget // 5))
         self.boosted: frozenset[str] = frozenset()
+        self.shares = shares_for(budget)
 
     def add_section(self, key: str, items: list[Item]) -> None:
         if items:
@@ -132,7 +135,7 @@ class _Brief:
                 section = self.sections.get(key)
                 if section is None:
                     continue
-                share = max(SHARES[key] * self.budget, FLOORS.get(key, 0))
+                share = max(self.shares[key] * self.budget, FLOORS.get(key, 0))
                 if key in self.boosted:
                     share = max(share, 0.3 * self.budget)
                 cap = int(share) if first_pass else limit
@@ -192,8 +195,11 @@ def compose(
     fill = STYLE_FILL[style]
     if style == "letta":
         priority = [k for k in (*wanted, *fill) if k != HINTS]
-        reserve = int(budget * (0.25 if HINTS in wanted else SHARES[HINTS]))
+        small = budget <= SMALL_BRIEF_CHARS and HINTS not in wanted
+        reserve = 0 if small else int(budget * (0.25 if HINTS in wanted else SHARES[HINTS]))
         brief.fill(list(dict.fromkeys(priority)), limit - reserve, (NOTES,))
+        if small:  # no room for search terms: what made it in is the brief
+            return _final(brief.render(), facts, budget)
         # Lookup hints come last: they name what did not make it in.
         hints = hint_items(facts, ranked.errors, ranked.modified, ranked.read, brief.shown_text())
         brief.add_section(HINTS, hints)
@@ -201,7 +207,10 @@ def compose(
     else:
         priority = [*fill[:3], *(k for k in wanted if k in fill), *fill]
         brief.fill(list(dict.fromkeys(priority)), limit)
-    text = brief.render()
+    return _final(brief.render(), facts, budget)
+
+
+def _final(text: str, facts: Facts, budget: int) -> str:
     if not text:  # a budget too small for any heading
         text = shorten(one_line(facts.task or facts.last_assistant_text or "…"), budget)
     return text if utf16_len(text) <= budget else head(text, budget)

@@ -249,6 +249,29 @@ SHARES: Final[Mapping[str, float]] = MappingProxyType(
         NOTES: 0.2,
     }
 )
+# A small brief (a few thousand characters) is mostly what the work found and did: the task is
+# shown by its gist, the rules and requests compactly, and the agent's notes get the most room.
+SMALL_BRIEF_CHARS: Final = 3000
+SMALL_SHARES: Final[Mapping[str, float]] = MappingProxyType(
+    {
+        **SHARES,
+        TASK: 0.15,
+        CONSTRAINTS: 0.2,
+        REQUESTS: 0.12,
+        STATE: 0.08,
+        ERRORS: 0.1,
+        DECISIONS: 0.08,
+        WORK: 0.2,
+        NOTES: 0.35,
+    }
+)
+
+
+def shares_for(budget: int) -> Mapping[str, float]:
+    """Each section's first-pass share of a brief of `budget` units."""
+    return SMALL_SHARES if budget <= SMALL_BRIEF_CHARS else SHARES
+
+
 FLOORS: Final[Mapping[str, int]] = MappingProxyType({TASK: 60, CONSTRAINTS: 60, PHASE: 120})
 LAYOUTS: Final[Mapping[str, str]] = MappingProxyType(
     {

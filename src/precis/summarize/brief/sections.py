@@ -17,7 +17,8 @@ from precis.facts import (
     project_root,
     shorten,
 )
-from precis.facts.patterns import ERROR_CLASS_RE, STRONG_CONSTRAINT_RE
+from precis.facts.digest import note_text, request_gist, task_gist
+from precis.facts.patterns import CODE_BLOCK_RE, ERROR_CLASS_RE, STRONG_CONSTRAINT_RE
 from precis.summarize.brief.items import Item, display_path
 from precis.summarize.brief.labels import (
     CONSTRAINTS,
@@ -36,6 +37,7 @@ from precis.summarize.brief.labels import (
     PHASE,
     READ,
     REQUESTS,
+    SMALL_BRIEF_CHARS,
     STATE,
     TASK,
     TOOLS,
@@ -73,6 +75,10 @@ def wanted_sections(instructions: str | None) -> list[str]:
         k for pattern, keys in INSTRUCTION_SECTIONS if pattern.search(instructions) for k in keys
     }
     return [k for k in FILL_ORDER if k in named]
+
+
+# The share of the budget the task's gist may take when the task is pinned beside the summary.
+PINNED_TASK_SHARE = 0.12
 
 
 def _item_caps(budget: int) -> dict[str, int]:
@@ -120,7 +126,7 @@ def _request_items(facts: Facts, cap: int) -> list[Item]:
     fresh: dict[str, Item] = {}
     carried = len(facts.carried_requests)
     for index, text, keep in reversed(facts.requests):
-        item = _text_item(text, carried + index, cap, keep)
+        item = _text_item(request_gist(text), carried + index, cap, keep)
         fresh.setdefault(item.text, item)
     ranked = sorted(fresh.values(), key=lambda i: is_trivial(i.text))
     earlier = [_text_item(t, i, cap) for i, t in enumerate(facts.carried_requests)]
@@ -155,6 +161,24 @@ def _seen_error_names(
     return items
 
 
+def _identifier_items(facts: Facts) -> list[Item]:
+    """Ranked identifiers; values of one argument are shown together, its name once
+    ("reservation_id=NM1VX1, KC18K6")."""
+    items: list[Item] = []
+    group: dict[str, int] = {}
+    for term in facts.identifiers.ranked():
+        name, sep, value = term.label.partition("=")
+        order = term.first * 1000
+        text = term.label
+        if sep and value:
+            if name in group:
+                text, order = value, group[name] + term.first
+            else:
+                group[name] = order
+        items.append(Item(text, order, shrink=False, late=term.weight <= W_OUTPUT))
+    return items
+
+
 def _tool_items(facts: Facts) -> list[Item]:
     """Call counts (losing the rarest tools first when short of room), then the newest calls."""
     if not facts.tool_counts:
@@ -168,11 +192,15 @@ def _tool_items(facts: Facts) -> list[Item]:
     return items
 
 
-def _open_items(facts: Facts, labels: Mapping[str, str], cap: int) -> list[Item]:
-    """What is still pending: an unanswered request, calls without results, to-dos."""
+def _open_items(
+    facts: Facts, labels: Mapping[str, str], cap: int, *, requests_listed: bool = False
+) -> list[Item]:
+    """What is still pending: an unanswered request (unless the requests are listed apart),
+    calls without results, to-dos."""
     texts: list[str] = []
     last = facts.last_request
-    if last and not facts.last_request_answered and facts.requests and not is_trivial(last):
+    unanswered = last and not facts.last_request_answered and facts.requests
+    if unanswered and not requests_listed and not is_trivial(last):
         texts.append(f"{labels['unanswered']}: {shorten(one_line(last), 100)}")
     texts += [f"{labels['awaiting']}: {call}" for call in facts.pending_calls.values()]
     texts += facts.todo_tool_items
@@ -237,7 +265,10 @@ def _task_items(
     if not facts.task:
         return []
     task = f"({labels['earlier']}) {facts.task}" if facts.task_from_summary else facts.task
-    return [_text_item(task, 0, cap, facts.task_keep if keep_rules else ())]
+    if keep_rules:
+        return [_text_item(task, 0, cap, facts.task_keep)]
+    # Its rules are listed with the others: a long task is shown by its gist.
+    return [Item(task_gist(task, cap, frozenset(facts.constraints)), 0)]
 
 
 def _phase_items(facts: Facts, language: str) -> list[Item]:
@@ -343,6 +374,8 @@ def sections(
 ) -> dict[str, list[Item]]:
     """Every section's candidate items for one style, before any budget is applied."""
     caps = _item_caps(budget)
+    if facts.task_given:  # pinned beside the summary: a reminder is enough
+        caps[TASK] = max(120, int(budget * PINNED_TASK_SHARE))
     work = state_lines(facts, labels, ranked.root)
     out: dict[str, list[Item]] = {
         TASK: _task_items(facts, labels, caps[TASK], keep_rules=style != "letta"),
@@ -353,18 +386,17 @@ def sections(
         out[REQUESTS] = _request_items(facts, caps[REQUESTS])
         out[MODIFIED] = ranked.modified_items
         out[READ] = ranked.read_items
-        out[IDENTIFIERS] = [
-            Item(t.label, t.first, shrink=False, late=t.weight <= W_OUTPUT)
-            for t in facts.identifiers.ranked()
-        ]
+        out[IDENTIFIERS] = _identifier_items(facts)
         out[ERRORS] = [
             *_error_items(ranked.errors, caps[ERRORS]),
             *_seen_error_names(facts, ranked.errors, labels),
         ]
         if mode == "all" and facts.last_assistant_text:
-            out[STATE] = [_text_item(facts.last_assistant_text, 0, caps[STATE])]
-        out[TOOLS] = _tool_items(facts)
-        out[OPEN] = _open_items(facts, labels, caps[OPEN])
+            prose = CODE_BLOCK_RE.sub(" ", facts.last_assistant_text)
+            out[STATE] = [Item(note_text(prose, caps[STATE]), 0)]
+        # A small brief has no room for call tallies: its notes say what the calls did.
+        out[TOOLS] = _tool_items(facts) if budget > SMALL_BRIEF_CHARS else []
+        out[OPEN] = _open_items(facts, labels, caps[OPEN], requests_listed=True)
         out[WORK] = work.all
         out[DECISIONS] = _decision_items(facts, labels)
         out[NOTES] = _note_items(facts, mode)

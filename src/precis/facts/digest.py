@@ -1,0 +1,231 @@
+"""What a turn said and what a call returned, in a line: the values, not the packaging.
+
+A progress note keeps the agent's sentences that carry something (a number, a name in code,
+a quoted string, a path), not its "Let's now …" preamble; a tool's output is kept by its
+values (a JSON record's fields without their keys and quotes, a short output whole, else its
+first line that says something). Pure functions; the scan calls them once per message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from precis.core.jscompat import utf16_len
+from precis.facts.patterns import HARNESS_LINE_RE
+from precis.facts.terms import terms_in
+from precis.facts.text import first_line, one_line, shorten
+
+# Sentence ends a turn's prose runs together ("…the seed:1. Go over …string.So, …").
+_SENTENCE_RE: Final = re.compile(
+    r"(?<=[.!?。！？])\s+|(?<=[a-z)`'\"][.!?:])(?=[A-Z\d])|\n+(?:\s*[-*•]\s+)?"
+)
+# A token that carries a value: digits, code in backticks, quotes, snake_case, dotted.names,
+# CamelCase, a call or a path.
+_VALUE_RE: Final = re.compile(
+    r"`[^`\n]+`|\"[^\"\n]{1,60}\"|'[^'\n]{1,60}'|\b\w*\d\w*\b|\b[A-Za-z]+(?:_\w+)+\b"
+    r"|\b\w+(?:\.\w+)+\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z0-9]+[A-Z]\w*\b|\b\w+\(|/\w+"
+)
+# Words that announce the next step rather than say what was found.
+_PREAMBLE_RE: Final = re.compile(
+    r"(?i)^(?:(?:great|perfect|good|ok(?:ay)?|now|so|next|first|then|alright)[,!.]?\s+)*"
+    r"(?:let['’]s|let me|i['’]ll|i will|we will|we['’]ll|we can now|i need to|we need to|"
+    r"i am going to|i'm going to|we are going to)\b"
+)
+# A file shown line by line: "12→…", "12\t…", "12:…" (not "12:30").
+_LISTING_RE: Final = re.compile(r"^\s*\d+(?:→|\t|:(?!\d)|\s\|)")
+_NOTE_UNITS: Final = 220
+_DIGEST_UNITS: Final = 160
+_SHORT_OUTPUT: Final = 120
+_MAX_VALUE: Final = 40
+
+
+def note_text(text: str, units: int = _NOTE_UNITS) -> str:
+    """A turn's prose in at most `units`: whole when short, else the sentences that carry the
+    most values (a preamble counts least), in the order they were said."""
+    line = one_line(text)
+    if utf16_len(line) <= units:
+        return line
+    pieces = [one_line(p) for p in _SENTENCE_RE.split(text)]
+    sentences = [p for p in pieces if p and len(p) > 2]
+    if not sentences:
+        return shorten(line, units)
+    scored = sorted(
+        range(len(sentences)),
+        key=lambda i: (-_weight(sentences[i], i), i),
+    )
+    picked: list[int] = []
+    used = 0
+    for i in scored:
+        cost = utf16_len(sentences[i]) + 1
+        if used + cost <= units:
+            picked.append(i)
+            used += cost
+    if not picked:
+        return shorten(sentences[scored[0]], units)
+    return " ".join(sentences[i] for i in sorted(picked))
+
+
+def _weight(sentence: str, index: int) -> float:
+    values = len(_VALUE_RE.findall(sentence))
+    preamble = _PREAMBLE_RE.match(sentence) is not None
+    # Per character, so one long sentence does not crowd out two that say as much.
+    density = values / max(1.0, utf16_len(sentence) / 60)
+    return density - (2.0 if preamble else 0.0) + (0.5 if index == 0 else 0.0)
+
+
+def output_digest(text: str, units: int = _DIGEST_UNITS) -> str:
+    """A tool's output in a line: a JSON value by its values, a short output whole, else the
+    first line that says something."""
+    stripped = text.strip()
+    if stripped[:1] in {"{", "["}:
+        digest = json_digest(stripped, units)
+        if digest is not None:
+            return digest
+    lines = [ln for ln in stripped.splitlines() if ln.strip() and not HARNESS_LINE_RE.match(ln)]
+    if lines and _LISTING_RE.match(lines[0]):
+        return ""  # a file shown back, line by line: what it holds is the file's
+    whole = one_line(" ".join(lines))
+    if utf16_len(whole) <= _SHORT_OUTPUT:
+        return whole
+    return first_line(text, min(units, 96))
+
+
+def json_digest(text: str, units: int = _DIGEST_UNITS) -> str | None:
+    """A JSON value's leaves without keys, quotes or braces: a record's fields in order, a list's
+    items apart ("(…), (…)"); an empty list is "[]". None when the text is not JSON."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, list) and not data:
+        return "[]"
+    if isinstance(data, list):
+        shown = ", ".join(f"({' '.join(_leaves(item))})" for item in data)
+        out = f"{len(data)}: {shown}" if len(data) > 1 else shown
+    else:
+        out = _record(data)
+    return shorten(out, units) if out else None
+
+
+def _record(data: Any) -> str:
+    """A record's fields: scalars as they are, a list of records as "key: (…), (…)"."""
+    if not isinstance(data, Mapping):
+        return " ".join(_leaves(data))
+    parts: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, list) and any(isinstance(v, Mapping) for v in value):
+            items = ", ".join(" ".join(_leaves(v)) for v in value)
+            parts.append(f"{key}: {items};")
+        else:
+            parts.extend(_leaves(value))
+    return " ".join(parts).rstrip(";")
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    """Each short scalar inside `value`, in order (booleans and nulls aside)."""
+    if isinstance(value, str):
+        text = one_line(value)
+        if text and utf16_len(text) <= _MAX_VALUE:
+            yield text
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int | float):
+        yield str(value)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+
+
+def _task_weight(sentence: str) -> float:
+    """What a task's sentence names: a term (host, port, path, URL …) most, then its values."""
+    named = 2.0 if next(terms_in(sentence), None) is not None else 0.0
+    return named + min(1.0, _weight(sentence, 1))
+
+
+def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str:
+    """A long task in at most `units`: its opening sentences, then the sentences that name
+    something (a host, a port, a path, a URL, a ticket) or carry the most values, shown in the
+    order given; the sentences in `rules` (lowercased, listed with the rules) are left out."""
+    line = one_line(text)
+    if utf16_len(line) <= units:
+        return line
+    sentences = [s for s in (one_line(p) for p in _SENTENCE_RE.split(text)) if len(s) > 2]
+    sentences = [s for s in sentences if s.lower() not in rules and not HARNESS_LINE_RE.match(s)]
+    picked: list[int] = []
+    used = 0
+    opening = units * 3 // 5
+    for i, sentence in enumerate(sentences):
+        cost = utf16_len(sentence) + 1
+        if used + cost > opening:
+            break
+        picked.append(i)
+        used += cost
+    if not picked and sentences:
+        sentences[0] = shorten(sentences[0], opening)
+        picked.append(0)
+        used += utf16_len(sentences[0]) + 1
+    rest = sorted(
+        (i for i in range(len(sentences)) if i not in picked),
+        key=lambda i: (-_task_weight(sentences[i]), i),
+    )
+    for i in rest:
+        cost = utf16_len(sentences[i]) + 1
+        if used + cost <= units:
+            picked.append(i)
+            used += cost
+    if not picked:
+        return shorten(line, units)
+    return " ".join(sentences[i] for i in sorted(picked))
+
+
+_COURTESY: Final = frozenset(
+    [
+        "thanks",
+        "thank",
+        "you",
+        "great",
+        "perfect",
+        "ok",
+        "okay",
+        "sure",
+        "hello",
+        "hi",
+        "hey",
+        "i",
+        "understand",
+        "see",
+        "got",
+        "it",
+        "sounds",
+        "good",
+        "so",
+        "much",
+        "very",
+        "awesome",
+        "cool",
+        "alright",
+        "right",
+        "appreciate",
+        "that",
+    ]
+)
+_WORD_RE: Final = re.compile(r"[a-z']+")
+
+
+def request_gist(text: str) -> str:
+    """A request without its courtesies ("Thank you!", "Great, thanks.", "I understand."), on
+    one line; the request itself is left as written."""
+    sentences = [one_line(p) for p in _SENTENCE_RE.split(text)]
+    kept = [s for s in sentences if s and not _is_courtesy(s)]
+    return " ".join(kept) if kept else one_line(text)
+
+
+def _is_courtesy(sentence: str) -> bool:
+    words = _WORD_RE.findall(sentence.lower())
+    return 0 < len(words) <= 5 and all(w in _COURTESY for w in words)
