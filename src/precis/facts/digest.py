@@ -20,7 +20,8 @@ from precis.facts.text import first_line, one_line, shorten
 
 # Sentence ends a turn's prose runs together ("…the seed:1. Go over …string.So, …").
 _SENTENCE_RE: Final = re.compile(
-    r"(?<=[.!?。！？])\s+|(?<=[a-z)`'\"][.!?:])(?=[A-Z\d])|\n+(?:\s*[-*•]\s+)?"
+    r"(?<=[.!?。！？])\s+|(?<=[a-z)`'\"][.!?])(?=[A-Z])|(?<=[a-z][.:])(?=\d{1,2}\.\s)"
+    r"|\n+(?:\s*[-*•]\s+)?"
 )
 # A token that carries a value: digits, code in backticks, quotes, snake_case, dotted.names,
 # CamelCase, a call or a path.
@@ -66,6 +67,11 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
     if not picked:
         return shorten(sentences[scored[0]], units)
     return " ".join(sentences[i] for i in sorted(picked))
+
+
+def value_count(text: str) -> int:
+    """How many values a line carries (numbers, code, quoted strings, names)."""
+    return len(_VALUE_RE.findall(text))
 
 
 def _weight(sentence: str, index: int) -> float:
@@ -155,12 +161,12 @@ def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str
     line = one_line(text)
     if utf16_len(line) <= units:
         return line
-    sentences = [s for s in (one_line(p) for p in _SENTENCE_RE.split(text)) if len(s) > 2]
+    sentences = [s for s in (one_line(p) for p in _SENTENCE_RE.split(text)) if len(s) > 7]
     sentences = [s for s in sentences if s.lower() not in rules and not HARNESS_LINE_RE.match(s)]
     picked: list[int] = []
     used = 0
-    opening = units * 3 // 5
-    for i, sentence in enumerate(sentences):
+    opening = units * 2 // 5
+    for i, sentence in enumerate(sentences[:2]):
         cost = utf16_len(sentence) + 1
         if used + cost > opening:
             break
@@ -213,6 +219,7 @@ _COURTESY: Final = frozenset(
         "right",
         "appreciate",
         "that",
+        "for",
     ]
 )
 _WORD_RE: Final = re.compile(r"[a-z']+")

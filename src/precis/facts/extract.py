@@ -27,7 +27,7 @@ from precis.facts.text import compact, is_trivial, one_line
 _TASK_UNITS: Final = 200
 _CONSTRAINT_UNITS: Final = 300
 _PINNED_UNITS: Final = 200
-_REQUEST_UNITS: Final = 120
+REQUEST_UNITS: Final = 120
 _ERROR_UNITS: Final = 160
 _FIX_UNITS: Final = 120
 _MAX_MODIFIED: Final = 60
@@ -277,5 +277,5 @@ def _request_facts(facts: Facts, sources: _Sources) -> list[Fact]:
         if is_trivial(text):
             continue
         gist = request_gist(text)  # as the brief shows it: its courtesies aside
-        out.append(Fact("request", compact(gist, _REQUEST_UNITS), sources.of("request", text)))
+        out.append(Fact("request", compact(gist, REQUEST_UNITS), sources.of("request", text)))
     return out[-_MAX_REQUESTS:]

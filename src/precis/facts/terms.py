@@ -35,6 +35,7 @@ from precis.facts.patterns import (
     NUMBER_PREFIX_RE,
     NUMBERED_LINE_RE,
     PATH_EXT_RE,
+    PATH_KEYS,
     PATH_RE,
     PORT_AFTER_RE,
     PORT_WORDS,
@@ -236,9 +237,17 @@ def scalars(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
             yield from scalars(v, key)
 
 
+# An edit's (old text, new text) argument pairs, by the names editors give them.
+_EDIT_PAIRS = (("old_str", "new_str"), ("old_string", "new_string"), ("search", "replace"))
+
+
 def short_arguments(data: Any) -> str:
-    """The one argument that says what a call did (its command, path or query), kept short."""
+    """The one argument that says what a call did (its command, path or query), kept short;
+    an edit by what it wrote that was not there before."""
     if isinstance(data, Mapping):
+        edit = _edit_gist(data)
+        if edit:
+            return edit
         for key in SUMMARY_ARG_KEYS:
             value = data.get(key)
             if isinstance(value, str) and value.strip():
@@ -247,6 +256,21 @@ def short_arguments(data: Any) -> str:
         values = [one_line(v) for _, v in scalars(data) if v.strip()]
         return shorten(", ".join(values), 60)
     return shorten(one_line(str(data)), 60)
+
+
+def _edit_gist(data: Mapping[str, Any]) -> str:
+    """ "path: +new lines" for an edit that replaces text: the lines its new text adds."""
+    for old_key, new_key in _EDIT_PAIRS:
+        old, new = data.get(old_key), data.get(new_key)
+        if isinstance(old, str) and isinstance(new, str):
+            before = {line.strip() for line in old.splitlines()}
+            lines = (line.strip() for line in new.splitlines())
+            added = [line for line in lines if line and line not in before]
+            path = next((v for k, v in data.items() if k in PATH_KEYS and isinstance(v, str)), "")
+            name = path.rsplit("/", 1)[-1]
+            gist = one_line(" ".join(added)) if added else "-" + one_line(old)
+            return shorten(f"{name}: +{gist}" if name else f"+{gist}", 100)
+    return ""
 
 
 def shell_modified(command: str) -> list[str]:

@@ -19,6 +19,7 @@ from precis.summarize.brief.labels import (
     READ,
     SHARES,
     SMALL_BRIEF_CHARS,
+    SMALL_FILL_ORDER,
     STYLE_FILL,
     STYLE_ORDER,
     WORD_RE,
@@ -194,10 +195,13 @@ def compose(
     limit = budget + 1  # every line is charged a newline; the last one is never written
     fill = STYLE_FILL[style]
     if style == "letta":
-        priority = [k for k in (*wanted, *fill) if k != HINTS]
         small = budget <= SMALL_BRIEF_CHARS and HINTS not in wanted
+        order = SMALL_FILL_ORDER if small else fill
+        priority = [k for k in (*wanted, *order) if k != HINTS]
         reserve = 0 if small else int(budget * (0.25 if HINTS in wanted else SHARES[HINTS]))
-        brief.fill(list(dict.fromkeys(priority)), limit - reserve, (NOTES,))
+        # The notes take what is left once the rest had its fill; in a small brief they come
+        # before the older requests, the identifiers and the files read.
+        brief.fill(list(dict.fromkeys(priority)), limit - reserve, () if small else (NOTES,))
         if small:  # no room for search terms: what made it in is the brief
             return _final(brief.render(), facts, budget)
         # Lookup hints come last: they name what did not make it in.

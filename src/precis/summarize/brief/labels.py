@@ -267,6 +267,23 @@ SMALL_SHARES: Final[Mapping[str, float]] = MappingProxyType(
 )
 
 
+SMALL_FILL_ORDER: Final = (
+    TASK,
+    CONSTRAINTS,
+    WORK,
+    STATE,
+    ERRORS,
+    NOTES,
+    MODIFIED,
+    REQUESTS,
+    DECISIONS,
+    IDENTIFIERS,
+    OPEN,
+    READ,
+    TOOLS,
+)
+
+
 def shares_for(budget: int) -> Mapping[str, float]:
     """Each section's first-pass share of a brief of `budget` units."""
     return SMALL_SHARES if budget <= SMALL_BRIEF_CHARS else SHARES

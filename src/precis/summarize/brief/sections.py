@@ -12,12 +12,14 @@ from precis.facts import (
     Facts,
     TermEntry,
     basename,
+    compact,
     is_trivial,
     one_line,
     project_root,
     shorten,
 )
-from precis.facts.digest import note_text, request_gist, task_gist
+from precis.facts.digest import note_text, request_gist, task_gist, value_count
+from precis.facts.extract import REQUEST_UNITS
 from precis.facts.patterns import CODE_BLOCK_RE, ERROR_CLASS_RE, STRONG_CONSTRAINT_RE
 from precis.summarize.brief.items import Item, display_path
 from precis.summarize.brief.labels import (
@@ -126,7 +128,10 @@ def _request_items(facts: Facts, cap: int) -> list[Item]:
     fresh: dict[str, Item] = {}
     carried = len(facts.carried_requests)
     for index, text, keep in reversed(facts.requests):
-        item = _text_item(request_gist(text), carried + index, cap, keep)
+        gist = request_gist(text)
+        item = _text_item(gist, carried + index, cap, keep)
+        # Short of room, the request's opening (the line the guard looks for) before a cut.
+        item.variants = (compact(gist, REQUEST_UNITS),)
         fresh.setdefault(item.text, item)
     ranked = sorted(fresh.values(), key=lambda i: is_trivial(i.text))
     earlier = [_text_item(t, i, cap) for i, t in enumerate(facts.carried_requests)]
@@ -347,7 +352,24 @@ def _note_items(facts: Facts, mode: str) -> list[Item]:
         line = f"{said} ⇒ {calls}" if said and calls else said or (f"⇒ {calls}" if calls else "")
         if line:
             texts.append(line)
-    return _newest_first(texts, _NOTE_UNITS)
+    return _by_worth(texts, _NOTE_UNITS)
+
+
+def _by_worth(texts: Sequence[str], cap: int) -> list[Item]:
+    """Notes shown in the order they happened, filled by worth: the newest few first (where
+    the work stands), then those that carry the most values (what the work found), newer first
+    among equals."""
+    items = [_text_item(t, i, cap) for i, t in enumerate(dict.fromkeys(texts))]
+    newest = len(items) - _NEWEST_NOTES
+
+    def worth(item: Item) -> tuple[bool, int, int]:
+        return (item.order < newest, -min(value_count(item.text), _MAX_WORTH), -item.order)
+
+    return sorted(items, key=worth)
+
+
+_NEWEST_NOTES = 3
+_MAX_WORTH = 8
 
 
 _NOTE_CALLS = 2
