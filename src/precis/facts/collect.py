@@ -15,6 +15,7 @@ from functools import partial
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
+from precis.facts.digest import value_tokens
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     RECENT_CALLS,
@@ -141,6 +142,8 @@ class Note:
 
     text: str
     calls: list[str] = field(default_factory=list)
+    # How many values its calls returned did a later turn use (in what it said or called with).
+    used: int = 0
 
 
 @dataclass(slots=True)
@@ -217,6 +220,8 @@ class Collector:
         self._full = full
         self._calls: dict[str, CallScan] = {}
         self._noted: dict[str, Note | None] = {}
+        # Values the noted calls' results gave, by the note they are on, until a turn uses them.
+        self._produced: dict[str, Note] = {}
         self._clock = 0  # messages fed so far: the order of progress events
         self._awaiting_fix: list[ErrorEntry] = []
         self._open_file: str | None = None
@@ -310,6 +315,11 @@ class Collector:
             else:
                 note = Note(said)
                 facts.notes.append(note)
+        if self._full and self._produced:
+            for token in found.tokens:  # values earlier results gave, used now
+                source = self._produced.pop(token, None)
+                if source is not None:
+                    source.used += 1
         if note is not None:
             for call in found.calls:
                 self._noted[call.id] = note
@@ -416,6 +426,9 @@ class Collector:
             wrote = call.writes or call.edits_open_file or call.shell_writes or found.wrote
             outcome = found.outcome() if found.text and (found.failed or not wrote) else ""
             note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)
+            if outcome:
+                for token in found.derived("values", value_tokens):
+                    self._produced[token] = note
 
     def _on_work(self, call: CallScan, found: ToolScan) -> None:
         """What a result says about the work its call did: states set, commits, pushes, tests."""

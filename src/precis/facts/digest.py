@@ -69,6 +69,24 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
     return " ".join(sentences[i] for i in sorted(picked))
 
 
+# A value a result gives and a later turn may use: a token with a digit (an id, an amount, a
+# flight, a hash, a port), three characters or more.
+_TOKEN_RE: Final = re.compile(r"[A-Za-z0-9_@:.-]*\d[A-Za-z0-9_@:.-]*")
+_MAX_TOKENS: Final = 400
+
+
+def value_tokens(text: str) -> frozenset[str]:
+    """The values in a text that a later step could reuse (the first few hundred)."""
+    found: list[str] = []
+    for match in _TOKEN_RE.finditer(text):
+        token = match.group(0).strip(".:-")
+        if len(token) >= 3:
+            found.append(token)
+            if len(found) >= _MAX_TOKENS:
+                break
+    return frozenset(found)
+
+
 def value_count(text: str) -> int:
     """How many values a line carries (numbers, code, quoted strings, names)."""
     return len(_VALUE_RE.findall(text))

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
-from precis.facts.digest import note_text, output_digest
+from precis.facts.digest import note_text, output_digest, value_tokens
 from precis.facts.language import earlier_summary_text
 from precis.facts.patterns import (
     BODY_KEYS,
@@ -180,6 +180,8 @@ class AssistantScan:
     # The turn's prose, code blocks aside, cut to its first sentences: a progress note.
     note: str = ""
     symbols: tuple[Term, ...] = ()
+    # The values it says or calls with (`digest.value_tokens`): what earlier results gave it.
+    tokens: frozenset[str] = frozenset()
 
 
 class ToolScan:
@@ -384,8 +386,9 @@ def _user(content: str) -> UserScan:
 def _assistant(message: Message) -> AssistantScan:
     text = message.content.strip()
     calls = tuple(_call(c) for c in message.tool_calls)
+    tokens = value_tokens(" ".join([text, *(c.arguments for c in message.tool_calls)]))
     if not text:
-        return AssistantScan("", "", False, (), (), (), calls)
+        return AssistantScan("", "", False, (), (), (), calls, tokens=tokens)
     fix = fix_text(text)
     prose = text if "```" not in text else CODE_BLOCK_RE.sub(" ", text)
     return AssistantScan(
@@ -398,6 +401,7 @@ def _assistant(message: Message) -> AssistantScan:
         calls,
         note_text(prose),
         tuple(symbols_in(text)),
+        tokens,
     )
 
 

@@ -337,6 +337,7 @@ def _note_items(facts: Facts, mode: str) -> list[Item]:
     """The agent's own words turn by turn, with what its calls came back with: filled newest
     first, shown in order. In all-mode the last turn's words are the current state instead."""
     texts: list[str] = []
+    worths: list[int] = []
     latest = one_line(facts.last_assistant_text)[:40] if mode == "all" else ""
     for note in facts.notes:
         said = note.text
@@ -352,24 +353,22 @@ def _note_items(facts: Facts, mode: str) -> list[Item]:
         line = f"{said} ⇒ {calls}" if said and calls else said or (f"⇒ {calls}" if calls else "")
         if line:
             texts.append(line)
-    return _by_worth(texts, _NOTE_UNITS)
+            # What it found: the values it states, and those of its results the work used.
+            worths.append(min(value_count(said), _MAX_SAID) + _USED_WEIGHT * min(note.used, 4))
+    return _by_worth(texts, worths, _NOTE_UNITS)
 
 
-def _by_worth(texts: Sequence[str], cap: int) -> list[Item]:
+def _by_worth(texts: Sequence[str], worths: Sequence[int], cap: int) -> list[Item]:
     """Notes shown in the order they happened, filled by worth: the newest few first (where
-    the work stands), then those that carry the most values (what the work found), newer first
-    among equals."""
-    items = [_text_item(t, i, cap) for i, t in enumerate(dict.fromkeys(texts))]
+    the work stands), then those worth the most, newer first among equals."""
+    items = [_text_item(t, i, cap) for i, t in enumerate(texts)]
     newest = len(items) - _NEWEST_NOTES
-
-    def worth(item: Item) -> tuple[bool, int, int]:
-        return (item.order < newest, -min(value_count(item.text), _MAX_WORTH), -item.order)
-
-    return sorted(items, key=worth)
+    return sorted(items, key=lambda i: (i.order < newest, -worths[i.order], -i.order))
 
 
 _NEWEST_NOTES = 3
-_MAX_WORTH = 8
+_MAX_SAID = 8
+_USED_WEIGHT = 2
 
 
 _NOTE_CALLS = 2
