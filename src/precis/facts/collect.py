@@ -234,9 +234,10 @@ class Collector:
     def _set_task(self, task: str) -> None:
         """The caller's task stands first and its rules are red lines, whatever the span holds."""
         facts = self.facts
-        found, keep, terms = task_scan(task)
+        found, keep, terms, listed = task_scan(task)
         for sentence in found:
             facts.constraints.setdefault(sentence.lower(), sentence)
+        self._spec_rules(listed)
         facts.task, facts.task_keep, facts.task_given = task, keep, True
         facts.user_texts.append(task)
         self.add_terms(terms, W_USER, W_USER)

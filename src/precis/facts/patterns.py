@@ -19,7 +19,8 @@ RECENT_DONE_CALLS: Final = 5
 MAX_CONFIRM_UNITS: Final = 80
 
 CONSTRAINT_EN_RE: Final = re.compile(
-    r"(?i)\b(?:don['’]?t|do not|never|must(?:n['’]t| not)?|only|always|instead of|avoid|"
+    r"(?i)\b(?:don['’]?t|do not|never|must(?:n['’]t| not)?|only|always|instead of|avoid|make sure|"
+    r"ensure|remember|"
     r"without|required?|requires|cannot|can['’]t|should(?:n['’]t| not)|not allowed|"
     r"not persistent)\b"
 )
@@ -41,7 +42,8 @@ SELF_REPORT_RE: Final = re.compile(
 RULE_HEADING_RE: Final = re.compile(
     r"(?i)^\s*(?:#{1,6}\s*)?[\w ./&-]{0,40}?\b(?:constraints?|requirements?|rules?|guardrails?|"
     r"red lines?|restrictions?|non-goals?|limitations?|do(?:n['’]t| not)s?|must(?:s| not)?|"
-    r"important|instructions|tips|notes?)\b[\w ./&()-]{0,30}:?\s*$"
+    r"important|instructions|tips|notes?|workflow|guidelines?|guidance|conventions?|polic(?:y|ies))\b"
+    r"[\w ./&()-]{0,30}:?\s*$"
 )
 RULE_ITEM_RE: Final = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+(\S.*)$")
 CODE_BLOCK_RE: Final = re.compile(r"```.*?(?:```|$)", re.DOTALL)

@@ -339,10 +339,14 @@ def _scan(message: Message) -> MessageScan:
 
 
 @lru_cache(maxsize=64)
-def task_scan(task: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Term, ...]]:
-    """A stated task's rules, its rules strongest first, and its terms: the same every time."""
+def task_scan(
+    task: str,
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Term, ...], tuple[str, ...]]:
+    """A stated task's rules, its rules strongest first, its terms, and the items listed under
+    its rules headings that no rule sentence holds: the same every time."""
     found = constraint_sentences(task)
-    return tuple(found), tuple(by_strength(found)), tuple(terms_in(task))
+    listed = tuple(listed_rules(task, found))
+    return tuple(found), tuple(by_strength(found)), tuple(terms_in(task)), listed
 
 
 @lru_cache(maxsize=64)

@@ -9,6 +9,7 @@ from precis.core.jscompat import utf16_len
 from precis.facts.patterns import (
     ACK_RE,
     CJK_RE,
+    CODE_BLOCK_RE,
     COMMAND_ARGS_RE,
     COMMAND_RE,
     CONSTRAINT_EN_RE,
@@ -97,6 +98,8 @@ def by_strength(sentences: Iterable[str]) -> list[str]:
 def constraint_sentences(text: str) -> list[str]:
     """The sentences of `text` that state a rule (don't / never / must / 不要 …), verbatim."""
     found: list[str] = []
+    if "```" in text:
+        text = CODE_BLOCK_RE.sub("\n", text)  # an example's comments set no rule
     for piece in SENTENCE_SPLIT_RE.split(text):
         sentence = one_line(piece.strip().lstrip("-*•>#").strip())
         if len(sentence) < 6:
@@ -112,30 +115,39 @@ def heading_rules(text: str, *, limit: int = 240) -> list[str]:
     "## Technical Requirements"), one line each, in order; an item that goes on is cut."""
     found: list[str] = []
     under = False
+    last = ""  # the item a more indented line goes on with
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped:
             continue
         item = RULE_ITEM_RE.match(line)
         if item is None:
+            if under and last and line[:1].isspace():
+                last = f"{last} {stripped}"
+                found[-1] = shorten(one_line(last), limit)
+                continue
+            last = ""
             is_heading = stripped.startswith("#") or stripped.endswith(":") or stripped.isupper()
             if is_heading and len(stripped) <= 80:
                 under = RULE_HEADING_RE.match(stripped) is not None
             continue
+        last = ""
         if under:
             rule = shorten(one_line(item.group(1).strip("*_ ")), limit)
             if len(rule) >= 6 and rule not in found:
                 found.append(rule)
+                last = item.group(1).strip("*_ ")
     return found
 
 
 def listed_rules(text: str, sentences: Sequence[str]) -> list[str]:
-    """The items listed under a rules heading that none of a text's rule `sentences` holds."""
+    """The items listed under a rules heading that none of a text's rule `sentences` holds
+    (an item that holds a sentence is the fuller rule: it is listed)."""
     lowered = [f.lower() for f in sentences]
     found: list[str] = []
     for rule in heading_rules(text):
         low = rule.lower()
-        if not any(low in f or f in low for f in lowered):
+        if not any(low in f for f in lowered):
             found.append(rule)
             lowered.append(low)
     return found

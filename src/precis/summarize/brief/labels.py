@@ -269,6 +269,7 @@ SMALL_SHARES: Final[Mapping[str, float]] = MappingProxyType(
 
 SMALL_FILL_ORDER: Final = (
     TASK,
+    PHASE,
     CONSTRAINTS,
     WORK,
     STATE,

@@ -110,9 +110,16 @@ def _constraint_items(facts: Facts, cap: int) -> list[Item]:
         if k not in facts.constraints and k not in facts.spec_constraints
     ]
     ruled = user_rules + spec_rules
-    items = [_text_item(rule, i, cap) for i, rule in enumerate(ruled + system_rules)]
-    for item in items[len(ruled) :]:
-        item.late = True  # the system prompt stays in context anyway
+    everything = ruled + system_rules
+    # A rule another one holds whole (a sentence of a listed item) is shown once, in the fuller.
+    lowered = [r.lower() for r in everything]
+    items = [
+        _text_item(rule, i, cap)
+        for i, rule in enumerate(everything)
+        if not any(j != i and lowered[i] in other for j, other in enumerate(lowered))
+    ]
+    for item in items:
+        item.late = item.order >= len(ruled)  # the system prompt stays in context anyway
     return sorted(
         items,
         key=lambda i: (
