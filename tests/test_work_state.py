@@ -250,8 +250,8 @@ def test_errors_in_a_log_the_agent_read_are_errors_seen() -> None:
     text = brief(messages)
     errors = section(text, "Errors and fixes")
     assert "linker failed: undefined symbol qsort_r" in errors
-    assert "RetryError" not in errors  # only source code named it: a lookup hint
-    assert "RetryError" in section(text, "Lookup hints")
+    assert "RetryError" not in errors  # only source code named it: what the code defines
+    assert "app.py: RetryError" in section(text, "Code read")
 
 
 def test_the_brief_uses_the_room_it_is_given() -> None:

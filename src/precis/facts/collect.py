@@ -15,9 +15,10 @@ from functools import partial
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
-from precis.facts.digest import value_tokens
+from precis.facts.digest import code_outline, value_tokens
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
+    PATH_EXT_RE,
     RECENT_CALLS,
     RECENT_DONE_CALLS,
     RECENT_TODOS,
@@ -44,7 +45,7 @@ from precis.facts.scan import (
     task_line,
     task_scan,
 )
-from precis.facts.terms import terms_in
+from precis.facts.terms import terms_in, unnumbered
 from precis.facts.text import (
     by_strength,
     constraint_sentences,
@@ -191,6 +192,8 @@ class Facts:
     error_names: Tally = field(default_factory=Tally)
     # Rules the task's own documents state (a tracker's issue the agent was sent to read).
     spec_constraints: dict[str, str] = field(default_factory=dict)
+    # What each source file the agent read defines (`digest.code_outline`), newest read last.
+    outlines: dict[str, str] = field(default_factory=dict)
 
 
 MAX_SPEC_CONSTRAINTS = 16
@@ -405,6 +408,8 @@ class Collector:
         if reads_only and not failed and not reads_log:
             if short is not None:
                 facts.completed_calls.append(short)
+            if self._full and call is not None:
+                self._outline(call, found)
             return
         signatures = found.log_signatures() if reads_log else found.signatures()
         if short is not None and not failed and not signatures:
@@ -417,6 +422,17 @@ class Collector:
             error.count += 1
             error.last = self._index
             self._awaiting_fix.append(error)
+
+    def _outline(self, call: CallScan, found: ToolScan) -> None:
+        """What a source file the agent read defines, filed under its path."""
+        path = next((t.key for t in call.arg_terms if t.gate in {"path", "term-path"}), "")
+        if not path or PATH_EXT_RE.search(path) is None:
+            return
+        outline = found.derived("outline", lambda text: code_outline(unnumbered(text)))
+        if outline:
+            outlines = self.facts.outlines
+            outlines.pop(path, None)
+            outlines[path] = outline
 
     def _note_outcome(self, call: CallScan, found: ToolScan, reads_only: bool) -> None:
         """What an acting call came back with, on the note of the turn that made it."""

@@ -254,3 +254,72 @@ def request_gist(text: str) -> str:
 def _is_courtesy(sentence: str) -> bool:
     words = _WORD_RE.findall(sentence.lower())
     return 0 < len(words) <= 5 and all(w in _COURTESY for w in words)
+
+
+# What a source file defines, line by line: a definition keyword and its name (def, class,
+# function, fn, func, struct …), an Elixir-style DSL entry ("computer :name do"), an event a
+# view handles or pushes, a client hook, a JS import.
+_DEFINITION_RE: Final = re.compile(
+    r"^\s*(?:export\s+)?(?:default\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?"
+    r"(?:defmodule|defp?|defmacrop?|class|interface|function\*?|fn|func|struct|enum|trait|"
+    r"module|type)\s+([A-Za-z_][\w.!?]*)(\([^)]*\)?)?"
+    r"|^\s*([a-z_]\w*)\s+:([a-z_]\w*)(?:,|\s+do\b)"
+    r"|^\s*Hooks\.(\w+)\s*="
+)
+_EVENT_RE: Final = re.compile(
+    r"\b(?:handle_event|push_event|handleEvent|pushEvent)\(\s*(?:\w+,\s*)?[\"']([\w:.-]+)[\"']"
+    r"|phx-hook=[\"'](\w+)[\"']"
+)
+_IMPORT_RE: Final = re.compile(r"^\s*import\s.*?from\s+[\"']([^\"']+)[\"']")
+_OUTLINE_UNITS: Final = 1500
+
+
+def code_outline(text: str, units: int = _OUTLINE_UNITS) -> str:
+    """What a source file the agent read defines, in a line: its modules, classes and
+    functions (with their arity), the events it handles or pushes, its hooks and imports."""
+    names: list[str] = []
+    events: list[str] = []
+    imports: list[str] = []
+    for line in text.splitlines():
+        if len(line) > 300:
+            continue
+        found = _DEFINITION_RE.match(line)
+        if found is not None:
+            name, args, dsl, atom, hook = found.groups()
+            if name:
+                names.append(f"{name}/{_arity(args)}" if args and args.endswith(")") else name)
+            elif dsl and atom:
+                names.append(f"{dsl} :{atom}")
+            elif hook:
+                names.append(f"hook {hook}")
+        for event in _EVENT_RE.finditer(line):
+            events.append(event.group(1) or f"hook {event.group(2)}")
+        imported = _IMPORT_RE.match(line)
+        if imported is not None:
+            imports.append(imported.group(1))
+    bases: dict[str, str] = {}
+    for name in names:  # each function once: its first form (with its arity when shown)
+        bases.setdefault(name.split("/", 1)[0], name)
+    parts = [", ".join(bases.values())]
+    if events:
+        parts.append("events " + ", ".join(dict.fromkeys(events)))
+    if imports:
+        parts.append("imports " + ", ".join(dict.fromkeys(imports)))
+    outline = "; ".join(p for p in parts if p)
+    return shorten(outline, units) if outline else ""
+
+
+def _arity(args: str) -> int:
+    inner = args.strip("()").strip()
+    if not inner:
+        return 0
+    depth = 0
+    count = 1
+    for ch in inner:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            count += 1
+    return count

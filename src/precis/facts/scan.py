@@ -205,7 +205,8 @@ class ToolScan:
 
     def __init__(self, text: str, failed: bool) -> None:
         self.text = text
-        self.failed = failed
+        # A harness's error wrapper says the call failed, flag or not.
+        self.failed = failed or text.startswith("<tool_use_error>")
         self.opens = False
         self.open_path: str | None = None
         self.wrote: tuple[str, ...] = ()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from precis.core.jscompat import utf16_len
 from precis.facts import Facts, head, one_line, shorten
 from precis.summarize.brief.labels import (
+    CODE,
     DISPLAY_ORDER,
     FILES,
     FLOORS,
@@ -201,7 +202,7 @@ def compose(
         reserve = 0 if small else int(budget * (0.25 if HINTS in wanted else SHARES[HINTS]))
         # The notes take what is left once the rest had its fill; in a small brief they come
         # before the older requests, the identifiers and the files read.
-        brief.fill(list(dict.fromkeys(priority)), limit - reserve, () if small else (NOTES,))
+        brief.fill(list(dict.fromkeys(priority)), limit - reserve, () if small else (NOTES, CODE))
         if small:  # no room for search terms: what made it in is the brief
             return _final(brief.render(), facts, budget)
         # Lookup hints come last: they name what did not make it in.

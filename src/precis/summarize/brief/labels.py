@@ -38,6 +38,8 @@ HINTS: Final = "hints"
 # Where the work stands (`brief.state`), the choices made and why, the agent's own notes.
 WORK: Final = "work"
 NOTES: Final = "notes"
+# What the source files the agent read define.
+CODE: Final = "code"
 # Sections of the task brief (S3) and the notes (S2); red lines reuse CONSTRAINTS and
 # "not done" / "todo" reuse OPEN, so a summary of one style folds into another.
 DECISIONS: Final = "decisions"
@@ -59,6 +61,7 @@ DISPLAY_ORDER: Final = (
     ERRORS,
     NOTES,
     READ,
+    CODE,
     TOOLS,
     HINTS,
 )
@@ -76,6 +79,7 @@ FILL_ORDER: Final = (
     OPEN,
     READ,
     TOOLS,
+    CODE,
     HINTS,
 )
 
@@ -97,6 +101,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 WORK: "Work state",
                 DECISIONS: "Decisions",
                 NOTES: "Progress notes",
+                CODE: "Code read",
                 "in": "in",
                 "awaiting": "awaiting result",
                 "unanswered": "unanswered",
@@ -134,6 +139,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 WORK: "工作状态",
                 DECISIONS: "决定",
                 NOTES: "进展记录",
+                CODE: "已读代码",
                 "in": "目录",
                 "awaiting": "等待结果",
                 "unanswered": "未回答",
@@ -247,6 +253,7 @@ SHARES: Final[Mapping[str, float]] = MappingProxyType(
         DECISIONS: 0.15,
         WORK: 0.3,
         NOTES: 0.2,
+        CODE: 0.0,
     }
 )
 # A small brief (a few thousand characters) is mostly what the work found and did: the task is

@@ -23,6 +23,7 @@ from precis.facts.extract import REQUEST_UNITS
 from precis.facts.patterns import CODE_BLOCK_RE, ERROR_CLASS_RE, STRONG_CONSTRAINT_RE
 from precis.summarize.brief.items import Item, display_path
 from precis.summarize.brief.labels import (
+    CODE,
     CONSTRAINTS,
     DECISIONS,
     DONE,
@@ -382,6 +383,15 @@ _NOTE_CALLS = 2
 _NOTE_UNITS = 260
 
 
+def _code_items(facts: Facts, root: str) -> list[Item]:
+    """What each source file read defines, the newest read first."""
+    outlines = list(facts.outlines.items())
+    return [
+        Item(f"{display_path(path, root)}: {outline}", i)
+        for i, (path, outline) in reversed(list(enumerate(outlines)))
+    ]
+
+
 def _decision_items(facts: Facts, labels: Mapping[str, str]) -> list[Item]:
     """Choices stated outright and proposals the user said yes to, in the order they were made."""
     texts = [*facts.carried_decisions, *facts.decisions.values()]
@@ -428,6 +438,7 @@ def sections(
         out[WORK] = work.all
         out[DECISIONS] = _decision_items(facts, labels)
         out[NOTES] = _note_items(facts, mode)
+        out[CODE] = _code_items(facts, ranked.root)
         return out
     out[DONE] = [*work.done, *_done_items(facts)]
     out[OPEN] = [*work.current, *_open_items(facts, labels, caps[OPEN])]
