@@ -16,7 +16,7 @@ from typing import Any, Final
 from precis.core.jscompat import utf16_len
 from precis.facts.patterns import HARNESS_LINE_RE
 from precis.facts.terms import terms_in
-from precis.facts.text import first_line, one_line, shorten
+from precis.facts.text import compact, one_line, shorten
 
 # Sentence ends a turn's prose runs together ("…the seed:1. Go over …string.So, …").
 _SENTENCE_RE: Final = re.compile(
@@ -35,9 +35,14 @@ _PREAMBLE_RE: Final = re.compile(
     r"(?:let['’]s|let me|i['’]ll|i will|we will|we['’]ll|we can now|i need to|we need to|"
     r"i am going to|i'm going to|we are going to)\b"
 )
+# A download's progress meter (curl, wget): no part of what came back.
+_METER_RE: Final = re.compile(
+    r"^\s*(?:% Total|Dload\s+Upload|\d+\s+\d+\s+\d+\s+\d+.*(?:--:--:--|\d:\d\d:\d\d))"
+)
 # A file shown line by line: "12→…", "12\t…", "12:…" (not "12:30").
 _LISTING_RE: Final = re.compile(r"^\s*\d+(?:→|\t|:(?!\d)|\s\|)")
 _NOTE_UNITS: Final = 220
+_MIN_CUT: Final = 60
 _DIGEST_UNITS: Final = 160
 _SHORT_OUTPUT: Final = 120
 _MAX_VALUE: Final = 40
@@ -61,6 +66,10 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
     used = 0
     for i in scored:
         cost = utf16_len(sentences[i]) + 1
+        if used + cost > units and units - used >= _MIN_CUT and _weight(sentences[i], i) > 1:
+            # A sentence that says much but runs long is kept cut rather than skipped.
+            sentences[i] = shorten(sentences[i], units - used - 1)
+            cost = utf16_len(sentences[i]) + 1
         if used + cost <= units:
             picked.append(i)
             used += cost
@@ -108,13 +117,19 @@ def output_digest(text: str, units: int = _DIGEST_UNITS) -> str:
         digest = json_digest(stripped, units)
         if digest is not None:
             return digest
-    lines = [ln for ln in stripped.splitlines() if ln.strip() and not HARNESS_LINE_RE.match(ln)]
+    lines = [
+        ln
+        for ln in stripped.splitlines()
+        if ln.strip() and not HARNESS_LINE_RE.match(ln) and not _METER_RE.match(ln)
+    ]
     if lines and _LISTING_RE.match(lines[0]):
         return ""  # a file shown back, line by line: what it holds is the file's
-    whole = one_line(" ".join(lines))
+    whole = one_line(" ".join(lines[:40]))
     if utf16_len(whole) <= _SHORT_OUTPUT:
         return whole
-    return first_line(text, min(units, 96))
+    # Its opening, as far as a line goes: a short first line ("Decompilation Found!") says
+    # little by itself.
+    return compact(whole, min(units, 120)) + " …"
 
 
 def json_digest(text: str, units: int = _DIGEST_UNITS) -> str | None:

@@ -21,6 +21,7 @@ from precis.summarize.brief.labels import (
     SHARES,
     SMALL_BRIEF_CHARS,
     SMALL_FILL_ORDER,
+    SMALL_THEN_ORDER,
     STYLE_FILL,
     STYLE_ORDER,
     WORD_RE,
@@ -125,13 +126,21 @@ class _Brief:
             section.used += extra
             self.used += extra
 
-    def fill(self, priority: Sequence[str], limit: int, elastic: Sequence[str] = ()) -> None:
-        """Each section up to its share, then the rest by priority, then the late items.
+    def fill(
+        self,
+        priority: Sequence[str],
+        limit: int,
+        elastic: Sequence[str] = (),
+        then: Sequence[str] | None = None,
+    ) -> None:
+        """Each section up to its share, then the rest by priority (or in the order `then`
+        gives), then the late items.
 
         An `elastic` section (one that could take any room: the agent's notes) has its share
         first, but takes the rest only after every other section had its fill.
         """
-        after = [k for k in priority if k not in elastic] + [k for k in priority if k in elastic]
+        rest = priority if then is None else then
+        after = [k for k in rest if k not in elastic] + [k for k in rest if k in elastic]
         for first_pass, late in ((True, False), (False, False), (False, True)):
             for key in priority if first_pass else after:
                 section = self.sections.get(key)
@@ -202,7 +211,10 @@ def compose(
         reserve = 0 if small else int(budget * (0.25 if HINTS in wanted else SHARES[HINTS]))
         # The notes take what is left once the rest had its fill; in a small brief they come
         # before the older requests, the identifiers and the files read.
-        brief.fill(list(dict.fromkeys(priority)), limit - reserve, () if small else (NOTES, CODE))
+        # A small brief's notes come before the rest of the rules (the pinned task keeps them).
+        then = None
+        elastic = () if small else (NOTES, CODE)
+        brief.fill(list(dict.fromkeys(priority)), limit - reserve, elastic, then)
         if small:  # no room for search terms: what made it in is the brief
             return _final(brief.render(), facts, budget)
         # Lookup hints come last: they name what did not make it in.
