@@ -22,7 +22,7 @@ from precis.facts.patterns import (
     RECENT_CALLS,
     RECENT_DONE_CALLS,
     RECENT_TODOS,
-    STRONG_CONSTRAINT_RE,
+    SPEC_RULE_RE,
     TELLING_KINDS,
     USER_ANSWER_PREFIXES,
 )
@@ -192,18 +192,21 @@ class Facts:
     error_names: Tally = field(default_factory=Tally)
     # Rules the task's own documents state (a tracker's issue the agent was sent to read).
     spec_constraints: dict[str, str] = field(default_factory=dict)
+    # The tracker item each of those rules came from, when one did (by the rule, lowercased).
+    spec_sources: dict[str, str] = field(default_factory=dict)
     # What each source file the agent read defines (`digest.code_outline`), newest read last.
     outlines: dict[str, str] = field(default_factory=dict)
 
 
-MAX_SPEC_CONSTRAINTS = 16
+MAX_SPEC_CONSTRAINTS = 64
+MAX_ITEM_RULES = 16
 MAX_SPEC_UNITS = 300
 MAX_ANSWER_UNITS = 300
 
 
 def spec_rules(text: str) -> tuple[str, ...]:
     """The rules an issue states: items under its rules headings, its outright prohibitions."""
-    strong = [s for s in constraint_sentences(text) if STRONG_CONSTRAINT_RE.search(s)]
+    strong = [s for s in constraint_sentences(text) if SPEC_RULE_RE.search(s)]
     return tuple(r for r in (*heading_rules(text), *strong) if utf16_len(r) <= MAX_SPEC_UNITS)
 
 
@@ -463,7 +466,7 @@ class Collector:
             for key, status in work.tracker:
                 progress.set_status(key, status, at, work.reason)
             if work.shown and text:
-                self._spec_rules(found.derived("rules", spec_rules))
+                self._spec_rules(found.derived("rules", spec_rules), work.shown[0])
             for key in work.shown:
                 progress.shown(key, at)
                 kids = found.derived(f"children:{key}", partial(children, parent=key))
@@ -488,13 +491,19 @@ class Collector:
                 why = next((s for _, s in found.signatures()), "") or one_line(text)[:120]
                 progress.tested(work.test, why, True, at)
 
-    def _spec_rules(self, rules: Sequence[str]) -> None:
-        """An issue's rules, up to a span's share of them."""
+    def _spec_rules(self, rules: Sequence[str], source: str = "") -> None:
+        """An issue's rules, up to a span's share of them and an issue's, each filed with the
+        tracker item that states it (when an item does)."""
         spec = self.facts.spec_constraints
-        for rule in rules:
+        sources = self.facts.spec_sources
+        for rule in rules[:MAX_ITEM_RULES]:
             if len(spec) >= MAX_SPEC_CONSTRAINTS:
                 break
-            spec.setdefault(rule.lower(), rule)
+            key = rule.lower()
+            if key not in spec:
+                spec[key] = rule
+                if source:
+                    sources[key] = source
 
     # -- shared --
 

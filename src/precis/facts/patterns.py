@@ -28,6 +28,10 @@ STRONG_CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(?:don['’]?t|do not|never|must not|mustn['’]t|avoid|instead of)\b"
     r"|不要|禁止|不能|别|务必|不许|不准|不得|严禁|切勿"
 )
+# What a task's document states as a requirement: a prohibition, or what must always hold.
+SPEC_RULE_RE: Final = re.compile(
+    STRONG_CONSTRAINT_RE.pattern + r"|(?i:\b(?:must|always|required|requires)\b)|必须|只能"
+)
 CONSTRAINT_ZH_RE: Final = re.compile(
     r"不要|禁止|必须|只能|不能|务必|不许|不准|不得|严禁|切勿|"
     r"(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])"
@@ -42,7 +46,8 @@ SELF_REPORT_RE: Final = re.compile(
 RULE_HEADING_RE: Final = re.compile(
     r"(?i)^\s*(?:#{1,6}\s*)?[\w ./&-]{0,40}?\b(?:constraints?|requirements?|rules?|guardrails?|"
     r"red lines?|restrictions?|non-goals?|limitations?|do(?:n['’]t| not)s?|must(?:s| not)?|"
-    r"important|instructions|tips|notes?|workflow|guidelines?|guidance|conventions?|polic(?:y|ies))\b"
+    r"important|instructions|tips|notes?|workflow|guidelines?|guidance|conventions?|polic(?:y|ies)|"
+    r"specs?|specifications?|acceptance|criteria|no-gos?)\b"
     r"[\w ./&()-]{0,30}:?\s*$"
 )
 RULE_ITEM_RE: Final = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+(\S.*)$")

@@ -21,7 +21,6 @@ from precis.summarize.brief.labels import (
     SHARES,
     SMALL_BRIEF_CHARS,
     SMALL_FILL_ORDER,
-    SMALL_THEN_ORDER,
     STYLE_FILL,
     STYLE_ORDER,
     WORD_RE,

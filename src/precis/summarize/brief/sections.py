@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -119,8 +120,13 @@ def _constraint_items(facts: Facts, cap: int) -> list[Item]:
         for i, rule in enumerate(everything)
         if not any(j != i and lowered[i] in other for j, other in enumerate(lowered))
     ]
+    # The system prompt stays in context anyway; a finished tracker item's specs are done with
+    # (its prohibitions still stand).
+    finished = {k for k, e in facts.progress.items.items() if e.status in {"done", "committed"}}
     for item in items:
-        item.late = item.order >= len(ruled)  # the system prompt stays in context anyway
+        rule = everything[item.order]
+        done_with = facts.spec_sources.get(rule.lower()) in finished and not _forbids(rule)
+        item.late = item.order >= len(ruled) or done_with
     return sorted(
         items,
         key=lambda i: (
@@ -129,6 +135,14 @@ def _constraint_items(facts: Facts, cap: int) -> list[Item]:
             STRONG_CONSTRAINT_RE.search(i.text) is None,
         ),
     )
+
+
+def _forbids(rule: str) -> bool:
+    """A prohibition: "never …", "don't …", "must not …", or a clause that opens with "No …"."""
+    return STRONG_CONSTRAINT_RE.search(rule) is not None or _NO_CLAUSE_RE.search(rule) is not None
+
+
+_NO_CLAUSE_RE = re.compile(r"(?i)(?:^|[;:,(]\s*)no\s+[\w-]")
 
 
 def _request_items(facts: Facts, cap: int) -> list[Item]:
