@@ -329,7 +329,7 @@ LAYOUTS: Final[Mapping[str, str]] = MappingProxyType(
         PHASE: "bare",
     }
 )
-MIN_ITEM_UNITS: Final = 32
+MIN_ITEM_UNITS: Final = 48
 MAX_HINTS: Final = 100
 
 # Instruction words that name a section the caller cares about most.
