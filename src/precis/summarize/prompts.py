@@ -7,22 +7,25 @@ ALL_WORD_LIMIT = 500
 
 _SHARED_SECTIONS = """\
 1. **Goals** - What the user is ultimately trying to achieve and what they explicitly asked for, \
-including every constraint or preference they stated ("do not ...", "always ...").
+including every constraint or preference they stated ("do not ...", "always ..."), and the rules \
+the task's own documents set (an issue's requirements, acceptance criteria, no-gos).
 2. **What happened** - The requests, actions and results in order, briefly: what was asked, what \
 was done, what came of it.
 3. **Important details** - Files, functions, commands, settings and facts that later turns may \
 rely on. Copy identifiers exactly as written - file paths, URLs, issue/PR/ticket numbers, commit \
 hashes, ports, version numbers, branch and package names. Never shorten, round or paraphrase \
 them. Name the identifiers that matter to the work (those the user named, those used often or \
-in the latest steps), not every one that appeared in a tool's output.
+in the latest steps), not every one that appeared in a tool's output. Keep the values the \
+tools returned that the work then used or told the user (amounts, ids, numbers, outputs), and \
+what the code that was read defines that later steps rely on.
 4. **Work state** - One line per task, subtask or ticket the conversation worked on, naming it \
 exactly: done (and committed, with the commit hash; pushed or not), in progress and not yet \
 saved, next, or blocked (and by what). Take this from what the tools reported - the issue \
 tracker's commands, `git commit` and `git push` output, to-do lists, test results - and the \
 assistant's own statements; when the state changed, the newest one holds. Add the last test \
 result and the files changed since the last commit.
-5. **Decisions** - Each choice made and why (an approach taken or ruled out, what the user \
-answered when asked).
+5. **Decisions** - Each choice made and why (an approach taken or ruled out, what a finding \
+implied, what the user answered when asked).
 6. **Errors and fixes** - Each problem met, its error message or symptom, and how it was solved \
 or why it is still open; include error names seen in logs and files read.
 7. **Lookup hints** - Distinctive words, names and error strings someone could search the full \
@@ -89,14 +92,16 @@ Use exactly these Markdown headings, in this order, each as "## <heading>":
 
 - **{task}** - the user's original task, copied word for word (omit only when none is given).
 - **{red}** - every constraint, prohibition and preference the user stated ("never ...", "only \
-...", "do not ..."), copied verbatim, one per bullet. Never paraphrase, merge or drop one.
+...", "do not ..."), copied verbatim, one per bullet, then the rules the task's own documents \
+set. Never paraphrase, merge or drop one.
 - **{done}** - what has been finished: each subtask or ticket by its exact id, with the commit \
 hash that holds it; completed actions, answered requests, fixed problems.
 - **{not_done}** - what is still open: the subtask in progress and whether its changes are \
 committed yet, what is blocked and by what, failing checks, the next step. When a state changed \
 during the conversation, the newest one holds.
 - **{findings}** - facts learned that later steps depend on: causes of errors and their fixes, \
-decisions, identifiers (ports, versions, URLs, issue numbers) copied exactly.
+decisions and why, the values tools returned that the work used, identifiers (ports, versions, \
+URLs, issue numbers) copied exactly.
 - **{files}** - the files created, modified or read that matter, with exact paths.
 
 {language_rule}Write only the brief, as bullets under those headings, in at most \
@@ -116,8 +121,8 @@ Use exactly these Markdown headings, in this order, each as "## <heading>":
 
 - **{task}** - the user's original task, copied word for word (omit only when none is given).
 - **{red}** - every constraint the user stated, copied verbatim, one per bullet.
-- **{known}** - facts established so far: findings, causes, identifiers (paths, ports, versions, \
-URLs, issue numbers) copied exactly.
+- **{known}** - facts established so far: findings, causes, the values tools returned that the \
+work used, identifiers (paths, ports, versions, URLs, issue numbers) copied exactly.
 - **{done}** - subtasks finished (by their exact ids, with commit hashes), actions completed and \
 requests answered.
 - **{todo}** - what remains to be done, next step first: the work in progress (committed or \
