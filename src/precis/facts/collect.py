@@ -15,7 +15,7 @@ from functools import partial
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
-from precis.facts.digest import code_outline, value_tokens
+from precis.facts.digest import code_outline, value_count, value_tokens
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     PATH_EXT_RE,
@@ -145,6 +145,8 @@ class Note:
     calls: list[str] = field(default_factory=list)
     # How many values its calls returned did a later turn use (in what it said or called with).
     used: int = 0
+    # How many values what it said states.
+    values: int = 0
 
 
 @dataclass(slots=True)
@@ -320,7 +322,8 @@ class Collector:
             if previous is not None and said and previous.text == said:
                 note = previous
             else:
-                note = Note(said)
+                values = found.note_values if said == found.note else value_count(said)
+                note = Note(said, values=values)
                 facts.notes.append(note)
         if self._full and self._produced:
             for token in found.tokens:  # values earlier results gave, used now

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
@@ -81,7 +82,7 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
 # A value a result gives and a later turn may use: a token with a digit (an id, an amount, a
 # flight, a hash, a port), three characters or more.
 _TOKEN_RE: Final = re.compile(r"[A-Za-z0-9_@:.-]*\d[A-Za-z0-9_@:.-]*")
-_MAX_TOKENS: Final = 400
+_MAX_TOKENS: Final = 120
 
 
 def value_tokens(text: str) -> frozenset[str]:
@@ -187,6 +188,7 @@ def _task_weight(sentence: str) -> float:
     return named + min(1.0, _weight(sentence, 1))
 
 
+@lru_cache(maxsize=64)
 def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str:
     """A long task in at most `units`: its opening sentences, then the sentences that name
     something (a host, a port, a path, a URL, a ticket) or carry the most values, shown in the
@@ -258,6 +260,7 @@ _COURTESY: Final = frozenset(
 _WORD_RE: Final = re.compile(r"[a-z']+")
 
 
+@lru_cache(maxsize=512)
 def request_gist(text: str) -> str:
     """A request without its courtesies ("Thank you!", "Great, thanks.", "I understand."), on
     one line; the request itself is left as written."""

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
-from precis.facts.digest import note_text, output_digest, value_tokens
+from precis.facts.digest import note_text, output_digest, value_count, value_tokens
 from precis.facts.language import earlier_summary_text
 from precis.facts.patterns import (
     BODY_KEYS,
@@ -182,6 +182,8 @@ class AssistantScan:
     symbols: tuple[Term, ...] = ()
     # The values it says or calls with (`digest.value_tokens`): what earlier results gave it.
     tokens: frozenset[str] = frozenset()
+    # How many values its note states (`digest.value_count`): what the turn found.
+    note_values: int = 0
 
 
 class ToolScan:
@@ -396,6 +398,7 @@ def _assistant(message: Message) -> AssistantScan:
         return AssistantScan("", "", False, (), (), (), calls, tokens=tokens)
     fix = fix_text(text)
     prose = text if "```" not in text else CODE_BLOCK_RE.sub(" ", text)
+    note = note_text(prose)
     return AssistantScan(
         text,
         fix,
@@ -404,9 +407,10 @@ def _assistant(message: Message) -> AssistantScan:
         _todos(text),
         tuple(terms_in(text)),
         calls,
-        note_text(prose),
+        note,
         tuple(symbols_in(text)),
         tokens,
+        value_count(note),
     )
 
 

@@ -19,7 +19,7 @@ from precis.facts import (
     project_root,
     shorten,
 )
-from precis.facts.digest import note_text, request_gist, task_gist, value_count
+from precis.facts.digest import note_text, request_gist, task_gist
 from precis.facts.extract import REQUEST_UNITS
 from precis.facts.patterns import CODE_BLOCK_RE, ERROR_CLASS_RE, STRONG_CONSTRAINT_RE
 from precis.summarize.brief.items import Item, display_path
@@ -376,7 +376,8 @@ def _note_items(facts: Facts, mode: str) -> list[Item]:
         if line:
             texts.append(line)
             # What it found: the values it states, and those of its results the work used.
-            worths.append(min(value_count(said), _MAX_SAID) + _USED_WEIGHT * min(note.used, 4))
+            stated = note.values if said else 0
+            worths.append(min(stated, _MAX_SAID) + _USED_WEIGHT * min(note.used, 4))
     return _by_worth(texts, worths, _NOTE_UNITS)
 
 
