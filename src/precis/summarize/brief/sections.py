@@ -199,7 +199,7 @@ def _identifier_items(facts: Facts) -> list[Item]:
         text = term.label
         if sep and value:
             if name in group:
-                text, order = value, group[name] + term.first
+                text, order = value, group[name] + 1 + term.first
             else:
                 group[name] = order
         items.append(Item(text, order, shrink=False, late=term.weight <= W_OUTPUT))

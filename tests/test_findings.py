@@ -1,0 +1,359 @@
+"""What the work found and the rules it runs under: notes that keep the sentences with values,
+what lookups returned and what of it was used, a long task by its gist, requests without their
+courtesies, rules from the task's documents, what the code read defines, a small brief's room."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from precis.core.jscompat import utf16_len
+from precis.core.messages import Message, ToolCall
+from precis.facts import Collector, extract_facts
+from precis.facts.digest import (
+    code_outline,
+    json_digest,
+    note_text,
+    output_digest,
+    request_gist,
+    task_gist,
+)
+from precis.facts.terms import error_lines, short_arguments
+from precis.facts.text import constraint_sentences, heading_rules
+from precis.summarize.base import SummaryRequest
+from precis.summarize.extractive import ExtractiveSummarizer
+
+
+def call(call_id: str, name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(call_id, name, json.dumps(arguments))
+
+
+def turn(call_id: str, name: str, said: str = "", **arguments: Any) -> Message:
+    return Message(role="assistant", content=said, tool_calls=(call(call_id, name, **arguments),))
+
+
+def result(call_id: str, text: str) -> Message:
+    return Message(role="tool", tool_call_id=call_id, content=text)
+
+
+def brief(messages: Sequence[Message], **kw: Any) -> str:
+    return ExtractiveSummarizer().summarize(SummaryRequest(tuple(messages), **kw))
+
+
+def section(text: str, heading: str) -> str:
+    match = re.search(rf"^## {re.escape(heading)}[^\n]*\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return match.group(1) if match else ""
+
+
+# -- a turn's note, a result's digest ---------------------------------------------------------
+
+
+def test_a_note_keeps_the_sentences_that_carry_values_not_the_preamble() -> None:
+    prose = (
+        "Great, let's now take a closer look at what the decompiler printed for us here. "
+        "The function multiplies the seed by 0x5deece66d, adds 0xb and keeps 48 bits. "
+        "We will continue with the next function once we have looked at this one carefully. "
+        "Let me now think about what the best way forward would be for this challenge."
+    )
+    note = note_text(prose, 120)
+    assert "0x5deece66d" in note and "48 bits" in note
+    assert "Great, let's" not in note
+    assert utf16_len(note) <= 120
+
+
+def test_a_short_turn_is_its_note_whole() -> None:
+    assert note_text("Fixed the typo: `s.modle()` is `s.model()` now.") == (
+        "Fixed the typo: `s.modle()` is `s.model()` now."
+    )
+
+
+def test_a_json_result_is_kept_by_its_values() -> None:
+    record = {
+        "reservation_id": "WUNA5K",
+        "cabin": "economy",
+        "flights": [{"flight_number": "HAT271", "date": "2024-05-10"}],
+        "insurance": None,
+        "paid": True,
+    }
+    digest = json_digest(json.dumps(record))
+    assert digest == "WUNA5K economy flights: HAT271 2024-05-10"
+    assert json_digest("[]") == "[]"
+    assert json_digest("not json") is None
+
+
+def test_an_output_digest_skips_a_progress_meter_and_a_file_shown_back() -> None:
+    meter = (
+        "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
+        "                                 Dload  Upload   Total   Spent    Left  Speed\n"
+        "100    22  100    22    0     0    257      0 --:--:-- --:--:-- --:--:--   268\n"
+        "Hello World from Perl!"
+    )
+    assert output_digest(meter) == "Hello World from Perl!"
+    assert output_digest("1:from z3 import *\n2:s = Solver()") == ""
+    long_output = "Decompilation Found!\n" + "seed = _hash(flag); " * 20
+    assert output_digest(long_output).startswith("Decompilation Found! seed = _hash(flag);")
+
+
+def test_an_edit_is_shown_by_what_it_added() -> None:
+    short = short_arguments(
+        {
+            "path": "/testbed/src/marshmallow/fields.py",
+            "old_str": "return int(value.total_seconds() / base)",
+            "new_str": "return int(round(value.total_seconds() / base))",
+        }
+    )
+    assert short == "fields.py: +return int(round(value.total_seconds() / base))"
+    assert short_arguments({"origin": "MSP", "destination": "EWR", "date": "2024-05-25"}) == (
+        "MSP, EWR, 2024-05-25"
+    )
+
+
+# -- notes in the brief ------------------------------------------------------------------------
+
+
+def _lookups(used: bool) -> list[Message]:
+    """A user, two lookups, and a turn that does (or does not) use the first one's values."""
+    messages = [
+        Message(role="user", content="Please downgrade my reservations to economy class."),
+        turn("l1", "get_reservation_details", reservation_id="JG7FMM"),
+        result("l1", json.dumps({"id": "JG7FMM", "payment_id": "credit_card_2929732"})),
+        turn("l2", "get_flight_status", flight_number="HAT999"),
+        result("l2", json.dumps({"status": "on time", "gate": "B77"})),
+    ]
+    for i in range(6):  # newer turns that fill the notes' newest places
+        messages.append(turn(f"t{i}", "think", thought=f"Step {i} is being considered now."))
+        messages.append(result(f"t{i}", ""))
+    if used:
+        messages.append(
+            turn(
+                "u1",
+                "update_reservation",
+                reservation_id="JG7FMM",
+                payment_id="credit_card_2929732",
+            )
+        )
+        messages.append(result("u1", "ok"))
+    return messages
+
+
+def test_a_lookup_whose_values_the_work_used_is_noted_first() -> None:
+    text = brief(_lookups(used=True), clip_chars=500, mode="all")
+    notes = section(text, "Progress notes")
+    assert "get_reservation_details(JG7FMM) → JG7FMM credit_card_2929732" in notes
+    assert "gate" not in notes and "B77" not in notes
+
+
+def test_what_lookups_returned_is_noted_with_the_call() -> None:
+    facts = Collector().feed(_lookups(used=False))
+    calls = [c for note in facts.notes for c in note.calls]
+    assert "get_flight_status(HAT999) → on time B77" in calls
+    used = Collector().feed(_lookups(used=True))
+    assert used.notes[0].used > 0 and used.notes[1].used == 0
+
+
+# -- the task, the requests, the identifiers -----------------------------------------------------
+
+LONG_TASK = (
+    "We are solving a CTF challenge named Katy, worth 10 points. "
+    "The description is: i every1 im new!!!!!!! holds up spork my name is katy lol. "
+    + "im very random!!!! bcuz its SOOOO random!!!! " * 20
+    + "The challenge server runs on crypto.chal.csaw.io port 4242. "
+    + "Good luck, have fun and be nice to the other people in the competition. " * 5
+)
+
+
+def test_a_long_task_is_shown_by_its_opening_and_what_it_names() -> None:
+    gist = task_gist(LONG_TASK, 200)
+    assert gist.startswith("We are solving a CTF challenge named Katy, worth 10 points.")
+    assert "crypto.chal.csaw.io port 4242" in gist
+    assert utf16_len(gist) <= 200
+    assert task_gist("Fix the bug.", 200) == "Fix the bug."
+
+
+def test_a_pinned_task_takes_little_of_the_brief() -> None:
+    messages = [Message(role="user", content="ok go")]
+    for i in range(8):
+        said = f"Probing the server, attempt {i}."
+        messages += [
+            turn(f"b{i}", "bash", said=said, command=f"nc -w5 host 4242 < probe{i}"),
+            result(f"b{i}", f"reply {i}: " + "0123456789abcdef" * 20),
+        ]
+    text = brief(messages, clip_chars=2000, task=LONG_TASK)
+    task = section(text, "Task")
+    assert "Katy" in task and "4242" in task
+    assert utf16_len(task) <= 0.15 * 2000
+
+
+def test_requests_lose_their_courtesies_only() -> None:
+    assert request_gist("Great, thank you! For the remaining flights, can you upgrade me?") == (
+        "For the remaining flights, can you upgrade me?"
+    )
+    assert request_gist("Thanks for that. Cancel S61CZX. Thank you!") == "Cancel S61CZX."
+    assert request_gist("Thank you!") == "Thank you!"
+    messages = [
+        Message(role="user", content="Hello! Please look at my reservations."),
+        Message(role="assistant", content="Sure, which ones?"),
+        Message(role="user", content="I understand. Please cancel the trip S61CZX for me now."),
+    ]
+    facts = extract_facts(messages)
+    assert any(f.kind == "request" and f.text.startswith("Please cancel") for f in facts)
+
+
+def test_values_of_one_argument_are_listed_under_its_name_once() -> None:
+    messages = [Message(role="user", content="Check my bookings please, all of them today.")]
+    for i, rid in enumerate(("NM1VX1", "KC18K6", "S61CZX")):
+        messages += [turn(f"r{i}", "get_reservation", reservation_id=rid), result(f"r{i}", "{}")]
+    identifiers = section(brief(messages), "Identifiers")
+    assert identifiers.count("reservation_id=") == 1
+    assert re.search(r"reservation_id=\w{6}, \w{6}, \w{6}", identifiers)
+    assert {"NM1VX1", "KC18K6", "S61CZX"} <= set(re.findall(r"\w{6}", identifiers))
+
+
+# -- decisions, errors, rules ----------------------------------------------------------------
+
+
+def test_a_plan_for_the_next_step_is_no_decision() -> None:
+    messages = [
+        Message(role="user", content="Find out what the web server at port 8000 serves."),
+        Message(role="assistant", content="I will use `curl` to make a GET request to the root."),
+        Message(role="assistant", content="We decided to use curl to avoid a browser."),
+    ]
+    decisions = section(brief(messages), "Decisions")
+    assert "make a GET request" not in decisions
+    assert "We decided to use curl to avoid a browser." in decisions
+
+
+def test_a_warning_is_no_error_and_a_timeout_is() -> None:
+    assert error_lines("Warning: _curses.error: setupterm: could not find terminfo") == []
+    assert error_lines("EXECUTION TIMED OUT") == ["EXECUTION TIMED OUT"]
+
+
+def test_a_condition_sets_no_rule_and_an_example_s_code_neither() -> None:
+    assert constraint_sentences("im bi if u dont like it deal w/it") == []
+    text = "Edit with sed:\n```sh\n# Replace only first occurrence\nsed -i 's/a/b/' f\n```\n"
+    assert constraint_sentences(text + "Make sure to run the tests.") == [
+        "Make sure to run the tests."
+    ]
+
+
+def test_a_listed_rule_goes_on_over_its_indented_lines() -> None:
+    text = (
+        "## Important Rules\n\n1. Every response must contain exactly one action\n"
+        "2. To finish, issue the following command: `echo DONE_AND_SUBMIT`.\n"
+        "   Do not combine it with any other command.\n\n## Recommended Workflow\n"
+        "1. Test edge cases to check the fix is robust\n"
+    )
+    assert heading_rules(text) == [
+        "Every response must contain exactly one action",
+        "To finish, issue the following command: `echo DONE_AND_SUBMIT`. Do not combine it "
+        "with any other command.",
+        "Test edge cases to check the fix is robust",
+    ]
+
+
+def test_the_pinned_task_s_listed_rules_are_rules_shown_once() -> None:
+    task = (
+        "Fix the division bug.\n\n## Important Rules\n"
+        "1. To finish, issue the following command: `echo DONE_AND_SUBMIT`.\n"
+        "   Do not combine it with any other command.\n"
+    )
+    messages = [turn("b1", "bash", command="ls"), result("b1", "a.py")]
+    rules = section(brief(messages, task=task, clip_chars=4000), "Constraints")
+    assert "`echo DONE_AND_SUBMIT`. Do not combine it with any other command." in rules
+    assert rules.count("Do not combine it") == 1
+
+
+SPECS = [f"- Add `export_rows_{i}` to the ReportsController, paged by week {i}." for i in range(12)]
+
+
+def _epic(status: str) -> list[Message]:
+    issue = (
+        "○ web-7 · Export [● P2 · OPEN]\n\n## Technical Specs\n"
+        + "\n".join(SPECS)
+        + "\n- Never write to the legacy tables.\n"
+    )
+    messages = [
+        Message(role="user", content="Work through web-7 and report back when it is done."),
+        turn("s1", "Bash", command="bd show web-7"),
+        result("s1", issue),
+    ]
+    if status == "done":
+        messages += [turn("s2", "Bash", command="bd close web-7"), result("s2", "✓ Closed web-7")]
+    for i in range(6):  # work that makes the span long enough for the clip to bind
+        messages += [turn(f"w{i}", "Bash", command=f"make {i}"), result(f"w{i}", "." * 800)]
+    return messages
+
+
+def test_a_finished_item_s_specs_wait_but_its_prohibitions_stand() -> None:
+    facts = Collector().feed(_epic("open"))
+    assert facts.spec_sources[SPECS[0][2:].lower()] == "web-7"
+    open_rules = section(brief(_epic("open"), clip_chars=700), "Constraints")
+    assert "Never write to the legacy tables." in open_rules and "export_rows_0" in open_rules
+    # Once web-7 is closed its specs wait behind everything else; its prohibition does not.
+    done_rules = section(brief(_epic("done"), clip_chars=700), "Constraints")
+    assert "Never write to the legacy tables." in done_rules and "export_rows" not in done_rules
+
+
+# -- what code read defines, a failed read ------------------------------------------------------
+
+ELIXIR = """\
+     1→defmodule SpotterWeb.SessionLive do
+     2→  def mount(params, _session, socket) do
+     3→    {:ok, socket}
+     4→  end
+     5→
+     6→  def handle_event("text_selected", %{"row" => row}, socket) do
+     7→    {:noreply, push_event(socket, "scroll_to_message", %{row: row})}
+     8→  end
+     9→
+    10→  defp transcript_row_classes(line, current, clicked), do: []
+    11→  computer :project_filter do
+    12→  end
+    13→end"""
+
+
+def test_a_code_outline_names_what_a_file_defines() -> None:
+    from precis.facts.terms import unnumbered
+
+    outline = code_outline(unnumbered(ELIXIR))
+    assert outline == (
+        "SpotterWeb.SessionLive, mount/3, handle_event/3, transcript_row_classes/3, "
+        "computer :project_filter; events text_selected, scroll_to_message"
+    )
+    js = 'import hljs from "highlight.js/lib/core"\nfunction highlightCode(root) {\n}\n'
+    assert code_outline(js) == "highlightCode/1; imports highlight.js/lib/core"
+
+
+def test_the_code_read_section_lists_each_file_s_outline() -> None:
+    padding = "".join(f"\n{i + 14:6d}→  # line {i} of the module's comments" for i in range(200))
+    messages = [
+        Message(role="user", content="Explore how the session view renders its transcript."),
+        turn("r1", "Read", file_path="/repo/lib/session_live.ex"),
+        result("r1", ELIXIR + padding),
+        turn("r2", "Read", file_path="/repo/lib/missing.html.heex"),
+        result("r2", "<tool_use_error>File does not exist.</tool_use_error>"),
+    ]
+    text = brief(messages, clip_chars=6000)
+    assert "session_live.ex: SpotterWeb.SessionLive, mount/3" in section(text, "Code read")
+    assert "File does not exist." in section(text, "Errors and fixes")
+
+
+# -- a small brief -----------------------------------------------------------------------------
+
+
+def test_a_small_brief_spends_nothing_on_tallies_or_lookup_hints() -> None:
+    messages = [Message(role="user", content="Find out why the nightly build fails, please.")]
+    for i in range(12):
+        messages += [
+            turn(
+                f"b{i}", "Bash", said=f"Run {i} of the build with flag -j{i}.", command=f"make {i}"
+            ),
+            result(f"b{i}", f"step {i} ok; KeyError: 'k{i}' seen in module_{i}.py\n" + "." * 900),
+        ]
+    small = brief(messages, clip_chars=2500)
+    assert "## Tool activity" not in small and "## Lookup hints" not in small
+    assert "## Progress notes" in small
+    large = brief(messages, clip_chars=8000)
+    assert "## Tool activity" in large
