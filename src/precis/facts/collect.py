@@ -49,6 +49,7 @@ from precis.facts.terms import terms_in, unnumbered
 from precis.facts.text import (
     by_strength,
     constraint_sentences,
+    forbids,
     heading_rules,
     is_trivial,
     one_line,
@@ -206,10 +207,15 @@ MAX_SPEC_UNITS = 300
 MAX_ANSWER_UNITS = 300
 
 
-def spec_rules(text: str) -> tuple[str, ...]:
-    """The rules an issue states: items under its rules headings, its outright prohibitions."""
-    strong = [s for s in constraint_sentences(text) if SPEC_RULE_RE.search(s)]
-    return tuple(r for r in (*heading_rules(text), *strong) if utf16_len(r) <= MAX_SPEC_UNITS)
+def spec_rules(text: str) -> tuple[tuple[int, str], ...]:
+    """The rules an issue states, each with where it stands in the text: its prohibitions
+    first, then what must hold and the items under its rules headings (of three words or more:
+    not a bare name), in the order given."""
+    stated = [s for s in constraint_sentences(text) if SPEC_RULE_RE.search(s)]
+    listed = [r for r in heading_rules(text) if len(r.split()) >= 3]
+    rules = [r for r in dict.fromkeys((*stated, *listed)) if utf16_len(r) <= MAX_SPEC_UNITS]
+    placed = [(max(0, text.find(r[:24])), r) for r in rules]
+    return tuple(sorted(placed, key=lambda p: (not forbids(p[1]), p[0])))
 
 
 # Folds an earlier summary's text into the collector; False leaves it to the plain-text fold.
@@ -230,6 +236,7 @@ class Collector:
         self._noted: dict[str, Note | None] = {}
         # Values the noted calls' results gave, by the note they are on, until a turn uses them.
         self._produced: dict[str, Note] = {}
+        self._item_rules: dict[str, int] = {}  # rules filed per tracker item
         self._clock = 0  # messages fed so far: the order of progress events
         self._awaiting_fix: list[ErrorEntry] = []
         self._open_file: str | None = None
@@ -469,7 +476,11 @@ class Collector:
             for key, status in work.tracker:
                 progress.set_status(key, status, at, work.reason)
             if work.shown and text:
-                self._spec_rules(found.derived("rules", spec_rules), work.shown[0])
+                # Each rule is filed with the item whose part of the output states it.
+                starts = sorted((max(0, text.find(key)), key) for key in work.shown)
+                for at_, rule in found.derived("rules", spec_rules):
+                    source = next((k for s, k in reversed(starts) if s <= at_), work.shown[0])
+                    self._spec_rule(rule, source)
             for key in work.shown:
                 progress.shown(key, at)
                 kids = found.derived(f"children:{key}", partial(children, parent=key))
@@ -494,19 +505,25 @@ class Collector:
                 why = next((s for _, s in found.signatures()), "") or one_line(text)[:120]
                 progress.tested(work.test, why, True, at)
 
-    def _spec_rules(self, rules: Sequence[str], source: str = "") -> None:
-        """An issue's rules, up to a span's share of them and an issue's, each filed with the
-        tracker item that states it (when an item does)."""
-        spec = self.facts.spec_constraints
-        sources = self.facts.spec_sources
-        for rule in rules[:MAX_ITEM_RULES]:
-            if len(spec) >= MAX_SPEC_CONSTRAINTS:
-                break
-            key = rule.lower()
-            if key not in spec:
-                spec[key] = rule
-                if source:
-                    sources[key] = source
+    def _spec_rules(self, rules: Sequence[str]) -> None:
+        """Rules the task's own text lists, up to a span's share of them."""
+        for rule in rules:
+            self._spec_rule(rule, "")
+
+    def _spec_rule(self, rule: str, source: str) -> None:
+        """A rule a task's document states, filed with the tracker item that states it (when
+        one does), up to a span's share of rules and an item's."""
+        facts = self.facts
+        spec, sources = facts.spec_constraints, facts.spec_sources
+        key = rule.lower()
+        if key in spec or len(spec) >= MAX_SPEC_CONSTRAINTS:
+            return
+        if source and self._item_rules.get(source, 0) >= MAX_ITEM_RULES:
+            return
+        spec[key] = rule
+        if source:
+            sources[key] = source
+            self._item_rules[source] = self._item_rules.get(source, 0) + 1
 
     # -- shared --
 

@@ -32,6 +32,8 @@ STRONG_CONSTRAINT_RE: Final = re.compile(
 SPEC_RULE_RE: Final = re.compile(
     STRONG_CONSTRAINT_RE.pattern + r"|(?i:\b(?:must|always|required|requires)\b)|必须|只能"
 )
+# A clause that forbids by opening with "No …": "No UI changes in this task."
+NO_CLAUSE_RE: Final = re.compile(r"(?i)(?:^|[;:,(]\s*)no\s+[\w-]")
 CONSTRAINT_ZH_RE: Final = re.compile(
     r"不要|禁止|必须|只能|不能|务必|不许|不准|不得|严禁|切勿|"
     r"(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])"

@@ -16,6 +16,7 @@ from precis.facts.patterns import (
     CONSTRAINT_ZH_RE,
     DIGIT_RE,
     HARNESS_LINE_RE,
+    NO_CLAUSE_RE,
     NOTICE_PREFIXES,
     REMINDER_RE,
     RULE_HEADING_RE,
@@ -93,6 +94,11 @@ def is_trivial(request: str) -> bool:
 def by_strength(sentences: Iterable[str]) -> list[str]:
     """Outright prohibitions first (never, don't, 不要), then the softer rules, each in order."""
     return sorted(sentences, key=lambda s: STRONG_CONSTRAINT_RE.search(s) is None)
+
+
+def forbids(rule: str) -> bool:
+    """A prohibition: "never …", "don't …", "must not …", or a clause that opens with "No …"."""
+    return STRONG_CONSTRAINT_RE.search(rule) is not None or NO_CLAUSE_RE.search(rule) is not None
 
 
 def constraint_sentences(text: str) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -14,6 +13,7 @@ from precis.facts import (
     TermEntry,
     basename,
     compact,
+    forbids,
     is_trivial,
     one_line,
     project_root,
@@ -125,7 +125,7 @@ def _constraint_items(facts: Facts, cap: int) -> list[Item]:
     finished = {k for k, e in facts.progress.items.items() if e.status in {"done", "committed"}}
     for item in items:
         rule = everything[item.order]
-        done_with = facts.spec_sources.get(rule.lower()) in finished and not _forbids(rule)
+        done_with = facts.spec_sources.get(rule.lower()) in finished and not forbids(rule)
         item.late = item.order >= len(ruled) or done_with
     return sorted(
         items,
@@ -135,14 +135,6 @@ def _constraint_items(facts: Facts, cap: int) -> list[Item]:
             STRONG_CONSTRAINT_RE.search(i.text) is None,
         ),
     )
-
-
-def _forbids(rule: str) -> bool:
-    """A prohibition: "never …", "don't …", "must not …", or a clause that opens with "No …"."""
-    return STRONG_CONSTRAINT_RE.search(rule) is not None or _NO_CLAUSE_RE.search(rule) is not None
-
-
-_NO_CLAUSE_RE = re.compile(r"(?i)(?:^|[;:,(]\s*)no\s+[\w-]")
 
 
 def _request_items(facts: Facts, cap: int) -> list[Item]:
