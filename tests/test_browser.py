@@ -98,6 +98,18 @@ def served(tmp_path: Path) -> Iterator[tuple[str, SQLiteStore]]:
         store.close()
 
 
+def click_fresh(driver: Any, css: str) -> bool:
+    """Click the element now matching `css`; False (try again) if a live swap replaced it."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        driver.find_element(By.CSS_SELECTOR, css).click()
+    except StaleElementReferenceException:
+        return False
+    return True
+
+
 def test_the_inspector_in_chromium(
     driver: Any, served: tuple[str, SQLiteStore], tmp_path: Path
 ) -> None:
@@ -150,8 +162,7 @@ def test_the_inspector_in_chromium(
     assert "is my seat confirmed?" in driver.find_element(By.ID, "context").text
 
     # Clicking a compaction marker opens that compaction.
-    first = driver.find_element(By.CSS_SELECTOR, "#composition a.marker path")
-    first.click()
+    wait.until(lambda d: click_fresh(d, "#composition a.marker path"))
     wait.until(shows.url_to_be(f"{url}/ui/c/airline/compactions/1"))
     heading = wait.until(shows.visibility_of_element_located((By.ID, "compaction-title")))
     assert heading.text == "Compaction 1"
@@ -163,9 +174,12 @@ def test_the_inspector_in_chromium(
     word, message_id = compacted_away_term(store, "airline")
     driver.get(f"{url}/ui/c/airline/recall")
     wait.until(shows.visibility_of_element_located((By.ID, "q"))).send_keys(word)
-    hit = wait.until(shows.element_to_be_clickable((By.CSS_SELECTOR, "ol.hits a")))
+    # Typing fires a search per pause, so a prefix's hits may be swapped out under the cursor:
+    # wait for the hit on this original, and click it again if the list was replaced meanwhile.
+    wanted = f"ol.hits a[href*='{message_id}']"
+    wait.until(shows.element_to_be_clickable((By.CSS_SELECTOR, wanted)))
     driver.save_screenshot(str(shots / "recall.png"))
-    hit.click()
+    wait.until(lambda d: click_fresh(d, wanted))
     original = wait.until(shows.visibility_of_element_located((By.ID, f"m-{message_id}")))
     assert word in original.text
     assert driver.find_elements(By.CSS_SELECTOR, f".hit #m-{message_id}")
