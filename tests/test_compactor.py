@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
-from precis.core.errors import CompactionError, SummarizerError, VersionConflict
+from precis.core.errors import SummarizerError, VersionConflict
 from precis.core.messages import KIND_SUMMARY, Message, messages_from_openai
 from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
@@ -225,10 +225,14 @@ def test_pinned_message_survives_and_leads_the_context(store: ConversationStore)
     assert session.prompt()[0]["content"] == "never use npm"
 
 
-def test_nothing_to_compact_is_a_clear_error(store: ConversationStore) -> None:
+def test_nothing_to_compact_is_a_no_op_that_says_why(store: ConversationStore) -> None:
     session = Session(store, "c", LettaEstimator(), ScriptedSummarizer())
-    with pytest.raises(CompactionError, match="nothing to summarize"):
-        session.compact()
+    result = session.compact_result()
+    assert not result.compacted and result.summary is None
+    assert "nothing to summarize" in result.reason
+    assert result.stats.mode == "none" and result.stats.summarized == 0
+    assert result.stats.context_tokens_after == result.stats.context_tokens_before
+    assert session.events() == []
 
 
 def test_concurrent_compaction_cannot_both_win(store: ConversationStore) -> None:

@@ -383,10 +383,21 @@ def test_conflicts_are_409_with_the_reason(client: httpx.Client) -> None:
     empty = client.post(f"/v1/conversations/{conversation_id}/compact")
     assert empty.status_code == 409 and "nothing to compact" in detail(empty)
 
+
+
+def test_a_compaction_that_cannot_shrink_is_a_200_no_op(client: httpx.Client) -> None:
+    conversation_id = new_conversation(client)
     tiny = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     client.post(f"/v1/conversations/{conversation_id}/messages", json={"messages": tiny})
+    before = client.get(f"/v1/conversations/{conversation_id}/context").json()
     small = client.post(f"/v1/conversations/{conversation_id}/compact", json={"mode": "all"})
-    assert small.status_code == 409 and detail(small).startswith("cannot compact: ")
+    assert small.status_code == 200, small.text
+    body = small.json()
+    assert body["compacted"] is False and "summary" not in body
+    assert "smaller" in body["reason"]
+    assert body["stats"]["context_tokens_after"] == body["stats"]["context_tokens_before"]
+    assert client.get(f"/v1/conversations/{conversation_id}/context").json() == before
+    assert client.get(f"/v1/conversations/{conversation_id}/events").json()["events"] == []
 
 
 def test_an_unkeyed_service_on_loopback_serves_its_docs(tmp_path: Path) -> None:

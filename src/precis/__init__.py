@@ -2,7 +2,7 @@
 
 from precis.core.errors import InvalidMessage, PrecisError
 from precis.core.messages import Message, ToolCall
-from precis.engine.compactor import CompactionResult, CompactionStats
+from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.session import (
     Agent,

@@ -18,7 +18,7 @@ from precis.core.messages import Message, ToolCall
 from precis.summarize.base import LocalSummarizer
 
 if TYPE_CHECKING:
-    from precis.engine.compactor import CompactionStats
+    from precis.engine.results import CompactionStats
     from precis.engine.settings import CompactionSettings
     from precis.session import Session
     from precis.summarize.base import Summarizer, SummaryRequest

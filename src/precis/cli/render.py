@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from precis.core.messages import Message
-    from precis.engine.compactor import CompactionStats
+    from precis.engine.results import CompactionStats
     from precis.engine.settings import LoadedSettings
     from precis.session import Session
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
@@ -22,9 +22,10 @@ from precis.core.validity import check
 from precis.engine.audit import audited
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.requests import Call, Request, Summarize
-from precis.engine.settings import CompactionSettings
+from precis.engine.results import NO_OP_MODE, CompactionResult, CompactionStats
+from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
 from precis.engine.truncation import plan_truncation
-from precis.engine.work import Work, joined
+from precis.engine.work import Candidate, NoOp, Work, capped_ledger, joined, smaller
 from precis.facts import missing_from_folded, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
@@ -35,51 +36,33 @@ from precis.stores.base import (
 )
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.guard import (
+    BODY_FLOOR_SHARE,
     Fact,
     Ledger,
     apply_guard,
     extract_facts,
 )
-from precis.summarize.packaging import clip_summary, packed_head, with_stats
+from precis.summarize.packaging import MIN_CLIP_CHARS, clip_summary, packed_head, with_stats
 
-View = Callable[[list[Message]], list[Message]]
+__all__ = [
+    "CompactionJob",
+    "CompactionResult",
+    "CompactionStats",
+    "Compactor",
+    "NoOp",
+]
+
+# What the model sees of messages, given what each request carries besides them (floor tokens).
+View = Callable[[list[Message], int], list[Message]]
+# How verification words a candidate that is not smaller than the context it would replace.
+NOT_SMALLER = "context did not shrink"
 # Share of the summary budget that the task and red lines may claim as must-keep text.
 REQUIRED_SHARE = 0.6
-# Fact kinds a compaction must keep verbatim (else it is rolled back), and the ledger's bound.
+# Characters per token when sizing a summary to the room left: few, so it is not too big (code
+# and identifiers run about three; a summary too big for the room is asked again, smaller).
+FIT_CHARS_PER_TOKEN = 3
+# Fact kinds a compaction must keep verbatim (else it is rolled back).
 REQUIRED_KINDS = ("task", "constraint")
-VITAL_KINDS = frozenset({"constraint", "task", "pinned"})
-LEDGER_LIMIT = 200
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionStats:
-    """What one compaction did, in the figures an operator watches."""
-
-    trigger: str
-    mode: str
-    context_tokens_before: int
-    context_tokens_after: int
-    context_window: int | None
-    messages_count_before: int
-    messages_count_after: int
-    summarized: int
-
-    def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResult:
-    """The committed outcome: stats, the summary (or truncation marker) and the new context.
-
-    `reports` holds one line per hook that failed, timed out or was skipped.
-    """
-
-    stats: CompactionStats
-    summary: Message
-    context: list[Message]
-    reports: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,28 +77,6 @@ class CompactionJob:
     phase: str | None = None
     # A turn's messages, not stored yet: they ride after the context, never summarized or dropped.
     pending: tuple[Message, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Candidate:
-    mode: str
-    summary: Message
-    context: list[Message]
-    stats: CompactionStats
-    required: tuple[Fact, ...]  # what the new context must hold verbatim (task, red lines)
-    ledger: Ledger
-    # The context's text as facts are looked for in it (`context_text(…).folded`), made only
-    # when needed, and folded texts of runs of its messages: a fact a run holds, it holds.
-    whole: Callable[[], str]
-    runs: tuple[str, ...] = ()
-
-
-def capped_ledger(ledger: Ledger) -> Ledger:
-    """Bound what a summary carries forward: every rule, the task and pins, the newest rest."""
-    vital = [f for f in ledger.facts if f.kind in VITAL_KINDS]
-    rest = [f for f in ledger.facts if f.kind not in VITAL_KINDS]
-    room = max(0, LEDGER_LIMIT - len(vital))
-    return Ledger((*vital, *(rest[-room:] if room else ())))
 
 
 class Compactor:
@@ -183,6 +144,9 @@ class Compactor:
         for attempt in range(self.settings.commit_retries + 1):
             snapshot: ContextSnapshot = yield Call(self.store.context, (conversation_id,))
             candidate = yield from self._candidate(snapshot, job)
+            if isinstance(candidate, NoOp):
+                self._step("nothing to do")
+                return self._no_op(snapshot, job, candidate, tuple(reports))
             self._step("verified")
             commit = Call(
                 self.store.commit_compaction,
@@ -220,12 +184,31 @@ class Compactor:
             )
         raise AssertionError("unreachable")
 
+    def _no_op(
+        self, snapshot: ContextSnapshot, job: CompactionJob, found: NoOp, reports: tuple[str, ...]
+    ) -> CompactionResult:
+        """Nothing written: the context as it was, and why (no hook runs after, no event)."""
+        stats = CompactionStats(
+            trigger=job.trigger,
+            mode=NO_OP_MODE,
+            context_tokens_before=found.tokens,
+            context_tokens_after=found.tokens,
+            context_window=self.settings.context_window,
+            messages_count_before=found.messages,
+            messages_count_after=found.messages,
+            summarized=0,
+        )
+        return CompactionResult(stats, None, snapshot.messages, reports, found.reason)
+
     def _candidate(
         self, snapshot: ContextSnapshot, job: CompactionJob
-    ) -> Steps[Request, _Candidate]:
-        """The first acceptable result of: sliding window, all-mode, truncation."""
-        stored = self._view(snapshot.messages) if self._view else snapshot.messages
-        pending = self._view(list(job.pending)) if self._view else list(job.pending)
+    ) -> Steps[Request, Candidate | NoOp]:
+        """The first acceptable result of: sliding window, all-mode, truncation; under the soft
+        watermark if any is, else the smallest. A `NoOp` when none could shrink the context."""
+        shown = [*snapshot.messages, *job.pending]
+        if self._view:
+            shown = self._view(shown, job.floor_tokens)
+        stored, pending = shown[: len(snapshot.messages)], shown[len(snapshot.messages) :]
         messages = [*stored, *pending]
         counts = [self.counter.count(m) for m in messages]
         before = sum(counts)
@@ -246,37 +229,42 @@ class Compactor:
         self._step("planned")
         work = Work(messages, counts, self.counter)
         failures: list[str] = []
-        over: _Candidate | None = None
+        stuck = True  # every failure so far is that nothing could be made smaller
+        over: Candidate | None = None
         for i, make_plan in enumerate(plans):
             plan = make_plan()
             if not plan.summarize:
                 failures.append(f"{plan.mode}: nothing to summarize")
                 continue
-            candidate = yield from self._summarize(plan, messages, before, job, work)
+            last = i == len(plans) - 1
+            candidate = yield from self._summarize(plan, messages, before, job, work, fit=last)
             problem = self._verify(candidate, messages, before)
             if problem is not None:
                 failures.append(f"{plan.mode}: {problem}")
-            elif i < len(plans) - 1 and self._over_threshold(candidate, job.floor_tokens):
-                over = candidate  # valid but too big: all-mode may do better, else use it
+                stuck = stuck and problem.startswith(NOT_SMALLER)
+            elif self._over_threshold(candidate, job.floor_tokens):
+                over = smaller(over, candidate)  # valid but too big: try the next, else use it
                 failures.append(f"{plan.mode}: valid, but still over the threshold")
             else:
                 return self._audited(candidate, stored, failures)
-        if over is not None:
-            return self._audited(over, stored, failures)
         truncated = self._truncate(messages, before, job, work)
         if truncated is not None:
             problem = self._verify(truncated, messages, before)
             if problem is None:
-                return self._audited(truncated, stored, failures)
+                return self._audited(smaller(over, truncated), stored, failures)
             failures.append(f"truncate: {problem}")
+            stuck = stuck and problem.startswith(NOT_SMALLER)
         else:
             failures.append("truncate: nothing can be dropped")
-        raise CompactionError(
-            f"no acceptable compaction of {len(messages)} messages ({before} tokens): "
-            + "; ".join(failures)
-        )
+        if over is not None:
+            return self._audited(over, stored, failures)
+        where = f"{len(messages)} messages ({before} tokens)"
+        if stuck:
+            reason = f"nothing makes the context of {where} smaller: " + "; ".join(failures)
+            return NoOp(reason, before, len(messages))
+        raise CompactionError(f"no acceptable compaction of {where}: " + "; ".join(failures))
 
-    def _audited(self, c: _Candidate, before: list[Message], tried: list[str]) -> _Candidate:
+    def _audited(self, c: Candidate, before: list[Message], tried: list[str]) -> Candidate:
         """The candidate with its summary's audit: what it dropped, checked and rolled back."""
         verbatim = [f.text for f in c.required]
         return replace(c, summary=audited(c.summary, before, c.context, tried, verbatim))
@@ -294,18 +282,18 @@ class Compactor:
             user_boundary_fallback=s.user_boundary_fallback,
         )
 
-    def _over_threshold(self, candidate: _Candidate, floor_tokens: int) -> bool:
+    def _over_threshold(self, candidate: Candidate, floor_tokens: int) -> bool:
         threshold = self.settings.threshold
         after = candidate.stats.context_tokens_after + floor_tokens
         return threshold is not None and after > threshold
 
-    def _guard_budget(self, text: str, plan: CompactionPlan, required: Sequence[Fact]) -> int:
-        """Room for summary + retained facts: the clip, but never more than half the span it
-        replaces (a summary longer than its source only refills the window), the must-keeps
-        always fitting."""
-        span = sum(len(m.content) for m in plan.summarize)
-        floor = len(text) + sum(len(f.text) + 4 for f in required) + 40
-        return min(self.settings.effective_clip_chars, max(floor, span // 2))
+    def _guard_budget(self, required: Sequence[Fact], clip: int) -> int:
+        """Room for summary + retained facts: the clip (see `_clip`), widened (up to the
+        configured clip) only when the must-keeps would not fit beside the body's least share."""
+        need = sum(len(f.text) + 4 for f in required) + 40
+        if need <= clip * (1 - BODY_FLOOR_SHARE):
+            return clip
+        return min(self.settings.effective_clip_chars, need + int(clip * BODY_FLOOR_SHARE))
 
     def _ledger(self, evicted: Sequence[Message], job: CompactionJob, work: Work) -> Ledger:
         """The evicted span's facts, after those its earlier summaries carried."""
@@ -316,13 +304,15 @@ class Compactor:
             entry = work.ledgers[tuple(map(id, span))] = (span, ledger)
         return entry[1]
 
-    def _required(self, ledger: Ledger, known_task: bool) -> tuple[Fact, ...]:
+    def _required(
+        self, ledger: Ledger, known_task: bool, clip: int | None = None
+    ) -> tuple[Fact, ...]:
         """The task and the red lines, as many as fit in a share of the clip.
 
         Past that share a summary could not hold them and anything else, so the rest are kept
         by the guard when there is room but not demanded.
         """
-        room = int(self.settings.effective_clip_chars * REQUIRED_SHARE)
+        room = int((clip or self.settings.effective_clip_chars) * REQUIRED_SHARE)
         required: list[Fact] = []
         if not known_task:
             # Without a stated task the span's first request stands in for it; keep it if
@@ -342,6 +332,21 @@ class Compactor:
             required.append(fact)
         return tuple(required)
 
+    def _clip(self, plan: CompactionPlan, job: CompactionJob, work: Work, fit: bool) -> int:
+        """The summary's clip: the setting, never more than half the span it replaces (a summary
+        as big as its source only refills the window) and, with `fit`, no more than the soft
+        watermark leaves beside what stays (system prompt, tools, pinned and kept messages)."""
+        clip = min(
+            self.settings.effective_clip_chars,
+            max(MIN_CLIP_CHARS, sum(len(m.content) for m in plan.summarize) // 2),
+        )
+        threshold = self.settings.threshold
+        if fit and threshold is not None:
+            stays = work.tokens([*plan.pinned, *plan.keep]) + job.floor_tokens
+            room = threshold - stays - SUMMARY_WRAPPER_TOKENS
+            clip = min(clip, max(MIN_CLIP_CHARS, room * FIT_CHARS_PER_TOKEN))
+        return clip
+
     def _summarize(
         self,
         plan: CompactionPlan,
@@ -349,9 +354,34 @@ class Compactor:
         before: int,
         job: CompactionJob,
         work: Work,
-    ) -> Steps[Request, _Candidate]:
+        *,
+        fit: bool = False,
+    ) -> Steps[Request, Candidate]:
+        """The plan's candidate; with `fit`, asked again once with a clip scaled down by as much
+        as the first one overshot the soft watermark."""
+        clip = self._clip(plan, job, work, fit)
+        candidate = yield from self._summary_candidate(plan, messages, before, job, work, clip)
+        threshold = self.settings.threshold
+        if not fit or threshold is None or clip <= MIN_CLIP_CHARS:
+            return candidate
+        over = candidate.stats.context_tokens_after + job.floor_tokens - threshold
+        summary_tokens = self.counter.count(candidate.summary)
+        if over <= 0 or summary_tokens <= over:
+            return candidate
+        scaled = clip * (summary_tokens - over) * 9 // (summary_tokens * 10)  # a tenth to spare
+        smaller_clip = max(MIN_CLIP_CHARS, scaled)
+        return (yield from self._summary_candidate(plan, messages, before, job, work, smaller_clip))
+
+    def _summary_candidate(
+        self,
+        plan: CompactionPlan,
+        messages: Sequence[Message],
+        before: int,
+        job: CompactionJob,
+        work: Work,
+        clip: int,
+    ) -> Steps[Request, Candidate]:
         s = self.settings
-        clip = s.effective_clip_chars
         request = SummaryRequest(
             plan.summarize,
             plan.mode,
@@ -366,15 +396,13 @@ class Compactor:
         text: str = yield Summarize(self.summarizer, request)
         text = clip_summary(text, clip)
         ledger = self._ledger(plan.summarize, job, work)
-        required = self._required(ledger, job.task is not None)
+        required = self._required(ledger, job.task is not None, clip)
         pinned_text, keep_text = work.folded(plan.pinned), work.folded(plan.keep)
         if s.guard:
             # Facts the kept messages already hold need not be repeated in the summary.
             kept_text = joined(pinned_text, keep_text)
             needed = Ledger(tuple(missing_from_folded(ledger.facts, kept_text)))
-            text = apply_guard(
-                text, needed, clip_chars=self._guard_budget(text, plan, required)
-            ).text
+            text = apply_guard(text, needed, clip_chars=self._guard_budget(required, clip)).text
         self._step("summarized")
         metadata: dict[str, Any] = {
             "summary": text,
@@ -416,7 +444,7 @@ class Compactor:
         ledger: Ledger,
         work: Work,
         kept_texts: tuple[str, str],
-    ) -> _Candidate:
+    ) -> Candidate:
         """The system_alert summary message and the context [pinned, summary, kept]."""
         kept = [*pinned, *keep]
         count_after = len(kept) + 1
@@ -469,7 +497,7 @@ class Compactor:
         remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
         pinned_text, keep_text = kept_texts
         context = [*pinned, summary, *keep]
-        return _Candidate(
+        return Candidate(
             mode,
             summary,
             context,
@@ -482,7 +510,7 @@ class Compactor:
 
     def _truncate(
         self, messages: Sequence[Message], before: int, job: CompactionJob, work: Work
-    ) -> _Candidate | None:
+    ) -> Candidate | None:
         """S3's last resort, no model call: drop the oldest, leave a marker with the red lines."""
         budget = self.settings.threshold
         if budget is None:
@@ -536,13 +564,11 @@ class Compactor:
         assert marker.kind == KIND_MARKER
         remember_ledger(marker, ledger)
         required = self._required(ledger, job.task is not None)
-        return _Candidate(
+        return Candidate(
             "truncate", marker, context, stats, required, ledger, lambda: work.folded(context)
         )
 
-    def _verify(
-        self, candidate: _Candidate, messages: Sequence[Message], before: int
-    ) -> str | None:
+    def _verify(self, candidate: Candidate, messages: Sequence[Message], before: int) -> str | None:
         """Why this candidate must not be committed, or None when it may."""
         violations = check(candidate.context)
         if violations:
@@ -565,9 +591,8 @@ class Compactor:
         if lost:
             return "dropped verbatim: " + "; ".join(repr(f.text[:80]) for f in lost)
         if candidate.stats.context_tokens_after >= before:
-            return (
-                f"context did not shrink ({before} → {candidate.stats.context_tokens_after} tokens)"
-            )
+            after = candidate.stats.context_tokens_after
+            return f"{NOT_SMALLER} ({before} → {after} tokens)"
         return None
 
     def _step(self, name: str) -> None:

@@ -6,13 +6,14 @@ shrink them while the store keeps every original, which `read_original` pages ba
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.core.planning import pinned_mask
+from precis.core.planning import call_groups, pinned_mask
 
 # Longest first line a table of contents shows per section, so the table stays small.
 PREVIEW_CHARS = 60
@@ -132,6 +133,159 @@ def fit_message(
 _SHOWN_SIZE: Final = 256
 _SHOWN: dict[tuple[str, int, int, int], tuple[str, str]] = {}
 _SHOWN_LOCK = threading.Lock()
+
+
+# A text is never cut to fewer characters than this to fit its turn (its head+tail note needs
+# about as many), and only texts longer than it are cut.
+MIN_SHARE_CHARS = 240
+# Rounds of cutting a turn: each recounts and cuts again if the notes pushed it over.
+FIT_ROUNDS = 4
+
+
+def fit_turns(
+    messages: Sequence[Message],
+    *,
+    budget_tokens: int,
+    count: Callable[[Message], int],
+    head_lines: int,
+    tail_lines: int,
+) -> list[Message]:
+    """Each unsplittable turn (a tool call with its results, or a lone message) larger than
+    `budget_tokens` shown within it: its long texts head+tail, each cut to a fair share.
+
+    A turn cannot be split by a compaction, so one larger than the room beside the summary would
+    keep the context over its budget however much is summarized. Pinned turns, summaries and
+    truncation markers are left whole (the engine sizes those).
+    """
+    out = list(messages)
+    counts = [count(m) for m in out]
+    if sum(counts) <= budget_tokens:
+        return out
+    pins = pinned_mask(out)
+    for group in call_groups(out):
+        if sum(counts[i] for i in group) <= budget_tokens:
+            continue
+        if any(pins[i] or out[i].kind in (KIND_SUMMARY, KIND_MARKER) for i in group):
+            continue
+        members = [out[i] for i in group]
+        shown = _fit_group(
+            members, [counts[i] for i in group], budget_tokens, count, head_lines, tail_lines
+        )
+        for i, message in zip(group, shown, strict=True):
+            out[i] = message
+    return out
+
+
+def _fit_group(
+    members: Sequence[Message],
+    counts: Sequence[int],
+    budget: int,
+    count: Callable[[Message], int],
+    head_lines: int,
+    tail_lines: int,
+) -> list[Message]:
+    """The members cut so their tokens fit `budget`: short ones whole, long ones to equal shares
+    of what is left (water-filling), recounted and cut again while the notes overshoot."""
+    cuttable = [k for k, m in enumerate(members) if _text_chars(m) > MIN_SHARE_CHARS]
+    fixed = sum(c for k, c in enumerate(counts) if k not in cuttable)
+    shown = list(members)
+    target = budget
+    for _ in range(FIT_ROUNDS):
+        shares = _water_fill([counts[k] for k in cuttable], max(0, target - fixed))
+        for k, share in zip(cuttable, shares, strict=True):
+            member = members[k]
+            chars = max(MIN_SHARE_CHARS, _text_chars(member) * share // max(1, counts[k]))
+            shown[k] = (
+                member if share >= counts[k] else _cut_to(member, chars, head_lines, tail_lines)
+            )
+        total = sum(count(m) for m in shown)
+        if total <= budget or target <= fixed:
+            break
+        target = int(target * budget / total) - 1
+    return shown
+
+
+def _text_chars(message: Message) -> int:
+    """The characters a view may cut: the content and the tool calls' arguments."""
+    return len(message.content) + sum(len(c.arguments) for c in message.tool_calls)
+
+
+def _cut_to(message: Message, chars: int, head_lines: int, tail_lines: int) -> Message:
+    """The message within about `chars` characters: content and each call's arguments cut to
+    water-filled shares (arguments keep their JSON valid, see `cut_arguments`)."""
+    calls = message.tool_calls
+    sizes = [len(message.content), *(len(c.arguments) for c in calls)]
+    shares = _water_fill(sizes, chars)
+    out = message
+    if shares[0] < sizes[0]:
+        out = fit_message(
+            out,
+            max_chars=max(MIN_SHARE_CHARS, shares[0]),
+            head_lines=head_lines,
+            tail_lines=tail_lines,
+        )
+    cut = tuple(
+        call
+        if share >= len(call.arguments)
+        else replace(
+            call, arguments=cut_arguments(call.arguments, max(MIN_SHARE_CHARS, share), message.id)
+        )
+        for call, share in zip(calls, shares[1:], strict=True)
+    )
+    if cut != calls:
+        out = replace(out, tool_calls=cut, metadata={**out.metadata, "arguments_shortened": True})
+    return out
+
+
+def cut_arguments(arguments: str, max_chars: int, message_id: str) -> str:
+    """Tool-call arguments within about `max_chars`: in JSON, the longest string values cut
+    head+tail (the JSON stays valid); other text cut head+tail as it is."""
+    if len(arguments) <= max_chars:
+        return arguments
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict | list):
+        shown = head_tail(
+            arguments, message_id=message_id, max_chars=max_chars, head_lines=1, tail_lines=1
+        )
+        return arguments if shown is None else shown
+    leaves = sorted(_string_leaves(value), key=lambda leaf: -len(leaf[2]))
+    excess = len(json.dumps(value, ensure_ascii=False)) - max_chars
+    for holder, key, text in leaves:
+        if excess <= 0:
+            break
+        keep = max(0, len(text) - excess)
+        shown = _head_tail_chars(text, message_id, keep, 0.6) if keep < len(text) else text
+        holder[key] = shown
+        excess -= len(text) - len(shown)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _string_leaves(value: Any) -> list[tuple[Any, Any, str]]:
+    """(container, key, text) for every string inside a JSON value."""
+    found: list[tuple[Any, Any, str]] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(item, str):
+            found.append((value, key, item))
+        elif isinstance(item, dict | list):
+            found.extend(_string_leaves(item))
+    return found
+
+
+def _water_fill(sizes: Sequence[int], room: int) -> list[int]:
+    """Shares of `room`: sizes within an equal share keep their size, the rest split what is
+    left equally."""
+    shares = [0] * len(sizes)
+    left, pending = room, len(sizes)
+    for k in sorted(range(len(sizes)), key=lambda k: sizes[k]):
+        fair = left // pending if pending else 0
+        shares[k] = min(sizes[k], fair)
+        left -= shares[k]
+        pending -= 1
+    return shares
 
 
 def mask_observations(messages: Sequence[Message], *, keep_last_turns: int) -> list[Message]:

@@ -1,19 +1,57 @@
-"""What one compaction's candidate search works out once and reads again.
+"""What one compaction's candidate search shares: the candidates it weighs and what it works
+out once and reads again.
 
-Kept apart from `compactor`, which stays under 600 lines; the compactor makes one
-`Work` per search (see `Compactor._candidate`).
+Kept apart from `compactor`, which stays under 600 lines; the compactor makes one `Work` per
+search (see `Compactor._candidate`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from precis.core.messages import Message
 from precis.core.tokens import TokenCounter
+from precis.engine.results import CompactionStats
 from precis.facts import folded_parts
-from precis.summarize.guard import Ledger
+from precis.summarize.guard import Fact, Ledger
 
-__all__ = ["Work", "joined"]
+__all__ = [
+    "LEDGER_LIMIT",
+    "VITAL_KINDS",
+    "Candidate",
+    "NoOp",
+    "Work",
+    "capped_ledger",
+    "joined",
+    "smaller",
+]
+
+# Fact kinds a summary always carries forward, and the bound on the ledger it carries.
+VITAL_KINDS = frozenset({"constraint", "task", "pinned"})
+LEDGER_LIMIT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    mode: str
+    summary: Message
+    context: list[Message]
+    stats: CompactionStats
+    required: tuple[Fact, ...]  # what the new context must hold verbatim (task, red lines)
+    ledger: Ledger
+    # The context's text as facts are looked for in it (`context_text(…).folded`), made only
+    # when needed, and folded texts of runs of its messages: a fact a run holds, it holds.
+    whole: Callable[[], str]
+    runs: tuple[str, ...] = ()
+
+
+def capped_ledger(ledger: Ledger) -> Ledger:
+    """Bound what a summary carries forward: every rule, the task and pins, the newest rest."""
+    vital = [f for f in ledger.facts if f.kind in VITAL_KINDS]
+    rest = [f for f in ledger.facts if f.kind not in VITAL_KINDS]
+    room = max(0, LEDGER_LIMIT - len(vital))
+    return Ledger((*vital, *(rest[-room:] if room else ())))
 
 
 class Work:
@@ -50,3 +88,20 @@ class Work:
 def joined(*folded: str) -> str:
     """Folded texts of consecutive runs of messages as the folded text of all of them."""
     return " ".join(text for text in folded if text)
+
+
+@dataclass(frozen=True, slots=True)
+class NoOp:
+    """A search that found nothing smaller than the context: why, for the caller to say."""
+
+    reason: str
+    tokens: int
+    messages: int
+
+
+def smaller(best: Candidate | None, other: Candidate) -> Candidate:
+    """The candidate whose context is smaller (the earlier on a tie)."""
+    if best is None:
+        return other
+    after = other.stats.context_tokens_after
+    return other if after < best.stats.context_tokens_after else best

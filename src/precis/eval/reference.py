@@ -109,7 +109,8 @@ def _reference_row(path: Path, entry: Mapping[str, Any]) -> ReferenceRow:
     result = session.compact_result("all")
     view = session.view()
     facts = facts_of(span)
-    text = str(result.summary.metadata.get("summary", result.summary.content))
+    made = result.summary
+    text = "" if made is None else str(made.metadata.get("summary", made.content))
     return ReferenceRow(
         conversation=path.stem,
         message_index=index,

@@ -145,10 +145,14 @@ class CompactionStatsOut(BaseModel):
 
 
 class CompactOut(BaseModel):
-    """The committed compaction: its stats, the summary message and hook reports."""
+    """The compaction: its stats, the summary message and hook reports. `compacted` is false
+    when nothing could make the context smaller: nothing was written, `reason` says why and
+    there is no summary."""
 
+    compacted: bool
     stats: CompactionStatsOut
-    summary: MessageOut
+    summary: MessageOut | None = None
+    reason: str | None = None
     reports: list[str]
 
 

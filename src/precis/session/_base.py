@@ -17,12 +17,13 @@ from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import ORPHAN_RESULT, UNKNOWN_CALL, check
-from precis.engine.compactor import CompactionResult, CompactionStats, Compactor
+from precis.engine.compactor import Compactor
 from precis.engine.composition import measure
 from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request, Summarize
+from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
-from precis.engine.views import display_message, fit_message, mask_observations
+from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
 from precis.facts import folded_parts, prepare
 from precis.stores.base import (
     CompactionEvent,
@@ -38,6 +39,8 @@ from precis.summarize.extractive import ExtractiveSummarizer
 SystemPromptCompiler = Callable[[str, list[Message]], str]
 # Characters per token when sizing a view to the window (generous for English, safe for code).
 CHARS_PER_TOKEN = 4
+# The least a turn is given in a view, however full the window is of fixed things.
+MIN_TURN_TOKENS = 64
 
 
 def _keep_prompt(text: str, context: list[Message]) -> str:
@@ -114,9 +117,10 @@ class BaseSession:
 
     # --- pure ---------------------------------------------------------------------------------
 
-    def view_of(self, messages: list[Message]) -> list[Message]:
+    def view_of(self, messages: list[Message], floor_tokens: int = 0) -> list[Message]:
         """What the model sees of these messages: long tool outputs head+tail, old ones masked,
-        and any message too big for half the window head+tail too (the original stays stored)."""
+        any message too big for half the window head+tail too, and any turn too big for its
+        room (`turn_budget`) cut to fit it (the originals stay stored)."""
         s = self.settings
         fits = s.context_window * CHARS_PER_TOKEN // 2 if s.context_window else None
         tools = s.tool_output_max_chars
@@ -137,10 +141,29 @@ class BaseSession:
         ]
         if s.mask_after_turns is not None:
             shown = mask_observations(shown, keep_last_turns=s.mask_after_turns)
+        budget = self.turn_budget(shown, floor_tokens)
+        if budget is not None:
+            shown = fit_turns(
+                shown,
+                budget_tokens=budget,
+                count=self.counter.count,
+                head_lines=head,
+                tail_lines=tail,
+            )
         return shown
 
-    def _ordered_view(self, context: list[Message]) -> list[Message]:
-        shown = self.view_of(context)
+    def turn_budget(self, shown: Sequence[Message], floor_tokens: int) -> int | None:
+        """The most one unsplittable turn may take: half of what the soft watermark leaves
+        beside the system prompt, tools and pinned messages (the other half is the summary's).
+        None without a window."""
+        threshold = self.settings.threshold
+        if threshold is None:
+            return None
+        pinned = sum(self.counter.count(m) for m in shown if m.pinned)
+        return max(MIN_TURN_TOKENS, (threshold - floor_tokens - pinned) // 2)
+
+    def _ordered_view(self, context: list[Message], floor_tokens: int) -> list[Message]:
+        shown = self.view_of(context, floor_tokens)
         return [m for m in shown if m.pinned] + [m for m in shown if not m.pinned]
 
     # --- steps --------------------------------------------------------------------------------
@@ -223,16 +246,21 @@ class BaseSession:
             yield self._call(self.store.set_system_prompt, text)
         return text
 
-    def _view_steps(self, pending: Sequence[Message] = ()) -> Steps[Request, list[Message]]:
+    def _view_steps(
+        self, pending: Sequence[Message] = (), floor_tokens: int | None = None
+    ) -> Steps[Request, list[Message]]:
         """The view of the context, with a turn's not-yet-stored messages after it."""
-        return self._ordered_view([*(yield from self._context_steps()), *pending])
+        if floor_tokens is None:
+            floor_tokens = yield from self._floor_tokens_steps()
+        return self._ordered_view([*(yield from self._context_steps()), *pending], floor_tokens)
 
     def _prompt_steps(
         self, pending: Sequence[Message] = ()
     ) -> Steps[Request, list[dict[str, Any]]]:
         system = yield from self._system_prompt_steps()
         head = [{"role": "system", "content": system}] if system else []
-        return head + [m.to_openai() for m in (yield from self._view_steps(pending))]
+        view = yield from self._view_steps(pending, self.floor_of(system))
+        return head + [m.to_openai() for m in view]
 
     def _floor_tokens_steps(self) -> Steps[Request, int]:
         return sum((yield from self._floor_parts_steps()))
@@ -242,7 +270,15 @@ class BaseSession:
         yield from self._ensure_steps()
         text: str
         text, _ = yield self._call(self.store.system_prompt)
-        return self._text_tokens(text), self._text_tokens(
+        return self._floor_parts_of(text)
+
+    def floor_of(self, system_prompt: str) -> int:
+        """What every request carries besides the messages: the system prompt and the tools."""
+        return sum(self._floor_parts_of(system_prompt))
+
+    def _floor_parts_of(self, system_prompt: str) -> tuple[int, int]:
+        """Tokens of a system prompt and of the tool definitions, apart."""
+        return self._text_tokens(system_prompt), self._text_tokens(
             json.dumps(self.tools) if self.tools else ""
         )
 
@@ -259,7 +295,7 @@ class BaseSession:
         system, tools = yield from self._floor_parts_steps()
 
         def sample_of(messages: Sequence[Message]) -> Call:
-            view = self.view_of(list(messages))
+            view = self.view_of(list(messages), system + tools)
             options = {"kind": kind, "at": utc_now(), "settings": self.settings}
             options |= {"system_tokens": system, "tool_tokens": tools}
             return Call(measure, (view, self.counter), options)
@@ -288,11 +324,12 @@ class BaseSession:
         return hit
 
     def _tokens_steps(self, pending: Sequence[Message] = ()) -> Steps[Request, int]:
+        floor = yield from self._floor_tokens_steps()
         context = yield from self._context_steps()
-        estimate = estimate_context(self.view_of([*context, *pending]), self.counter)
+        estimate = estimate_context(self.view_of([*context, *pending], floor), self.counter)
         if estimate.last_usage_index is not None:
             return estimate.tokens  # the reported usage already counted system prompt and tools
-        return estimate.tokens + (yield from self._floor_tokens_steps())
+        return estimate.tokens + floor
 
     def _needs_compaction_steps(self) -> Steps[Request, bool]:
         threshold = self.settings.threshold
@@ -328,14 +365,16 @@ class BaseSession:
             phase=phase,
             pending=pending,
         )
-        yield from self._sample_steps("compaction", context=result.context)
+        if result.compacted:  # a no-op changed nothing to sample
+            yield from self._sample_steps("compaction", context=result.context)
         return result
 
     def _maybe_compact_steps(
         self, pending: Sequence[Message] = ()
     ) -> Steps[Request, list[CompactionStats]]:
         """Over the hard watermark: truncate, no model call. Over the soft watermark (or letta's
-        threshold; strict >): summarize. After `turn_limit` turns: summarize."""
+        threshold; strict >): summarize. After `turn_limit` turns: summarize. A compaction that
+        could make nothing smaller wrote nothing and is not listed."""
         done: list[CompactionStats] = []
         hard, soft = self.settings.hard_limit, self.settings.threshold
         tokens = yield from self._tokens_steps(pending)  # once per check: it reads the context
@@ -343,16 +382,18 @@ class BaseSession:
             truncated = yield from self._compact_steps(
                 "truncate", "hard_watermark", None, None, pending
             )
-            done.append(truncated.stats)
-            tokens = yield from self._tokens_steps(pending)
+            if truncated.compacted:
+                done.append(truncated.stats)
+                tokens = yield from self._tokens_steps(pending)
         limit = self.settings.turn_limit
+        result: CompactionResult | None = None
         if soft is not None and tokens > soft:
             result = yield from self._compact_steps(
                 None, "context_window_limit", None, None, pending
             )
-            done.append(result.stats)
         elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
             result = yield from self._compact_steps(None, "turn_limit", None, None, pending)
+        if result is not None and result.compacted:
             done.append(result.stats)
         return done
 

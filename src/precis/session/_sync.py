@@ -9,7 +9,7 @@ from typing import Any
 from precis.core.messages import Message
 from precis.core.tokens import TokenCounter
 from precis.core.types import CompactionMode, Trigger
-from precis.engine.compactor import CompactionResult, CompactionStats
+from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.session._base import BaseSession
 from precis.session._io import drive

@@ -13,8 +13,8 @@ from typing import Any, Generic, TypeVar
 from precis.core.errors import CompactionError, ContextOverflow
 from precis.core.messages import Message
 from precis.core.steps import Steps
-from precis.engine.compactor import CompactionStats
 from precis.engine.requests import Call
+from precis.engine.results import CompactionStats
 from precis.providers.base import ChatProvider, Completion
 from precis.session._async import AsyncSession
 from precis.session._base import BaseSession
@@ -122,6 +122,8 @@ class _AgentBase(Generic[SessionT]):
                 result = yield from self.session._compact_steps(
                     None, "context_window_overflow", None, None, pending
                 )
+                if not result.compacted:
+                    raise  # nothing could be made smaller: asking again would overflow again
                 self._report(result.stats)
                 compactions.append(result.stats)
         reply = Message.from_openai(answer.message)

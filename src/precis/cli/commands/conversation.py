@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated
 
 import typer
@@ -22,13 +23,21 @@ def compact(
     ] = None,
     clip_chars: Annotated[int | None, typer.Option(help="Longest summary, in characters.")] = None,
 ) -> None:
-    """Compact now; print one JSON line of stats, then the summary."""
+    """Compact now; print one JSON line of stats, then the summary.
+
+    When nothing can make the context smaller nothing is written: a line on stderr says why,
+    the stats line says `"compacted": false`, and the exit code is 0.
+    """
     with session_for(ctx.obj, clip_chars=clip_chars) as session:
         if not session.context():
             raise CliFailure(
                 f"conversation {session.conversation_id!r} has no messages; nothing to compact"
             )
         result = session.compact_result(mode, trigger="manual")
+        if result.summary is None:
+            print(f"precis: nothing compacted: {result.reason}", file=sys.stderr, flush=True)
+            print(json.dumps({**result.stats.as_dict(), "compacted": False}))
+            return
         report_compaction(result.stats)
         print(json.dumps(result.stats.as_dict()))
         summary = result.summary.metadata.get("summary")

@@ -52,7 +52,10 @@ def router(limits: ServiceLimits) -> APIRouter:
     async def compact(
         conversation: ConversationDep, session: SessionDep, body: CompactRequest | None = None
     ) -> Any:
-        """Compact now and return what it did; 409 when there is nothing to compact."""
+        """Compact now and return what it did; 409 when the conversation has no messages.
+
+        When nothing can make the context smaller, nothing is written and the answer is
+        `compacted: false` with the reason (200: the conversation is fine as it is)."""
         request = body or CompactRequest()
         if not await session.context():
             raise HTTPException(
@@ -61,7 +64,15 @@ def router(limits: ServiceLimits) -> APIRouter:
         result = await session.compact_result(
             request.mode, trigger="manual", instructions=request.instructions
         )
+        if result.summary is None:
+            return {
+                "compacted": False,
+                "reason": result.reason,
+                "stats": CompactionStatsOut(**result.stats.as_dict()),
+                "reports": list(result.reports),
+            }
         return {
+            "compacted": True,
             "stats": CompactionStatsOut(**result.stats.as_dict()),
             "summary": message_out(result.summary),
             "reports": list(result.reports),

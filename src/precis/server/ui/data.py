@@ -129,7 +129,7 @@ def context_now(service: Service, conversation: Conversation) -> ContextNow:
     stored = conversation.stored_id
     snapshot = service.store.context(stored)
     prompt, _ = service.store.system_prompt(stored)
-    shown = session.view_of(snapshot.messages)
+    shown = session.view_of(snapshot.messages, session.floor_of(prompt))
     ordered = [m for m in shown if m.pinned] + [m for m in shown if not m.pinned]
     counter = session.counter
     rows = [message_row(m, counter.count(m)) for m in ordered]

@@ -1,0 +1,51 @@
+"""What a compaction reports: its figures, and the outcome a caller gets back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from precis.core.messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStats:
+    """What one compaction did, in the figures an operator watches."""
+
+    trigger: str
+    mode: str
+    context_tokens_before: int
+    context_tokens_after: int
+    context_window: int | None
+    messages_count_before: int
+    messages_count_after: int
+    summarized: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """The outcome: stats, the summary (or truncation marker) and the new context.
+
+    When nothing could make the context smaller the compaction is a no-op: nothing was written,
+    `summary` is None, the stats show the same size before and after (mode `none`) and `reason`
+    says why. `reports` holds one line per hook that failed, timed out or was skipped.
+    """
+
+    stats: CompactionStats
+    summary: Message | None
+    context: list[Message]
+    reports: tuple[str, ...] = ()
+    reason: str = ""
+
+    @property
+    def compacted(self) -> bool:
+        """Whether a compaction was committed (False: a no-op, see `reason`)."""
+        return self.summary is not None
+
+
+# The mode a no-op compaction reports in its stats.
+NO_OP_MODE = "none"
