@@ -17,6 +17,7 @@ from typing import Any
 
 from precis.core.errors import CompactionError, InvalidInput, InvalidMessage
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.planning import call_groups
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.settings import CompactionSettings
@@ -90,6 +91,14 @@ class CompactionRecord:
     evicted: int
     violations: int
     retention: Retention
+    # The most the context may hold after it: the soft watermark, or the window when the newest
+    # unsplittable turn with the system prompt, tools and pinned messages is larger than that.
+    bound: int | None = None
+
+    @property
+    def over(self) -> bool:
+        """Whether the context stayed above its bound after this compaction."""
+        return self.bound is not None and self.tokens_after > self.bound
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +107,7 @@ class CompactionRecord:
             "mode": self.mode,
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
+            "bound": self.bound,
             "seconds": self.seconds,
             "evicted": self.evicted,
             "violations": self.violations,
@@ -126,6 +136,7 @@ class RunResult:
     errors: tuple[str, ...] = ()
     samples: tuple[Sample, ...] = ()
     events: tuple[CompactionEvent, ...] = ()
+    failed: int = 0  # compactions that raised (the rest of `errors` are refused messages)
 
     @property
     def violations(self) -> int:
@@ -139,6 +150,16 @@ class RunResult:
     def peak_tokens(self) -> int:
         return max(self.tokens, default=0)
 
+    @property
+    def peak_after(self) -> int | None:
+        """The largest context right after a compaction; None when none ran."""
+        return max((c.tokens_after for c in self.compactions), default=None)
+
+    @property
+    def over(self) -> int:
+        """Compactions after which the context stayed above its bound."""
+        return sum(c.over for c in self.compactions)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "conversation": self.conversation,
@@ -150,9 +171,12 @@ class RunResult:
             "summarizer_calls": self.summarizer_calls,
             "seconds": self.seconds,
             "peak_tokens": self.peak_tokens,
+            "peak_after": self.peak_after,
+            "over": self.over,
             "tokens": list(self.tokens),
             "retention": self.retention.as_dict(),
             "errors": list(self.errors),
+            "failed": self.failed,
         }
 
 
@@ -255,6 +279,7 @@ class _Replay:
         self.tokens: list[int] = []
         self.records: list[CompactionRecord] = []
         self.errors: list[str] = []
+        self.failures = 0
 
     def run(self, at: int | None) -> RunResult:
         point = _compaction_point(self.items, at) if at is not None else None
@@ -290,6 +315,7 @@ class _Replay:
             errors=tuple(self.errors),
             samples=tuple(self.session.store.samples(self.name)),
             events=tuple(self.session.events()),
+            failed=self.failures,
         )
 
     def _when_due(self, index: int) -> None:
@@ -303,14 +329,30 @@ class _Replay:
         elif s.turn_limit is not None and self.session.turns_since_compaction() >= s.turn_limit:
             self._compact(index, self.plan.mode, "turn_limit")
 
+    def _bound(self, context: Sequence[Message]) -> int | None:
+        """The soft watermark; the window when the newest unsplittable turn, as stored, does not
+        fit beside the system prompt, tools and pinned messages under it."""
+        s = self.session.settings
+        threshold, window = s.threshold, s.context_window
+        if threshold is None or window is None:
+            return None
+        groups = call_groups(context)
+        newest = [context[i] for i in groups[-1]] if groups else []
+        count = self.session.counter.count
+        fixed = self.session.floor_tokens() + sum(count(m) for m in context if m.pinned)
+        turn = sum(count(m) for m in newest if not m.pinned)
+        return window if fixed + turn > threshold else threshold
+
     def _compact(self, index: int, mode: CompactionMode | None, trigger: Trigger) -> None:
         before = self.session.context()
         tokens_before = self.session.tokens()
+        bound = self._bound(before)
         start = time.perf_counter()
         try:
             stats = self.session.compact(mode, trigger=trigger)
         except CompactionError as exc:
             self.errors.append(f"message {index}: {exc}")
+            self.failures += 1
             return
         seconds = time.perf_counter() - start
         view = self.session.view()
@@ -327,6 +369,7 @@ class _Replay:
                 evicted=len(evicted),
                 violations=len(check(view)),
                 retention=measure(facts_of(_original(evicted)), context_text(view)),
+                bound=bound,
             )
         )
 

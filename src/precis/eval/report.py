@@ -117,7 +117,10 @@ def render_reference(ref: ReferenceReport) -> Table:
     from rich.table import Table
 
     kinds = _kinds_of([*(r.reference for r in ref.rows), *(r.precis for r in ref.rows)])
-    table = Table(title="precis vs Claude Code's compaction (same point, same size)")
+    table = Table(
+        title="self-check, not a judge: precis's own fact extractor scores precis and Claude "
+        "Code's compaction (same point, same size); judge with --facts"
+    )
     table.add_column("session", overflow="fold")
     for header in ("messages", "facts", "CC chars", "precis chars", "CC kept", "precis kept"):
         table.add_column(header, justify="right")
@@ -154,8 +157,9 @@ def render_reference(ref: ReferenceReport) -> Table:
 
 
 def reference_json(ref: ReferenceReport) -> dict[str, Any]:
-    """The reference comparison as plain data for `--json`."""
+    """The reference comparison as plain data for `--json`, labelled a self-check."""
     return {
+        "self_check": "precis's own fact extractor scores both summaries; judge with --facts",
         "rows": [r.as_dict() for r in ref.rows],
         "overall": {"reference": ref.reference.as_dict(), "precis": ref.precis.as_dict()},
     }
