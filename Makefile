@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-properties test-llm demo lint bench clean
+.PHONY: test test-properties test-grid test-llm demo lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: lint
 # The hypothesis properties at 2000 examples each (make test runs 150).
 test-properties: $(STAMP)
 	$(BIN)/pytest -q -n 2 -m property --hypothesis-profile=thorough
+
+# The budget over all 15 shared conversations x windows 4000/8000/16000 x every strategy.
+test-grid: $(STAMP)
+	$(BIN)/pytest -q -m grid
 
 # Real small models: builds llama-cpp-python from source on first install (pip caches the wheel).
 # GGML_NATIVE=OFF builds portable AVX2 kernels instead of tuning to this CPU, so the cached

@@ -19,6 +19,7 @@ from typing import Any
 from precis.core.errors import ContextOverflow, InvalidInput, InvalidMessage
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.engine.settings import CompactionSettings
+from precis.engine.views import fit_turns
 from precis.eval.factsets import FactSet, Point, Probe
 from precis.eval.judge import Tally, answered, keeps, normalise
 from precis.eval.replay import load_conversation
@@ -32,6 +33,8 @@ from precis.summarize.extractive import MAX_BRIEF_CHARS, ExtractiveSummarizer
 JUDGE_WINDOW = 1_000_000
 # The smallest clip a summary is asked for, however much the kept messages take.
 MIN_CLIP_CHARS = 200
+# The kept newest turn takes at most this fraction of the budget (a quarter), shown head+tail.
+TURN_SHARE = 4
 # Strategies in the order tables show them; `llm` needs a provider, `reference` a summary there.
 JUDGE_STRATEGIES: tuple[str, ...] = ("brief+guard", "brief", "llm", "truncation", "reference")
 REFERENCE_DIR = "reference_summaries"
@@ -177,6 +180,7 @@ def _compacted_once(
     *,
     guard: bool,
     pin_task: bool,
+    turn_chars: int,
 ) -> tuple[str, str, bool]:
     """(everything in context after an all-mode compaction, the summary's text, compacted?)."""
     settings = CompactionSettings(
@@ -198,7 +202,22 @@ def _compacted_once(
             continue  # the recording's own damage (a final call with no result): skip it
     result = session.compact_result("all")
     summary = result.summary.metadata.get("summary") if result.summary is not None else None
-    return render(session.view()), summary if isinstance(summary, str) else "", result.compacted
+    # The kept newest turn as a view in a window of this size would show it: head+tail.
+    view = fit_turns(
+        session.view(),
+        budget_tokens=turn_chars,
+        count=_chars,
+        head_lines=settings.tool_output_head_lines,
+        tail_lines=settings.tool_output_tail_lines,
+    )
+    return render(view), summary if isinstance(summary, str) else "", result.compacted
+
+
+def _chars(message: Message) -> int:
+    """A message's size as `render` shows it, give or take the separators."""
+    return len(message.content) + sum(
+        len(c.name) + len(c.arguments) + 2 for c in message.tool_calls
+    )
 
 
 def compacted(
@@ -209,8 +228,9 @@ def compacted(
     guard: bool,
 ) -> _Text:
     """precis's all-mode compaction of the prefix, everything it leaves counted against the
-    budget: the pinned task and the kept newest message shrink the summary's clip. When they
-    alone leave no room, the task is not pinned (the summary then carries it, within the clip)."""
+    budget: the pinned task and the kept newest turn (shown head+tail within a quarter of the
+    budget) shrink the summary's clip. When they alone leave no room, the task is not pinned
+    (the summary then carries it, within the clip)."""
     notes: list[str] = []
     text, done = _fitted(name, items, budget, summarizer, guard, pin_task=True)
     if done and len(text) > budget:
@@ -237,7 +257,13 @@ def _fitted(
     clip = budget
     for _ in range(3):
         text, summary, done = _compacted_once(
-            name, items, summarizer, clip, guard=guard, pin_task=pin_task
+            name,
+            items,
+            summarizer,
+            clip,
+            guard=guard,
+            pin_task=pin_task,
+            turn_chars=max(MIN_CLIP_CHARS, budget // TURN_SHARE),
         )
         smaller = max(MIN_CLIP_CHARS, budget - (len(text) - len(summary)))
         if not done or len(text) <= budget or smaller >= clip:

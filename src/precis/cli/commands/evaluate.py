@@ -186,6 +186,11 @@ def _judge(
             f"strategy {replayed[0]!r} is a replay's; with --facts choose from "
             + ", ".join(evaluation.JUDGE_STRATEGIES)
         )
+    if probes and not named:
+        raise CliUsageError(
+            "--probes needs a model to ask: give --provider openai (with --model and "
+            "--base-url for a local server) or --provider llama"
+        )
     provider: ChatProvider | None = None
     if probes or "llm" in chosen:
         provider = make_provider(config)
