@@ -384,7 +384,6 @@ def test_conflicts_are_409_with_the_reason(client: httpx.Client) -> None:
     assert empty.status_code == 409 and "nothing to compact" in detail(empty)
 
 
-
 def test_a_compaction_that_cannot_shrink_is_a_200_no_op(client: httpx.Client) -> None:
     conversation_id = new_conversation(client)
     tiny = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]

@@ -63,7 +63,12 @@ USER_ANSWER_PREFIXES: Final = ("User has answered your question",)
 ACK_RE: Final = re.compile(
     r"(?i)^(?:thanks?|thank you|ok(?:ay)?|great|perfect|yes|no|sure|continue|go on|proceed)\b"
 )
-SENTENCE_SPLIT_RE: Final = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])|\n+")
+# Where one sentence ends: after . ! ? and a space (not after e.g. / i.e. / vs. / etc.), after
+# 。！？ (a ；or ，joins clauses of one sentence), or at a line break.
+SENTENCE_SPLIT_RE: Final = re.compile(
+    r"(?<!\b[Ee]\.g\.)(?<!\b[Ii]\.e\.)(?<!\b[Vv]s\.)(?<!\b[Ee]tc\.)(?<!\b[Cc]f\.)(?<=[.!?])\s+"
+    r"|(?<=[。！？])|\n+"
+)
 CJK_RE: Final = re.compile(r"[\u3400-\u9fff]")
 LATIN_RE: Final = re.compile(r"[A-Za-z]")
 REMINDER_RE: Final = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
