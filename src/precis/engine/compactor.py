@@ -392,6 +392,7 @@ class Compactor:
             task=job.task,
             phase=job.phase,
             timeout=s.summary_timeout,
+            kept=plan.keep,
         )
         text: str = yield Summarize(self.summarizer, request)
         text = clip_summary(text, clip)

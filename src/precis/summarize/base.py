@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from precis.core.messages import Message
+from precis.core.messages import KIND_MESSAGE, Message
 from precis.core.types import MergePolicy, PlanMode, SummaryStyle
 from precis.facts import earlier_summary_text
 
@@ -24,7 +24,8 @@ class SummaryRequest:
     `task` is the original task, always kept verbatim; `previous_summary` the raw text of the
     summary being replaced (it may also sit in `messages`; it is then counted once); `phase` a
     phase the application just finished, which the summary must name. `timeout` bounds each
-    model call, in seconds.
+    model call, in seconds. `kept` are the messages that stay verbatim right after the summary
+    (context, not to be summarized: a request they answer is not open).
     """
 
     messages: tuple[Message, ...]
@@ -37,6 +38,7 @@ class SummaryRequest:
     previous_summary: str | None = None
     phase: str | None = None
     timeout: float | None = None
+    kept: tuple[Message, ...] = ()
 
 
 class Summarizer(Protocol):
@@ -63,6 +65,17 @@ class LocalSummarizer:
 
     async def asummarize(self, request: SummaryRequest) -> str:
         return self.summarize(request)
+
+
+def answers_last_request(kept: Sequence[Message]) -> bool:
+    """Whether the kept messages open with the answer to the span's last request: an assistant
+    reply in words (no tool call pending) before any new user turn."""
+    for message in kept:
+        if message.role == "user" and message.kind == KIND_MESSAGE:
+            return False
+        if message.role == "assistant" and message.content.strip() and not message.tool_calls:
+            return True
+    return False
 
 
 def _same_text(a: str, b: str) -> bool:

@@ -13,7 +13,12 @@ from collections.abc import Sequence
 from precis.core.messages import KIND_SUMMARY, Message
 from precis.facts import Collector, Ledger, earlier_summary_text, head, is_chinese, stored_ledger
 from precis.facts import span_language as span_language
-from precis.summarize.base import LocalSummarizer, SummaryRequest, split_previous
+from precis.summarize.base import (
+    LocalSummarizer,
+    SummaryRequest,
+    answers_last_request,
+    split_previous,
+)
 from precis.summarize.brief.fill import compose, within_words
 from precis.summarize.brief.labels import DEFAULT_BRIEF_CHARS, MAX_BRIEF_CHARS
 from precis.summarize.brief.merge import anchor_task, anchored
@@ -41,12 +46,14 @@ def build_brief(
     previous: str | None = None,
     phase: str | None = None,
     ledger: Ledger | None = None,
+    answered: bool = False,
 ) -> str:
     """The brief for `messages` within `budget` UTF-16 units; same input, same text.
 
     `previous` is the summary being replaced: rebuilt together with the span (`regenerate`) or
     kept line for line with the span's items added (`anchored`). `task` leads verbatim.
     `ledger` is the one `previous` carried, if any: anchored merging takes its task from it.
+    `answered`: the span's last request is answered by the messages kept after the summary.
     """
     if not messages and previous is None and not task and not phase:
         return head(NO_MESSAGES_SUMMARY, budget)
@@ -60,6 +67,8 @@ def build_brief(
     if previous is not None and prior is None:
         collector.fold(previous)
     facts = collector.feed(messages)
+    if answered:
+        facts.last_request_answered = True  # its answer stays verbatim after the summary
     if phase and phase.strip():
         facts.phases.append(phase.strip())
     if prior is not None:
@@ -122,6 +131,7 @@ class ExtractiveSummarizer(LocalSummarizer):
                 mode=request.mode,
                 budget=self.budget_for(request),
                 instructions=request.instructions,
+                answered=answers_last_request(request.kept),
             )
         previous, fresh = split_previous(request)
         return build_brief(
@@ -135,6 +145,7 @@ class ExtractiveSummarizer(LocalSummarizer):
             previous=previous,
             phase=request.phase,
             ledger=_carried_ledger(request.messages, previous),
+            answered=answers_last_request(request.kept),
         )
 
 
