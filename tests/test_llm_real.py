@@ -158,3 +158,41 @@ def test_llama_cpp_provider_in_process(model_path: str, tmp_path: Path) -> None:
 
     provider = LlamaCppProvider(model_path, context_window=SERVER_CTX, max_tokens=96)
     assert_store_is_sound(chat_until_two_compactions(provider, tmp_path / "precis.db"))
+
+
+def test_eval_probes_ask_the_local_model_end_to_end(model_path: str, tmp_path: Path) -> None:
+    """`precis eval --facts … --probes` with the local model: each strategy's text, each
+    question asked, each reply scored. A 270M model answers few right; the harness is real."""
+    import json
+
+    from conformance import TRAJECTORIES
+    from run_cli import run_precis
+
+    facts = Path(__file__).parent / "data" / "judge" / "mini-swe-agent__github_issue.json"
+    result = run_precis(
+        tmp_path / "home",
+        "--provider",
+        "llama",
+        "--model",
+        model_path,
+        "--context-window",
+        str(SERVER_CTX),
+        "eval",
+        "--facts",
+        str(facts),
+        "--trajectories",
+        str(TRAJECTORIES),
+        "--probes",
+        "-s",
+        "brief+guard",
+        "-s",
+        "truncation",
+        "--json",
+    )
+    data = json.loads(result.stdout)
+    for name in ("brief+guard", "truncation"):
+        probes = data["overall"][name]["probes"]
+        assert probes["asked"] == 3 and 0 <= probes["correct"] <= 3, probes
+    answers = [a for row in data["rows"] for a in row["probes"]["answers"]]
+    assert len(answers) == 6 and all(a["reply"].strip() or a.get("error") for a in answers)
+    print(json.dumps(data["overall"], indent=1))

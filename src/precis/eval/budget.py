@@ -87,7 +87,10 @@ def render_budget(cells: Sequence[BudgetCell]) -> Table:
     from rich.table import Table
 
     windows = sorted({c.window for c in cells})
-    table = Table(title="the budget after each compaction (failed · over bound · peak-after)")
+    table = Table(
+        title="the budget after each compaction",
+        caption="failed · over bound · peak tokens after a compaction (bound: soft watermark)",
+    )
     table.add_column("strategy")
     for window in windows:
         table.add_column(f"window {window:,}", justify="right")
