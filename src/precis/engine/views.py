@@ -10,10 +10,11 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Final
 
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.core.planning import call_groups, pinned_mask
+from precis.core.planning import pinned_mask
 
 # Longest first line a table of contents shows per section, so the table stays small.
 PREVIEW_CHARS = 60
@@ -158,22 +159,60 @@ def fit_turns(
     truncation markers are left whole (the engine sizes those).
     """
     out = list(messages)
-    counts = [count(m) for m in out]
-    if sum(counts) <= budget_tokens:
-        return out
-    pins = pinned_mask(out)
-    for group in call_groups(out):
-        if sum(counts[i] for i in group) <= budget_tokens:
-            continue
-        if any(pins[i] or out[i].kind in (KIND_SUMMARY, KIND_MARKER) for i in group):
-            continue
-        members = [out[i] for i in group]
-        shown = _fit_group(
-            members, [counts[i] for i in group], budget_tokens, count, head_lines, tail_lines
-        )
-        for i, message in zip(group, shown, strict=True):
-            out[i] = message
+    counts = list(map(count, out))  # cached per message: the cheapest look at its size
+    n = len(out)
+    start = 0
+    while start < n:
+        first = out[start]
+        end = start + 1
+        tokens = counts[start]
+        if first.tool_calls:  # its results follow it: one turn
+            ids = {c.id for c in first.tool_calls}
+            while end < n and out[end].role == "tool" and out[end].tool_call_id in ids:
+                tokens += counts[end]
+                end += 1
+        if tokens > budget_tokens:
+            members = out[start:end]
+            # A pinned call keeps its results (the whole turn is pinned); summaries and
+            # markers are sized by the engine.
+            if not any(m.pinned or m.kind in (KIND_SUMMARY, KIND_MARKER) for m in members):
+                out[start:end] = _fitted_group(
+                    members, budget_tokens, count, head_lines, tail_lines
+                )
+        start = end
     return out
+
+
+# Turns cut to fit, by (member ids, budget, head, tail): the members, then what was shown. Every
+# view of the context shows a big turn again; cut it once. Few: each holds long texts.
+_FITTED_SIZE: Final = 64
+_FITTED: dict[tuple[tuple[str, ...], int, int, int], tuple[list[Message], list[Message]]] = {}
+
+
+def _fitted_group(
+    members: list[Message],
+    budget: int,
+    count: Callable[[Message], int],
+    head_lines: int,
+    tail_lines: int,
+) -> list[Message]:
+    """`_fit_group` of a turn over the budget, remembered (the members are checked equal: ids
+    alone may repeat across stores)."""
+    key = (tuple(m.id for m in members), budget, head_lines, tail_lines)
+    hit = _FITTED.get(key) if all(m.id for m in members) else None
+    if hit is not None and all(a is b or a == b for a, b in zip(hit[0], members, strict=True)):
+        return list(hit[1])
+    counts = [count(m) for m in members]
+    if sum(counts) <= budget:
+        shown = members
+    else:
+        shown = _fit_group(members, counts, budget, count, head_lines, tail_lines)
+    if key[0] and all(key[0]):
+        with _SHOWN_LOCK:
+            if key not in _FITTED and len(_FITTED) >= _FITTED_SIZE:
+                del _FITTED[next(iter(_FITTED))]
+            _FITTED[key] = (list(members), list(shown))
+    return list(shown)
 
 
 def _fit_group(
@@ -237,6 +276,7 @@ def _cut_to(message: Message, chars: int, head_lines: int, tail_lines: int) -> M
     return out
 
 
+@lru_cache(maxsize=256)
 def cut_arguments(arguments: str, max_chars: int, message_id: str) -> str:
     """Tool-call arguments within about `max_chars`: in JSON, the longest string values cut
     head+tail (the JSON stays valid); other text cut head+tail as it is."""
