@@ -22,7 +22,7 @@ from precis.core.validity import check
 from precis.engine.audit import audited
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.requests import Call, Request, Summarize
-from precis.engine.results import NO_OP_MODE, CompactionResult, CompactionStats
+from precis.engine.results import CompactionResult, CompactionStats, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
 from precis.engine.truncation import plan_truncation
 from precis.engine.work import Candidate, NoOp, Work, capped_ledger, joined, smaller
@@ -188,16 +188,8 @@ class Compactor:
         self, snapshot: ContextSnapshot, job: CompactionJob, found: NoOp, reports: tuple[str, ...]
     ) -> CompactionResult:
         """Nothing written: the context as it was, and why (no hook runs after, no event)."""
-        stats = CompactionStats(
-            trigger=job.trigger,
-            mode=NO_OP_MODE,
-            context_tokens_before=found.tokens,
-            context_tokens_after=found.tokens,
-            context_window=self.settings.context_window,
-            messages_count_before=found.messages,
-            messages_count_after=found.messages,
-            summarized=0,
-        )
+        window = self.settings.context_window
+        stats = unchanged(job.trigger, found.tokens, found.messages, window)
         return CompactionResult(stats, None, snapshot.messages, reports, found.reason)
 
     def _candidate(

@@ -49,3 +49,17 @@ class CompactionResult:
 
 # The mode a no-op compaction reports in its stats.
 NO_OP_MODE = "none"
+
+
+def unchanged(trigger: str, tokens: int, messages: int, window: int | None) -> CompactionStats:
+    """The stats of a no-op: the same size before and after, nothing summarized."""
+    return CompactionStats(
+        trigger=trigger,
+        mode=NO_OP_MODE,
+        context_tokens_before=tokens,
+        context_tokens_after=tokens,
+        context_window=window,
+        messages_count_before=messages,
+        messages_count_after=messages,
+        summarized=0,
+    )

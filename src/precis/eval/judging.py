@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from precis.core.errors import ContextOverflow, InvalidInput, InvalidMessage
+from precis.core.errors import CompactionError, ContextOverflow, InvalidInput, InvalidMessage
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import fit_turns
@@ -230,12 +230,22 @@ def compacted(
     """precis's all-mode compaction of the prefix, everything it leaves counted against the
     budget: the pinned task and the kept newest turn (shown head+tail within a quarter of the
     budget) shrink the summary's clip. When they alone leave no room, the task is not pinned
-    (the summary then carries it, within the clip)."""
+    (the summary then carries it, within the clip). A compaction precis refuses leaves an
+    empty text (nothing kept) and says why."""
     notes: list[str] = []
-    text, done = _fitted(name, items, budget, summarizer, guard, pin_task=True)
+    try:
+        text, done = _fitted(name, items, budget, summarizer, guard, pin_task=True)
+    except CompactionError as exc:
+        return _Text("", f"compaction failed: {exc}")
     if done and len(text) > budget:
-        text, done = _fitted(name, items, budget, summarizer, guard, pin_task=False)
-        notes.append("task not pinned: with it pinned the text was over the budget")
+        try:
+            unpinned = _fitted(name, items, budget, summarizer, guard, pin_task=False)
+        except CompactionError as exc:
+            notes.append(f"with the task not pinned the compaction failed: {exc}")
+        else:
+            if len(unpinned[0]) < len(text):
+                text, done = unpinned
+                notes.append("task not pinned: with it pinned the text was over the budget")
     if not done:
         notes.append("nothing could be compacted")
     if len(text) > budget:
@@ -253,22 +263,24 @@ def _fitted(
     pin_task: bool,
 ) -> tuple[str, bool]:
     """The compaction at the clip that makes everything fit the budget, if any does: a second
-    try gives the summary what the first left beside the pinned and kept messages."""
+    try gives the summary what the first left beside the pinned and kept messages (a smaller
+    clip that precis refuses leaves the last one it took)."""
     clip = budget
-    for _ in range(3):
-        text, summary, done = _compacted_once(
-            name,
-            items,
-            summarizer,
-            clip,
-            guard=guard,
-            pin_task=pin_task,
-            turn_chars=max(MIN_CLIP_CHARS, budget // TURN_SHARE),
-        )
+    turn = max(MIN_CLIP_CHARS, budget // TURN_SHARE)
+    text, summary, done = _compacted_once(
+        name, items, summarizer, clip, guard=guard, pin_task=pin_task, turn_chars=turn
+    )
+    for _ in range(2):
         smaller = max(MIN_CLIP_CHARS, budget - (len(text) - len(summary)))
         if not done or len(text) <= budget or smaller >= clip:
             break
         clip = smaller
+        try:
+            text, summary, done = _compacted_once(
+                name, items, summarizer, clip, guard=guard, pin_task=pin_task, turn_chars=turn
+            )
+        except CompactionError:
+            break
     return text, done
 
 
