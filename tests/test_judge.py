@@ -29,6 +29,7 @@ from precis.eval.judging import transcript
 from precis.eval.replay import load_conversation
 
 MINI = Path(__file__).parent / "data" / "judge" / "mini-swe-agent__github_issue.json"
+FACT_SETS = Path(__file__).parent / "data" / "facts"
 
 
 def match(*groups: list[str]) -> tuple[tuple[str, ...], ...]:
@@ -36,7 +37,7 @@ def match(*groups: list[str]) -> tuple[tuple[str, ...], ...]:
 
 
 def test_normalising_folds_width_case_markup_and_spaces() -> None:
-    assert normalise("Ｐｏｒｔ  **`5433`**\n\tOK") == "port 5433 ok"
+    assert normalise("Ｐｏｒｔ  **`5433`**\n\tOK ") == "port 5433 ok "
     assert normalise("STRASSE") == normalise("straße")
 
 
@@ -134,6 +135,26 @@ def test_the_reader_normalises_variants_and_takes_lone_strings(tmp_path: Path) -
     (fact,) = fact_set.points[0].facts
     assert fact.match == (("a.py",), ("x",)) and fact.status == "done"
     assert fact_set.points[0].probes[0].answers == ("ValueError",)
+
+
+def test_every_hand_made_fact_set_is_judged_within_its_budget() -> None:
+    sets = load_fact_sets(FACT_SETS)
+    assert len(sets) == 15
+    run = JudgeRun(TRAJECTORIES, strategies=("brief+guard", "truncation", "reference"))
+    report = run_judge(sets, run)
+    points = sum(len(s.points) for s in sets)
+    assert len(report.rows_of("brief+guard")) == len(report.rows_of("truncation")) == points
+    references = report.rows_of("reference")
+    assert len(references) == 3  # Claude Code compacted each spotter session once
+    for row in report.rows:
+        assert row.tally.facts == len(row.missed) + row.tally.kept_count > 0
+        if row.strategy != "brief+guard":
+            assert row.chars <= row.budget_chars, row
+    for row in references:
+        assert row.chars == row.budget_chars  # the reference point's budget is its size
+    console = Console(width=220, record=True)
+    console.print(render_judge(report))
+    assert f"all ({points} points)" in console.export_text()
 
 
 @pytest.fixture(scope="module")

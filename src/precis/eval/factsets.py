@@ -8,7 +8,6 @@ one line naming the file and the field (`facts.json: points[1].facts[3].kind: â€
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,7 +176,7 @@ def _match(raw: Any, where: _Where, field: str) -> tuple[tuple[str, ...], ...]:
     for i, group in enumerate(raw):
         variants = _strings(group, where, f"{field}[{i}]")
         folded = tuple(dict.fromkeys(normalise(v) for v in variants))
-        if not all(folded):
+        if not all(v.strip() for v in folded):
             where.fail(f"{field}[{i}]", "a variant is empty once normalised")
         groups.append(folded)
     return tuple(groups)
@@ -193,7 +192,3 @@ def _probe(raw: Any, where: _Where, field: str, ids: set[str]) -> Probe:
     if unknown:
         where.fail(f"{field}.facts", f"no fact with id {unknown[0]!r} in this point")
     return Probe(question, answers, facts)
-
-
-def point_facts(point: Point) -> Sequence[JudgedFact]:
-    return point.facts

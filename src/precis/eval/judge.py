@@ -9,6 +9,7 @@ part of `precis.facts`, so the extractor that builds the guard's ledger is never
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from bisect import bisect_left
 from collections import Counter
@@ -44,12 +45,13 @@ KIND_HEADERS: Mapping[str, str] = MappingProxyType(
     }
 )
 _DROPPED = str.maketrans("", "", "`*")
+_SPACES = re.compile(r"\s+")
 
 
 def normalise(text: str) -> str:
     """NFKC, casefolded, without backticks and asterisks, whitespace runs as one space."""
     folded = unicodedata.normalize("NFKC", text).casefold().translate(_DROPPED)
-    return " ".join(folded.split())
+    return _SPACES.sub(" ", folded)
 
 
 def _occurrences(text: str, variants: Iterable[str]) -> list[tuple[int, int]]:
