@@ -89,7 +89,8 @@ def render_budget(cells: Sequence[BudgetCell]) -> Table:
     windows = sorted({c.window for c in cells})
     table = Table(
         title="the budget after each compaction",
-        caption="failed · over bound · peak tokens after a compaction (bound: soft watermark)",
+        caption="failed · over bound · peak tokens after a compaction; the bound is the soft "
+        "watermark, or the window when the newest turn with the fixed part is larger",
     )
     table.add_column("strategy")
     for window in windows:
