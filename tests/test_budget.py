@@ -147,3 +147,33 @@ def test_the_peers_bench_finds_no_failed_compaction(name: str) -> None:
 
     run = peers._precis_conversation(TRAJECTORIES / f"{name}.jsonl", 8000, peers.Meter(8000))
     assert run.errors == [] and run.compactions
+
+
+def test_a_turn_shown_cut_is_counted_as_shown() -> None:
+    # A counter remembers a message by id and content length: the copy whose call arguments
+    # were cut must not be taken for the stored message (its count would be the whole file's).
+    body = "\n".join(f"line {i}: defmodule Spotter.Thing{i} do end" for i in range(600))
+    written = json.dumps({"file_path": "lib/big.ex", "content": body})
+    session = Session(MemoryStore(), "w", None, None, CompactionSettings(context_window=4000))
+    session.append(
+        {"role": "user", "content": "write lib/big.ex"},
+        {
+            "role": "assistant",
+            "content": "Writing it.",
+            "tool_calls": [
+                {
+                    "id": "w1",
+                    "type": "function",
+                    "function": {"name": "Write", "arguments": written},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "w1", "content": "File created."},
+    )
+    stored = session.context()[1]
+    session.counter.count(stored)  # the stored form is remembered first
+    shown = session.view()
+    assert shown[1].tool_calls[0].arguments != written and "read_original(" in shown[1].content
+    fresh = TextEstimator()
+    assert session.tokens() == sum(fresh.count(m) for m in shown) + session.floor_tokens()
+    assert session.tokens() < 4000

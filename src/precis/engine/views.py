@@ -141,6 +141,9 @@ _SHOWN_LOCK = threading.Lock()
 MIN_SHARE_CHARS = 240
 # Rounds of cutting a turn: each recounts and cuts again if the notes pushed it over.
 FIT_ROUNDS = 4
+# What a turn's long tool-call arguments (a file an agent wrote, say) are cut to when the turn
+# does not fit its room: one size, so a message has one shortened form.
+ARGUMENTS_SHOWN_CHARS = 1000
 
 
 def fit_turns(
@@ -250,30 +253,35 @@ def _text_chars(message: Message) -> int:
 
 
 def _cut_to(message: Message, chars: int, head_lines: int, tail_lines: int) -> Message:
-    """The message within about `chars` characters: content and each call's arguments cut to
-    water-filled shares (arguments keep their JSON valid, see `cut_arguments`)."""
+    """The message within about `chars` characters: each call's long arguments shown at one
+    fixed size (`ARGUMENTS_SHOWN_CHARS`, their JSON kept valid), the content cut to the rest.
+
+    Counters remember a message by id and content length, so a copy whose arguments were cut
+    must differ from the stored message in its content: it says so in a note. The arguments are
+    cut the same way whatever the room, so every such copy of a message is the same one.
+    """
     calls = message.tool_calls
-    sizes = [len(message.content), *(len(c.arguments) for c in calls)]
-    shares = _water_fill(sizes, chars)
-    out = message
-    if shares[0] < sizes[0]:
-        out = fit_message(
-            out,
-            max_chars=max(MIN_SHARE_CHARS, shares[0]),
-            head_lines=head_lines,
-            tail_lines=tail_lines,
-        )
     cut = tuple(
         call
-        if share >= len(call.arguments)
+        if len(call.arguments) <= ARGUMENTS_SHOWN_CHARS
         else replace(
-            call, arguments=cut_arguments(call.arguments, max(MIN_SHARE_CHARS, share), message.id)
+            call, arguments=cut_arguments(call.arguments, ARGUMENTS_SHOWN_CHARS, message.id)
         )
-        for call, share in zip(calls, shares[1:], strict=True)
+        for call in calls
     )
-    if cut != calls:
-        out = replace(out, tool_calls=cut, metadata={**out.metadata, "arguments_shortened": True})
-    return out
+    room = max(MIN_SHARE_CHARS, chars - sum(len(c.arguments) for c in cut))
+    out = message
+    if len(message.content) > room:
+        out = fit_message(out, max_chars=room, head_lines=head_lines, tail_lines=tail_lines)
+    if cut == calls:
+        return out
+    note = f"[long call arguments shown head+tail; read_original({message.id}) has them whole]"
+    content = f"{out.content}\n{note}" if out.content else note
+    if len(content) == len(message.content):
+        content += " "  # never the stored message's length: a counter would take it for it
+    extra = {k: v for k, v in out.openai_extra.items() if k != "content"}
+    metadata = {**out.metadata, "arguments_shortened": True}
+    return replace(out, content=content, tool_calls=cut, metadata=metadata, openai_extra=extra)
 
 
 @lru_cache(maxsize=256)
