@@ -166,7 +166,10 @@ def test_judging_the_mini_set_scores_each_strategy_within_the_budget(mini_report
     rows = {r.strategy: r for r in mini_report.rows}
     assert set(rows) == {"brief+guard", "brief", "truncation"}  # no provider, no reference
     for row in rows.values():
-        assert row.chars <= row.budget_chars == 2000, row
+        # Without its guard the brief may be refused a clip small enough (a red line would go):
+        # then the judge scores the smallest it took and says it is over the budget.
+        fits = row.chars <= row.budget_chars == 2000
+        assert fits or (row.strategy == "brief" and "over budget" in row.note), row
         assert row.tally.facts == 7
         assert set(row.missed) <= {f"f{i}" for i in range(1, 8)}
         assert row.tally.kept_count == 7 - len(row.missed)
