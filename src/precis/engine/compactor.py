@@ -61,6 +61,8 @@ REQUIRED_SHARE = 0.6
 # Characters per token when sizing a summary to the room left: few, so it is not too big (code
 # and identifiers run about three; a summary too big for the room is asked again, smaller).
 FIT_CHARS_PER_TOKEN = 3
+# Times a summary over the room is asked again, smaller.
+FIT_RETRIES = 3
 # Fact kinds a compaction must keep verbatim (else it is rolled back).
 REQUIRED_KINDS = ("task", "constraint")
 
@@ -349,20 +351,21 @@ class Compactor:
         *,
         fit: bool = False,
     ) -> Steps[Request, Candidate]:
-        """The plan's candidate; with `fit`, asked again once with a clip scaled down by as much
-        as the first one overshot the soft watermark."""
+        """The plan's candidate; with `fit`, asked again (at most `FIT_RETRIES` times) with a
+        clip scaled down by as much as the last one overshot the soft watermark."""
         clip = self._clip(plan, job, work, fit)
         candidate = yield from self._summary_candidate(plan, messages, before, job, work, clip)
         threshold = self.settings.threshold
-        if not fit or threshold is None or clip <= MIN_CLIP_CHARS:
-            return candidate
-        over = candidate.stats.context_tokens_after + job.floor_tokens - threshold
-        summary_tokens = self.counter.count(candidate.summary)
-        if over <= 0 or summary_tokens <= over:
-            return candidate
-        scaled = clip * (summary_tokens - over) * 9 // (summary_tokens * 10)  # a tenth to spare
-        smaller_clip = max(MIN_CLIP_CHARS, scaled)
-        return (yield from self._summary_candidate(plan, messages, before, job, work, smaller_clip))
+        retries = FIT_RETRIES if fit and threshold is not None else 0
+        for _ in range(retries):
+            over = candidate.stats.context_tokens_after + job.floor_tokens - (threshold or 0)
+            # The wrapper (note, time, stats) does not shrink with the clip: scale the text.
+            text = self.counter.count(candidate.summary) - SUMMARY_WRAPPER_TOKENS
+            if over <= 0 or text <= over or clip <= MIN_CLIP_CHARS:
+                break
+            clip = max(MIN_CLIP_CHARS, clip * (text - over) * 9 // (text * 10))  # a tenth spare
+            candidate = yield from self._summary_candidate(plan, messages, before, job, work, clip)
+        return candidate
 
     def _summary_candidate(
         self,
