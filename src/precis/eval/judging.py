@@ -186,7 +186,6 @@ def _compacted_once(
     settings = CompactionSettings(
         context_window=JUDGE_WINDOW,
         clip_chars=clip,
-        summary_style="brief",
         guard=guard,
         pin_task=pin_task,
     )
