@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol, Self, cast, runtime_checkable
 
 from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
-from precis.core.messages import Message
+from precis.core.messages import Message, ToolCall
 from precis.stores.samples import Sample
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Compaction",
     "CompactionEvent",
     "ContextSnapshot",
+    "ContextTail",
     "ConversationNotFound",
     "ConversationStore",
     "MessageIds",
@@ -39,7 +40,9 @@ __all__ = [
     "normalize_message",
     "query_terms",
     "search_text",
+    "search_text_of",
     "snippet",
+    "tail_of",
     "term_score",
     "utc_now",
 ]
@@ -80,6 +83,29 @@ class ContextSnapshot:
     compacted: bool
 
 
+@dataclass(frozen=True, slots=True)
+class ContextTail:
+    """What an append is checked against, read without the rest of the context.
+
+    `turn`: the in-context messages from the last one that is not a tool result to the end (an
+    assistant message whose calls may still await results, and the results so far); all of the
+    context when every message in it is a tool result. `start`: the turn's index in the context.
+    `pinned`: the pinned messages in context, in context order.
+    """
+
+    turn: list[Message]
+    start: int
+    pinned: list[Message]
+
+
+def tail_of(context: Sequence[Message]) -> ContextTail:
+    """The `ContextTail` of a whole context."""
+    start = max(len(context) - 1, 0)
+    while start > 0 and context[start].role == "tool":
+        start -= 1
+    return ContextTail(list(context[start:]), start, [m for m in context if m.pinned])
+
+
 @runtime_checkable
 class ConversationStore(Protocol):
     """Where conversations live: an append-only log, an in-context id list, prompt and events."""
@@ -102,6 +128,10 @@ class ConversationStore(Protocol):
 
     def context(self, conversation_id: str) -> ContextSnapshot:
         """The in-context messages in order; everything when never compacted."""
+        ...
+
+    def tail(self, conversation_id: str) -> ContextTail:
+        """The context's last turn and pinned messages, at a cost that does not grow with it."""
         ...
 
     def history(
@@ -377,10 +407,15 @@ def normalize_batch(
 
 def search_text(message: Message) -> str:
     """The text recall indexes: the content plus each tool call's name and arguments."""
-    if not message.tool_calls:
-        return message.content
-    calls = " ".join(f"{tc.name} {tc.arguments}" for tc in message.tool_calls)
-    return f"{message.content}\n{calls}" if message.content else calls
+    return search_text_of(message.content, message.tool_calls)
+
+
+def search_text_of(content: str, tool_calls: Sequence[ToolCall]) -> str:
+    """`search_text` of a message given as its content and tool calls."""
+    if not tool_calls:
+        return content
+    calls = " ".join(f"{tc.name} {tc.arguments}" for tc in tool_calls)
+    return f"{content}\n{calls}" if content else calls
 
 
 def query_terms(query: str) -> list[str]:

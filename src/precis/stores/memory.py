@@ -12,6 +12,7 @@ from precis.stores.base import (
     Compaction,
     CompactionEvent,
     ContextSnapshot,
+    ContextTail,
     MessageIds,
     RecallHit,
     StoreBase,
@@ -19,9 +20,9 @@ from precis.stores.base import (
     normalize_batch,
     query_terms,
     search_text,
-    snippet,
-    term_score,
+    tail_of,
 )
+from precis.stores.recall import CANDIDATES, Found, holds_all, phases, rank
 from precis.stores.samples import Sample, check_sample, grown
 
 __all__ = ["MemoryStore"]
@@ -39,6 +40,7 @@ class _Conversation:
     version: int = 0
     events: list[CompactionEvent] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
+    pinned: set[str] = field(default_factory=set)  # ids of the pinned messages in the log
 
 
 class MemoryStore(StoreBase):
@@ -74,6 +76,8 @@ class MemoryStore(StoreBase):
         for message in messages:
             conv.log.append(message)
             conv.seq_of[message.id] = len(conv.log)
+            if message.pinned:
+                conv.pinned.add(message.id)
 
     def append(self, conversation_id: str, messages: Sequence[Message]) -> list[Message]:
         """Append in one step; return the messages with id and created_at filled in."""
@@ -96,6 +100,10 @@ class MemoryStore(StoreBase):
             if seq is None:
                 raise UnknownMessage(conversation_id, message_id)
             conv.log[seq - 1] = replace(conv.log[seq - 1], pinned=pinned)
+            if pinned:
+                conv.pinned.add(message_id)
+            else:
+                conv.pinned.discard(message_id)
 
     def _snapshot(self, conv: _Conversation) -> ContextSnapshot:
         if conv.id_list is None:
@@ -108,6 +116,18 @@ class MemoryStore(StoreBase):
             last_seq=len(conv.log),
             compacted=conv.id_list is not None,
         )
+
+    def tail(self, conversation_id: str) -> ContextTail:
+        """The context's last turn and its pinned messages."""
+        with self._lock:
+            conv = self._conversation(conversation_id)
+            if conv.id_list is not None:
+                return tail_of(self._snapshot(conv).messages)
+            start = max(len(conv.log) - 1, 0)
+            while start > 0 and conv.log[start].role == "tool":
+                start -= 1
+            pinned = sorted(conv.seq_of[i] for i in conv.pinned)
+            return ContextTail(conv.log[start:], start, [conv.log[seq - 1] for seq in pinned])
 
     def context(self, conversation_id: str) -> ContextSnapshot:
         """The in-context messages in order; everything when never compacted."""
@@ -174,23 +194,14 @@ class MemoryStore(StoreBase):
             conv.prompt_stale = False
 
     def recall(self, conversation_id: str, query: str, limit: int = 10) -> list[RecallHit]:
-        """Search every message by case-insensitive terms; more terms and occurrences rank first."""
+        """Search every message, evicted ones and summaries included; best first (stores.recall)."""
         terms = query_terms(query)
         with self._lock:
             log = self._conversation(conversation_id).log
             if not terms or limit <= 0:
                 return []
-            scored: list[tuple[float, int, Message, str]] = []
-            for seq, message in enumerate(log, start=1):
-                text = search_text(message)
-                score = term_score(text, terms)
-                if score > 0:
-                    scored.append((score, seq, message, text))
-        scored.sort(key=lambda hit: (-hit[0], -hit[1]))
-        return [
-            RecallHit(id=m.id, role=m.role, seq=seq, snippet=snippet(text, terms), score=score)
-            for score, seq, m, text in scored[:limit]
-        ]
+            found = [hit for phase in phases(terms) for hit in _newest(log, phase)]
+        return rank(found, terms, limit)
 
     def add_sample(
         self, conversation_id: str, sample: Sample, *, grow: bool = False
@@ -220,3 +231,16 @@ class MemoryStore(StoreBase):
 
     def close(self) -> None:
         """Nothing to release; kept so callers can treat every store alike."""
+
+
+def _newest(log: list[Message], terms: list[str]) -> list[Found]:
+    """The newest CANDIDATES messages of the log holding every term, newest first."""
+    found: list[Found] = []
+    for seq in range(len(log), 0, -1):
+        message = log[seq - 1]
+        text = search_text(message)
+        if holds_all(text, terms):
+            found.append((message.id, message.role, seq, text))
+            if len(found) == CANDIDATES:
+                break
+    return found

@@ -110,6 +110,16 @@ def m003_pins(db: Handle, d: Dialect) -> None:
 
 
 @migration
+def m004_bounded_recall(db: Handle, d: Dialect) -> None:
+    """Costs that do not grow with the history: the recall index `Dialect.newest` walks newest
+    first (stores/recall.py), and the indexes that let an append read only the context's last
+    turn and its pinned messages (`SQLStore.tail`)."""
+    d.create_bounded_recall(db)
+    db.execute("CREATE INDEX messages_pinned ON messages (conversation_id, seq) WHERE pinned")
+    db.execute("CREATE INDEX in_context_by_message ON in_context (conversation_id, message_id)")
+
+
+@migration
 def m005_samples(db: Handle, d: Dialect) -> None:
     """One row per turn: the window's composition by kind, for the inspector's chart."""
     tokens = ",\n        ".join(f"{column} {d.int_type} NOT NULL" for column in SAMPLE_COLUMNS)

@@ -4,8 +4,8 @@ Thread- and process-safety: every call borrows a pooled connection for one trans
 lock the conversation row (`SELECT … FOR UPDATE`), so appends to one conversation get gapless seq
 numbers and a compaction's compare-and-set on `version` cannot interleave with anything that
 touches the same conversation; reads run in REPEATABLE READ so a snapshot is consistent.
-Recall combines a `simple`-config tsvector (word matches, ts_rank) with `ILIKE` over a pg_trgm
-GIN index, which also finds Chinese text and terms shorter than a trigram.
+Recall (stores/recall.py) finds a term of three or more characters with `ILIKE` over a pg_trgm
+GIN index, and one or two CJK characters in a GIN-indexed array of each message's grams.
 
 The queries are the shared ones of `SQLStore`; this module adds PostgreSQL's dialect and the pool.
 """
@@ -25,8 +25,8 @@ from psycopg_pool import ConnectionPool
 
 from precis.core.errors import StoreError
 from precis.core.messages import Message
-from precis.stores.base import RecallHit, snippet
 from precis.stores.migrations import bind, migrate
+from precis.stores.recall import IDEOGRAPHIC_RANGES, Found, holds_all, term_kind, text_grams
 from precis.stores.sql import Dialect, Handle, SQLStore
 
 __all__ = ["CONTEXT_SQL", "DEFAULT_SCHEMA", "MIGRATIONS", "PostgresDialect", "PostgresStore"]
@@ -42,6 +42,8 @@ _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 # The text recall searches: content plus tool-call names and arguments (base.search_text).
 _DOC = "(content || E'\\n' || calls_text)"
+# Any character `recall.text_grams` indexes, as a PostgreSQL regular expression.
+_GRAM_PATTERN = "[" + "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in IDEOGRAPHIC_RANGES) + "]"
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -71,7 +73,7 @@ class PostgresDialect(Dialect):
     # schema_version 1 of the count-based precis made the pins table with the core, 2 recall.
     legacy_steps = (("m001_core", "m003_pins"), ("m002_recall",))
     for_update = " FOR UPDATE"
-    extra_columns = ("calls_text",)
+    extra_columns = ("calls_text", "grams")
 
     def sql(self, statement: str) -> str:
         return _pyformat(statement)
@@ -91,43 +93,60 @@ class PostgresDialect(Dialect):
             )
         # Without pg_trgm recall still answers every query; short and Chinese terms then scan.
 
-    def message_extras(self, db: Handle, messages: Sequence[Message]) -> list[tuple[Any, ...]]:
-        """What recall indexes of the tool calls, exactly as base.search_text joins them."""
-        return [(" ".join(f"{tc.name} {tc.arguments}" for tc in m.tool_calls),) for m in messages]
-
-    def recall(
-        self, db: Handle, conversation_id: str, terms: Sequence[str], limit: int
-    ) -> list[RecallHit]:
-        """tsvector word matches or trigram-indexed substrings, best first.
-
-        Each term is a bound parameter (plainto_tsquery, an escaped ILIKE pattern), so no query
-        syntax can raise. Score: distinct terms present, plus ts_rank of the word matches.
-        """
-        tsquery = " || ".join(["plainto_tsquery('simple'::regconfig, ?)"] * len(terms))
-        present = " + ".join([f"({_DOC} ILIKE ?)::int"] * len(terms))
-        patterns = [_like_pattern(t) for t in terms]
+    def create_bounded_recall(self, db: Handle) -> None:
+        """m004: the tsvector column and its index go (recall ranks in Python now); a column of
+        `recall.text_grams` with a GIN index comes, filled for the rows that have any."""
+        db.execute("ALTER TABLE messages DROP COLUMN IF EXISTS tsv")
+        db.execute("ALTER TABLE messages ADD COLUMN grams TEXT[]")
         rows = db.execute(
             self.sql(
-                f"WITH q AS (SELECT ({tsquery}) AS q) "
-                "SELECT id, role, seq, content, calls_text, score FROM ("
-                f"  SELECT m.id, m.role, m.seq, m.content, m.calls_text, "
-                f"    ({present}) + ts_rank(m.tsv, q.q) AS score "
-                "  FROM messages AS m, q "
-                f"  WHERE m.conversation_id = ? AND (m.tsv @@ q.q OR {_DOC} ILIKE ANY(?))"
-                ") AS hits WHERE score > 0 ORDER BY score DESC, seq DESC LIMIT ?"
+                f"SELECT conversation_id, seq, content, calls_text FROM messages WHERE {_DOC} ~ ?"
             ),
-            (*terms, *patterns, conversation_id, patterns, limit),
+            (_GRAM_PATTERN,),
         ).fetchall()
-        return [
-            RecallHit(
-                id=str(row[0]),
-                role=str(row[1]),
-                seq=int(row[2]),
-                snippet=snippet(_doc_text(row[3], row[4]), terms),
-                score=float(row[5]),
+        if rows:
+            # Messages never change, save for this one backfill of a column they did not have.
+            db.execute("ALTER TABLE messages DISABLE TRIGGER messages_are_immutable")
+            db.executemany(
+                self.sql("UPDATE messages SET grams = ? WHERE conversation_id = ? AND seq = ?"),
+                [(text_grams(_doc_text(row[2], row[3])), row[0], row[1]) for row in rows],
             )
-            for row in rows
-        ]
+            db.execute("ALTER TABLE messages ENABLE TRIGGER messages_are_immutable")
+        db.execute("CREATE INDEX messages_grams ON messages USING gin (grams)")
+
+    def message_extras(self, db: Handle, messages: Sequence[Message]) -> list[tuple[Any, ...]]:
+        """The tool calls as recall indexes them (base.search_text joins them so), and the grams
+        of the search text (None when it has none, as for most English)."""
+        extras: list[tuple[Any, ...]] = []
+        for m in messages:
+            calls = " ".join(f"{tc.name} {tc.arguments}" for tc in m.tool_calls)
+            extras.append((calls, text_grams(_doc_text(m.content, calls)) or None))
+        return extras
+
+    def newest(self, db: Handle, conversation_id: str, terms: Sequence[str], n: int) -> list[Found]:
+        """One query: each term a trigram-indexed ILIKE or, for one or two ideographic
+        characters, a lookup in the grams column; newest first, checked as every store checks.
+
+        Each term is a bound parameter (an escaped ILIKE pattern, an array), so no query syntax
+        can raise. The planner walks the (conversation, seq) key backwards for common terms and
+        reads the GIN indexes for rare ones.
+        """
+        grams = [t for t in terms if term_kind(t) == "gram"]
+        patterns = [_like_pattern(t) for t in terms if term_kind(t) != "gram"]
+        where = [f"{_DOC} ILIKE ?" for _ in patterns] + (["grams @> ?"] if grams else [])
+        rows = db.execute(
+            self.sql(
+                "SELECT id, role, seq, content, calls_text FROM messages "
+                f"WHERE conversation_id = ? AND {' AND '.join(where)} ORDER BY seq DESC LIMIT ?"
+            ),
+            (conversation_id, *patterns, *([grams] if grams else []), n),
+        ).fetchall()
+        found: list[Found] = []
+        for row in rows:
+            text = _doc_text(row[3], row[4])
+            if holds_all(text, terms):
+                found.append((str(row[0]), str(row[1]), int(row[2]), text))
+        return found
 
     def optimize(self, db: Handle) -> None:
         db.execute("ANALYZE conversations, messages, in_context, events, pins")

@@ -19,7 +19,15 @@ from typing import Any, Protocol
 from precis.core.errors import ConversationNotFound, UnknownMessage, VersionConflict
 from precis.core.messages import Message
 from precis.stores import base
-from precis.stores.base import Compaction, CompactionEvent, ContextSnapshot, RecallHit, StoreBase
+from precis.stores.base import (
+    Compaction,
+    CompactionEvent,
+    ContextSnapshot,
+    ContextTail,
+    RecallHit,
+    StoreBase,
+)
+from precis.stores.recall import CANDIDATES, Found, phases, rank
 from precis.stores.rows import (
     INSERT_COLUMNS,
     M_COLUMNS,
@@ -100,6 +108,13 @@ class Dialect:
 
     def __init__(self, context_join: str = "JOIN") -> None:
         self.context_sql = self.sql(context_sql(context_join))
+        # The context from a position on, and the position of its last message not a tool result.
+        self.turn_sql = self.sql(context_sql(context_join, "AND c.position >= ?"))
+        self.turn_start_sql = self.sql(
+            f"SELECT c.position FROM in_context AS c {context_join} messages AS m "
+            "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
+            "WHERE c.conversation_id = ? AND m.role <> 'tool' ORDER BY c.position DESC LIMIT 1"
+        )
 
     def sql(self, statement: str) -> str:
         """The statement in this driver's placeholder style (the shared text uses `?`)."""
@@ -118,26 +133,30 @@ class Dialect:
     ) -> None:
         """Index newly inserted messages where the database does not do it by itself."""
 
-    def recall(
-        self, db: Handle, conversation_id: str, terms: Sequence[str], limit: int
-    ) -> list[RecallHit]:
-        """The best `limit` messages for these terms (at least one term, limit > 0)."""
+    def create_bounded_recall(self, db: Handle) -> None:
+        """Migration m004: the index `newest` walks; messages may already exist."""
+        raise NotImplementedError
+
+    def newest(self, db: Handle, conversation_id: str, terms: Sequence[str], n: int) -> list[Found]:
+        """The newest `n` messages of the conversation holding every term (see stores/recall.py),
+        newest first."""
         raise NotImplementedError
 
     def optimize(self, db: Handle) -> None:
         """Compact indexes and refresh planner statistics after a bulk load."""
 
 
-def context_sql(join: str) -> str:
+def context_sql(join: str, condition: str = "") -> str:
     """The context read: walk the positions index, then fetch each message by (conversation, id).
 
     SQLite is given CROSS JOIN, which pins that loop order, so the cost is O(in-context) rather
     than O(history); PostgreSQL plans the same loop from its statistics.
     """
+    where = f"c.conversation_id = ? {condition}".strip()
     return (
         f"SELECT {M_COLUMNS} FROM in_context AS c {join} messages AS m "
         "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
-        "WHERE c.conversation_id = ? ORDER BY c.position"
+        f"WHERE {where} ORDER BY c.position"
     )
 
 
@@ -180,14 +199,15 @@ class SQLStore(StoreBase):
         return int(row[0]), int(row[1]), int(row[2])
 
     def _chunks(
-        self, db: Handle, select: str, conversation_id: str, ids: Sequence[str]
+        self, db: Handle, select: str, conversation_id: str, ids: Sequence[str], column: str = "id"
     ) -> list[Any]:
-        """The rows of `select … WHERE conversation_id = ? AND id IN (…)` for these ids."""
+        """The rows of `select … WHERE conversation_id = ? AND <column> IN (…)` for these ids."""
         found: list[Any] = []
         unique = list(dict.fromkeys(ids))
         for start in range(0, len(unique), IN_CHUNK):
             chunk = unique[start : start + IN_CHUNK]
-            query = f"{select} WHERE conversation_id = ? AND id IN ({', '.join('?' * len(chunk))})"
+            marks = ", ".join("?" * len(chunk))
+            query = f"{select} WHERE conversation_id = ? AND {column} IN ({marks})"
             found += db.execute(self._q(query), (conversation_id, *chunk)).fetchall()
         return found
 
@@ -215,15 +235,43 @@ class SQLStore(StoreBase):
             self._dialect.after_insert(db, stored, extras)
         return stored
 
-    def _with_pins(
-        self, db: Handle, conversation_id: str, messages: list[Message]
-    ) -> list[Message]:
-        """Apply the pin overlay: one indexed read of this conversation's (few) pin rows."""
+    def _pin_overlay(self, db: Handle, conversation_id: str) -> dict[str, bool]:
+        """The pin flags set after append: one indexed read of the conversation's (few) rows."""
         rows = db.execute(
             self._q("SELECT message_id, pinned FROM pins WHERE conversation_id = ?"),
             (conversation_id,),
         ).fetchall()
-        return apply_pins(messages, {str(r[0]): bool(r[1]) for r in rows})
+        return {str(r[0]): bool(r[1]) for r in rows}
+
+    def _with_pins(
+        self, db: Handle, conversation_id: str, messages: list[Message]
+    ) -> list[Message]:
+        """Apply the pin overlay."""
+        return apply_pins(messages, self._pin_overlay(db, conversation_id))
+
+    def _pinned(
+        self, db: Handle, conversation_id: str, compacted: bool, overlay: dict[str, bool]
+    ) -> list[Message]:
+        """The pinned messages in context, in context order, found through the index of pinned
+        rows (m004) and the overlay rather than by reading the context."""
+        flagged = db.execute(
+            self._q("SELECT id FROM messages WHERE conversation_id = ? AND pinned"),
+            (conversation_id,),
+        ).fetchall()
+        ids = [str(row[0]) for row in flagged] + [i for i, pinned in overlay.items() if pinned]
+        ids = [i for i in dict.fromkeys(ids) if overlay.get(i, True)]
+        if not ids:
+            return []
+        if compacted:
+            select = "SELECT message_id, position FROM in_context"
+            rows = self._chunks(db, select, conversation_id, ids, "message_id")
+        else:
+            rows = self._chunks(db, "SELECT id, seq FROM messages", conversation_id, ids)
+        order = {str(row[0]): int(row[1]) for row in rows}
+        ids = sorted(order, key=order.__getitem__)
+        rows = self._chunks(db, f"SELECT {MESSAGE_COLUMNS} FROM messages", conversation_id, ids)
+        found = {str(row[0]): message_from_row(row) for row in rows}
+        return apply_pins([found[i] for i in ids], overlay)
 
     def _snapshot(self, db: Handle, conversation_id: str) -> ContextSnapshot:
         version, next_seq, _ = self._conversation_row(db, conversation_id)
@@ -300,6 +348,35 @@ class SQLStore(StoreBase):
         """The in-context messages in order; everything when never compacted."""
         with self._transaction(write=False) as db:
             return self._snapshot(db, conversation_id)
+
+    def tail(self, conversation_id: str) -> ContextTail:
+        """The context's last turn and its pinned messages: indexed reads of those rows only."""
+        with self._transaction(write=False) as db:
+            version, _, _ = self._conversation_row(db, conversation_id)
+            overlay = self._pin_overlay(db, conversation_id)
+            if version == 0:
+                start = db.execute(
+                    self._q(
+                        "SELECT seq FROM messages WHERE conversation_id = ? AND role <> 'tool' "
+                        "ORDER BY seq DESC LIMIT 1"
+                    ),
+                    (conversation_id,),
+                ).fetchone()
+                query = self._q(
+                    f"SELECT {MESSAGE_COLUMNS} FROM messages "
+                    "WHERE conversation_id = ? AND seq >= ? ORDER BY seq"
+                )
+            else:
+                start = db.execute(self._dialect.turn_start_sql, (conversation_id,)).fetchone()
+                query = self._dialect.turn_sql
+            # seq counts from 1, positions from 0.
+            begin = (1 if version == 0 else 0) if start is None else int(start[0])
+            rows = db.execute(query, (conversation_id, begin)).fetchall()
+            return ContextTail(
+                turn=apply_pins([message_from_row(r) for r in rows], overlay),
+                start=begin - 1 if version == 0 else begin,
+                pinned=self._pinned(db, conversation_id, version > 0, overlay),
+            )
 
     def history(
         self, conversation_id: str, *, offset: int = 0, limit: int | None = None
@@ -450,13 +527,20 @@ class SQLStore(StoreBase):
                 raise ConversationNotFound(conversation_id)
 
     def recall(self, conversation_id: str, query: str, limit: int = 10) -> list[RecallHit]:
-        """Search every message, evicted ones and summaries included; best first."""
+        """Search every message, evicted ones and summaries included; best first (see
+        stores/recall.py: the newest matches of each term are ranked, not every match)."""
         terms = base.query_terms(query)
         with self._transaction(write=False) as db:
             self._conversation_row(db, conversation_id)
             if not terms or limit <= 0:
                 return []
-            return self._dialect.recall(db, conversation_id, terms, limit)
+            newest = self._dialect.newest
+            found = [
+                hit
+                for phase in phases(terms)
+                for hit in newest(db, conversation_id, phase, CANDIDATES)
+            ]
+        return rank(found, terms, limit)
 
     def optimize(self) -> None:
         """Compact the recall index and refresh planner statistics; run after bulk loads."""

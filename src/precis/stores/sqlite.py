@@ -21,8 +21,9 @@ from typing import Any
 
 from precis.core.errors import ReadOnlyStore, StoreError
 from precis.core.messages import Message
-from precis.stores.base import RecallHit, search_text, snippet, term_score
+from precis.stores.base import search_text, search_text_of
 from precis.stores.migrations import bind, migrate, pending_migrations
+from precis.stores.recall import Found, holds_all, term_kind, text_grams, trigrams
 from precis.stores.rows import tool_calls_from_json
 from precis.stores.sql import Dialect, Handle, SQLStore
 
@@ -32,10 +33,20 @@ __all__ = ["CONTEXT_SQL", "MIGRATIONS", "SQLiteDialect", "SQLiteStore"]
 BUSY_TIMEOUT_MS = 30_000
 # Page cache per connection, in KiB: FTS5 merges reread index pages, and misses dominate appends.
 CACHE_KIB = 32 * 1024
-# Trigram FTS cannot match terms shorter than this; such queries scan with instr() instead.
-TRIGRAM_MIN_CHARS = 3
-# Most candidate rows the instr() fallback reads before ranking, so a scan stays bounded.
-SCAN_CANDIDATES = 500
+# Rows the m004 migration indexes per statement when it rebuilds the recall index.
+BACKFILL_ROWS = 5_000
+# The recall index since m004: FTS5 tables of (rowid = message row id) without positions, so a
+# term is the conjunction of its trigrams and every candidate is checked against the text.
+TRIGRAM_TABLE = "messages_trigrams"
+GRAM_TABLE = "messages_grams"
+_FOUND = "m.row_id, m.id, m.role, m.seq, m.content, m.tool_calls"
+# What the tool-call JSON stores escaped (json.dumps with ensure_ascii=False).
+_ESCAPED_IN_JSON = frozenset('"\\')
+# The first and last row id of a conversation (row ids grow with seq), bounding an index walk.
+_ENDS = (
+    "SELECT (SELECT row_id FROM messages WHERE conversation_id = ? ORDER BY seq LIMIT 1), "
+    "(SELECT row_id FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1)"
+)
 
 
 class SQLiteDialect(Dialect):
@@ -54,18 +65,24 @@ class SQLiteDialect(Dialect):
 
     def __init__(self) -> None:
         super().__init__(context_join="CROSS JOIN")
-        # Set by `inspect`: whether the FTS index exists, and whether it is trigram-tokenized.
-        self.fts = False
+        # Set by `inspect`: which recall index tables this database has (FTS5 and its trigram
+        # tokenizer vary by build); without one, recall scans for the terms it would answer.
         self.trigram = False
+        self.grams = False
 
     def inspect(self, db: Handle) -> None:
-        """Learn which recall index this database has (FTS5 and its tokenizer vary by build)."""
-        row = db.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts'").fetchone()
-        self.fts = row is not None
-        self.trigram = row is not None and "trigram" in str(row[0])
+        """Learn which recall index tables this database has."""
+        names = {
+            str(row[0])
+            for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE name IN (?, ?)", (TRIGRAM_TABLE, GRAM_TABLE)
+            ).fetchall()
+        }
+        self.trigram = TRIGRAM_TABLE in names
+        self.grams = GRAM_TABLE in names
 
     def create_recall_index(self, db: Handle) -> None:
-        """FTS5, trigram-tokenized where SQLite has it (Chinese needs it); filled from the log."""
+        """m002: FTS5 with positions, trigram-tokenized where SQLite has it (m004 replaces it)."""
         for tokenizer in ("trigram", "unicode61 remove_diacritics 2"):
             try:
                 db.execute(
@@ -82,6 +99,31 @@ class SQLiteDialect(Dialect):
             return
         # No FTS5 in this SQLite build: recall falls back to scanning.
 
+    def create_bounded_recall(self, db: Handle) -> None:
+        """m004: the m002 index gives way to two contentless FTS5 tables without positions (a
+        third of the size): trigrams of the search text, and its `recall.text_grams`."""
+        db.execute("DROP TABLE IF EXISTS messages_fts")
+        for table, column, tokenizer in (
+            (TRIGRAM_TABLE, "text", "trigram"),
+            (GRAM_TABLE, "grams", "ascii"),
+        ):
+            try:
+                db.execute(
+                    f"CREATE VIRTUAL TABLE {table} USING fts5({column}, content='', "
+                    f"tokenize='{tokenizer}', detail=none, columnsize=0)"
+                )
+            except sqlite3.OperationalError:
+                continue  # no FTS5, or no trigram tokenizer (SQLite < 3.34): recall scans
+        self.inspect(db)
+        last = 0
+        while rows := db.execute(
+            "SELECT row_id, content, tool_calls FROM messages WHERE row_id > ? "
+            "ORDER BY row_id LIMIT ?",
+            (last, BACKFILL_ROWS),
+        ).fetchall():
+            self._index(db, [(int(row[0]), _row_search_text(row[1], row[2])) for row in rows])
+            last = int(rows[-1][0])
+
     def message_extras(self, db: Handle, messages: Sequence[Message]) -> list[tuple[Any, ...]]:
         """Row ids for the batch, known before the insert so the FTS rows can share them."""
         top = db.execute("SELECT coalesce(max(row_id), 0) FROM messages").fetchone()
@@ -90,82 +132,37 @@ class SQLiteDialect(Dialect):
     def after_insert(
         self, db: Handle, messages: Sequence[Message], extras: Sequence[tuple[Any, ...]]
     ) -> None:
-        if self.fts:
-            db.executemany(
-                "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)",
-                [(extra[0], search_text(m)) for m, extra in zip(messages, extras, strict=True)],
-            )
-
-    def recall(
-        self, db: Handle, conversation_id: str, terms: Sequence[str], limit: int
-    ) -> list[RecallHit]:
-        """FTS5 ranked by bm25, or a bounded instr() scan for terms the index cannot match."""
-        if self._fts_can_match(terms):
-            try:
-                return self._recall_fts(db, conversation_id, terms, limit)
-            except sqlite3.OperationalError:
-                pass  # a query FTS5 still refuses; the scan below answers it instead
-        return self._recall_scan(db, conversation_id, terms, limit)
-
-    def _fts_can_match(self, terms: Sequence[str]) -> bool:
-        """Whether the FTS index can answer every term (trigram needs 3+ chars, unicode61 words)."""
-        if not self.fts:
-            return False
-        if self.trigram:
-            return all(len(t) >= TRIGRAM_MIN_CHARS for t in terms)
-        return all(t.isascii() and any(c.isalnum() for c in t) for t in terms)
-
-    def _recall_fts(
-        self, db: Handle, conversation_id: str, terms: Sequence[str], limit: int
-    ) -> list[RecallHit]:
-        # Each term is an FTS string literal, so ", *, (, ), :, -, AND, NEAR are plain text.
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        rows = db.execute(
-            "SELECT m.id, m.role, m.seq, m.content, m.tool_calls, bm25(messages_fts) AS rank "
-            "FROM messages_fts JOIN messages AS m ON m.row_id = messages_fts.rowid "
-            "WHERE messages_fts MATCH ? AND m.conversation_id = ? ORDER BY rank LIMIT ?",
-            (match, conversation_id, limit),
-        ).fetchall()
-        return [
-            RecallHit(
-                id=row[0],
-                role=row[1],
-                seq=int(row[2]),
-                snippet=snippet(_row_search_text(row[3], row[4]), terms),
-                score=-float(row[5]),
-            )
-            for row in rows
-        ]
-
-    def _recall_scan(
-        self, db: Handle, conversation_id: str, terms: Sequence[str], limit: int
-    ) -> list[RecallHit]:
-        """Newest matching rows first, at most SCAN_CANDIDATES of them, ranked by term_score."""
-        condition = " OR ".join(
-            "instr(lower(content), lower(?)) > 0 OR instr(lower(tool_calls), lower(?)) > 0"
-            for _ in terms
+        self._index(
+            db, [(int(extra[0]), search_text(m)) for m, extra in zip(messages, extras, strict=True)]
         )
-        params: list[Any] = [conversation_id]
-        for term in terms:
-            params += [term, term]
-        params.append(max(SCAN_CANDIDATES, limit))
-        scored: list[RecallHit] = []
-        for row in db.execute(
-            f"SELECT id, role, seq, content, tool_calls FROM messages "
-            f"WHERE conversation_id = ? AND ({condition}) ORDER BY seq DESC LIMIT ?",
-            params,
-        ).fetchall():
-            text = _row_search_text(row[3], row[4])
-            score = term_score(text, terms)
-            if score > 0:  # instr() on the tool_calls JSON can hit its keys; drop those
-                scored.append(RecallHit(row[0], row[1], int(row[2]), snippet(text, terms), score))
-        scored.sort(key=lambda hit: (-hit.score, -hit.seq))
-        return scored[:limit]
+
+    def _index(self, db: Handle, texts: Sequence[tuple[int, str]]) -> None:
+        """Add (row id, search text) pairs to the recall index tables this database has."""
+        if self.trigram:
+            db.executemany(f"INSERT INTO {TRIGRAM_TABLE} (rowid, text) VALUES (?, ?)", texts)
+        if self.grams:
+            rows = [(row_id, " ".join(text_grams(text))) for row_id, text in texts]
+            db.executemany(
+                f"INSERT INTO {GRAM_TABLE} (rowid, grams) VALUES (?, ?)", [r for r in rows if r[1]]
+            )
+
+    def newest(self, db: Handle, conversation_id: str, terms: Sequence[str], n: int) -> list[Found]:
+        """Walk an index newest first (or, for terms none answers, the log), check each row's
+        text against every term, stop at `n` that hold them all."""
+        trigram = [t for t in terms if self.trigram and term_kind(t) == "trigram"]
+        grams = [t for t in terms if self.grams and term_kind(t) == "gram"]
+        if trigram or grams:
+            try:
+                return _newest_indexed(db, conversation_id, terms, trigram, grams, n)
+            except sqlite3.OperationalError:
+                pass  # a term the index still refuses: the scan answers it instead
+        return _newest_scanned(db, conversation_id, terms, n)
 
     def optimize(self, db: Handle) -> None:
         """FTS5 leaves merge work behind a large import that later small appends would pay for."""
-        if self.fts:
-            db.execute("INSERT INTO messages_fts (messages_fts) VALUES ('optimize')")
+        for table, present in ((TRIGRAM_TABLE, self.trigram), (GRAM_TABLE, self.grams)):
+            if present:
+                db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
         db.execute("PRAGMA optimize")
 
 
@@ -175,10 +172,96 @@ def _is_read_only_error(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF == sqlite3.SQLITE_READONLY
 
 
-def _row_search_text(content: str, tool_calls: str) -> str:
-    return search_text(
-        Message(role="assistant", content=content, tool_calls=tool_calls_from_json(tool_calls))
+def _newest_indexed(
+    db: Handle,
+    conversation_id: str,
+    terms: Sequence[str],
+    trigram: Sequence[str],
+    grams: Sequence[str],
+    n: int,
+) -> list[Found]:
+    """`newest` through the trigram table (the gram table narrowing it) or the gram table."""
+    ends = db.execute(_ENDS, (conversation_id, conversation_id)).fetchone()
+    if ends is None or ends[0] is None:
+        return []
+    table = TRIGRAM_TABLE if trigram else GRAM_TABLE
+    tail: tuple[Any, ...] = (conversation_id,)
+    also = ""
+    if trigram and grams:
+        also = f" AND f.rowid IN (SELECT rowid FROM {GRAM_TABLE} WHERE {GRAM_TABLE} MATCH ?)"
+        tail += (_gram_match(grams),)
+    # A row with every trigram of a term may still lack the term; for plain ASCII terms SQLite
+    # rules those out itself, so that a rare identifier does not load each near miss.
+    for term in trigram:
+        if term.isascii() and term.isprintable() and not _ESCAPED_IN_JSON.intersection(term):
+            also += " AND (instr(lower(m.content), ?) > 0 OR instr(lower(m.tool_calls), ?) > 0)"
+            tail += (term.lower(), term.lower())
+    query = (
+        f"SELECT {_FOUND} FROM {table} AS f JOIN messages AS m ON m.row_id = f.rowid "
+        f"WHERE {table} MATCH ? AND f.rowid >= ? AND f.rowid <= ? "
+        f"AND m.conversation_id = ?{also} ORDER BY f.rowid DESC LIMIT ?"
     )
+    match = _trigram_match(trigram) if trigram else _gram_match(grams)
+    return _walk(db, query, (match, int(ends[0])), int(ends[1]), tail, terms, n)
+
+
+def _newest_scanned(db: Handle, conversation_id: str, terms: Sequence[str], n: int) -> list[Found]:
+    """`newest` by reading the log backwards: for terms no index answers (`--`, `C#`)."""
+    # `lower` folds ASCII only: it narrows, and the check of each row's text decides.
+    found_in = " AND ".join(
+        "(instr(lower(content), lower(?)) > 0 OR instr(lower(tool_calls), lower(?)) > 0)"
+        for _ in terms
+    )
+    query = (
+        "SELECT seq, id, role, seq, content, tool_calls FROM messages "
+        f"WHERE conversation_id = ? AND seq <= ? AND {found_in} ORDER BY seq DESC LIMIT ?"
+    )
+    tail = tuple(term for term in terms for _ in range(2))
+    return _walk(db, query, (conversation_id,), 1 << 62, tail, terms, n)
+
+
+def _walk(
+    db: Handle,
+    query: str,
+    head: tuple[Any, ...],
+    high: int,
+    tail: tuple[Any, ...],
+    terms: Sequence[str],
+    n: int,
+) -> list[Found]:
+    """Run `query` (head, upper key bound, tail, limit) in pages of `n` rows, newest first, until
+    `n` rows hold every term; each row is (key, id, role, seq, content, tool_calls)."""
+    found: list[Found] = []
+    while True:
+        rows = db.execute(query, (*head, high, *tail, n)).fetchall()
+        for row in rows:
+            text = _row_search_text(row[4], row[5])
+            if holds_all(text, terms):
+                found.append((str(row[1]), str(row[2]), int(row[3]), text))
+                if len(found) == n:
+                    return found
+        if len(rows) < n:
+            return found
+        high = int(rows[-1][0]) - 1
+
+
+def _quoted(text: str) -> str:
+    """An FTS5 string: operators and punctuation inside it are plain text."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _trigram_match(terms: Sequence[str]) -> str:
+    """Rows whose text holds every trigram `recall.trigrams` picks of every term."""
+    return " AND ".join(_quoted(gram) for term in terms for gram in trigrams(term))
+
+
+def _gram_match(terms: Sequence[str]) -> str:
+    """Rows whose gram list holds every term (each one or two ideographic characters)."""
+    return " AND ".join(_quoted(term) for term in terms)
+
+
+def _row_search_text(content: str, tool_calls: str) -> str:
+    return search_text_of(content, tool_calls_from_json(tool_calls))
 
 
 # The context read, and the migration steps schema_version counts, as SQLite runs them (tests
