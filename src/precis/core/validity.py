@@ -30,7 +30,11 @@ class Violation:
 
 
 def check(
-    messages: Sequence[Message], dialect: Dialect = "openai", *, allow_pending: bool = True
+    messages: Sequence[Message],
+    dialect: Dialect = "openai",
+    *,
+    allow_pending: bool = True,
+    start: int = 0,
 ) -> list[Violation]:
     """Return every violation; an empty list means the context may be sent.
 
@@ -39,6 +43,7 @@ def check(
     next non-tool message; call ids are unique within a message (and, for Anthropic, within
     the context); with `allow_pending` the calls of the final assistant turn may still
     await theirs. Anthropic also wants system text only up front and a user message first.
+    Indexes count from `start`: where `messages` begin in a longer list.
     """
     out: list[Violation] = []
     seen_calls: set[str] = set()
@@ -53,7 +58,7 @@ def check(
             )
         open_calls.clear()
 
-    for i, msg in enumerate(messages):
+    for i, msg in enumerate(messages, start):
         if msg.role == "tool":
             call_id = msg.tool_call_id or ""
             if turn_index is None:
@@ -89,19 +94,19 @@ def check(
                 open_calls[tc.id] = i
                 seen_calls.add(tc.id)
     if not allow_pending:
-        close_turn(len(messages))
+        close_turn(start + len(messages))
 
     if dialect == "anthropic":
-        out.extend(_anthropic_rules(messages))
+        out.extend(_anthropic_rules(messages, start))
     out.sort(key=lambda v: v.index)
     return out
 
 
-def _anthropic_rules(messages: Sequence[Message]) -> list[Violation]:
+def _anthropic_rules(messages: Sequence[Message], start: int) -> list[Violation]:
     out: list[Violation] = []
     leading = True
     first_checked = False
-    for i, msg in enumerate(messages):
+    for i, msg in enumerate(messages, start):
         if msg.role == "system":
             if not leading:
                 out.append(

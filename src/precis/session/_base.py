@@ -28,6 +28,7 @@ from precis.facts import folded_parts, prepare
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
+    ContextTail,
     ConversationStore,
     RecallHit,
     utc_now,
@@ -68,18 +69,49 @@ def _remember(messages: Sequence[Message], counter: TokenCounter) -> None:
         folded_parts(message)  # the text facts are looked for in, folded
 
 
-def refuse_broken_pairs(context: Sequence[Message], messages: Sequence[Message]) -> None:
+def answers_outside(turn: Sequence[Message], messages: Sequence[Message]) -> bool:
+    """Whether a tool result among `messages` answers a call that neither the turn nor an
+    earlier one of `messages` made: only then does `refuse_append` need the whole context to
+    give the same verdict (such a result is refused either way, but named by what came before).
+    """
+    calls = {tc.id for m in turn for tc in m.tool_calls}
+    for m in messages:
+        if m.role == "tool" and m.tool_call_id not in calls:
+            return True
+        calls.update(tc.id for tc in m.tool_calls)
+    return False
+
+
+def refuse_append(context: Sequence[Message], messages: Sequence[Message], start: int = 0) -> None:
+    """Refuse an append of `messages` after `context` (which begins at index `start` of the
+    whole context) that answers an unknown call or breaks the tool-call rules."""
+    known = {tc.id for m in context for tc in m.tool_calls}
+    for i, m in enumerate(messages):
+        if m.role == "tool" and m.tool_call_id not in known:
+            raise InvalidMessage(
+                i, f"tool result for unknown tool_call_id {m.tool_call_id!r}", "tool_call_id"
+            )
+        known.update(tc.id for tc in m.tool_calls)
+    refuse_broken_pairs(context, messages, start)
+
+
+def refuse_broken_pairs(
+    context: Sequence[Message], messages: Sequence[Message], start: int = 0
+) -> None:
     """Refuse an append that would break the tool-call rules the context already keeps: a call id
     twice in one message, or a call left unanswered when the conversation moves on. A call still
-    pending at the very end is fine: its result comes next."""
-    broken = check([*context, *messages])
-    if any(v.index < len(context) for v in broken):
-        before = {(v.index, v.rule) for v in check(context)}  # old damage is not this append's
+    pending at the very end is fine: its result comes next. `context` may be the end of a
+    longer one, from index `start`: indexes in the reason count in the whole."""
+    broken = check([*context, *messages], start=start)
+    end = start + len(context)
+    if any(v.index < end for v in broken):
+        # old damage is not this append's
+        before = {(v.index, v.rule) for v in check(context, start=start)}
         broken = [v for v in broken if (v.index, v.rule) not in before]
     if broken:
         first = broken[0]
         field = "tool_call_id" if first.rule in (ORPHAN_RESULT, UNKNOWN_CALL) else "tool_calls"
-        index = max(first.index - len(context), 0)
+        index = max(first.index - end, 0)
         raise InvalidMessage(index, f"{first.rule}: {first.detail}", field)
 
 
@@ -182,20 +214,23 @@ class BaseSession:
         snapshot: ContextSnapshot = yield self._call(self.store.context)
         return snapshot.messages
 
+    def _tail_steps(self) -> Steps[Request, ContextTail]:
+        yield from self._ensure_steps()
+        tail: ContextTail = yield self._call(self.store.tail)
+        return tail
+
     def _append_steps(
         self, items: Sequence[Message | Mapping[str, Any]]
     ) -> Steps[Request, list[Message]]:
         messages = as_messages(items)
-        context = yield from self._context_steps()
-        known = {tc.id for m in context for tc in m.tool_calls}
-        for i, m in enumerate(messages):
-            if m.role == "tool" and m.tool_call_id not in known:
-                raise InvalidMessage(
-                    i, f"tool result for unknown tool_call_id {m.tool_call_id!r}", "tool_call_id"
-                )
-            known.update(tc.id for tc in m.tool_calls)
-        refuse_broken_pairs(context, messages)
-        if self.settings.pin_task and _task_message(context) is None:
+        # The tool-call rules are checked against the context's last turn, which the store reads
+        # without the rest: the same verdict as the whole context gives, unless a result answers
+        # a call outside that turn, which is refused, and then named as the whole context says.
+        tail = yield from self._tail_steps()
+        if answers_outside(tail.turn, messages):
+            refuse_append((yield from self._context_steps()), messages)
+        refuse_append(tail.turn, messages, tail.start)
+        if self.settings.pin_task and _task_message(tail.pinned) is None:
             for i, m in enumerate(messages):
                 if m.role == "user" and m.kind == KIND_MESSAGE and m.content.strip():
                     messages[i] = replace(m, pinned=True, metadata={**m.metadata, "task": True})
@@ -210,7 +245,7 @@ class BaseSession:
     def _set_task_steps(self, text: str) -> Steps[Request, Message]:
         if not text.strip():
             raise InvalidInput("the task text is empty")
-        previous = _task_message((yield from self._context_steps()))
+        previous = _task_message((yield from self._tail_steps()).pinned)
         task = Message(
             role="user", content=text, kind=KIND_TASK, pinned=True, metadata={"task": True}
         )
@@ -221,7 +256,7 @@ class BaseSession:
         return appended[0]
 
     def _task_steps(self) -> Steps[Request, str | None]:
-        message = _task_message((yield from self._context_steps()))
+        message = _task_message((yield from self._tail_steps()).pinned)
         return message.content if message is not None else None
 
     def _pin_steps(self, message_id: str, pinned: bool) -> Steps[Request, None]:
