@@ -220,6 +220,10 @@ def test_legacy_sqlite_store_reads_as_before_and_still_writes(legacy_sqlite: Pat
         assert again.context("deploy").version == 2
         assert again.samples("deploy") == []  # turns before the samples table have none
     assert _sqlite_records(legacy_sqlite) == (names, steps)
+    with sqlite3.connect(legacy_sqlite) as raw:
+        tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master")}
+    assert {"messages_trigrams", "messages_grams", "messages_pinned"} <= tables
+    assert "messages_fts" not in tables  # m002's index, with positions, is gone
 
 
 def test_sqlite_refuses_a_migration_it_does_not_know(tmp_path: Path) -> None:

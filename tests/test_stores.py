@@ -395,7 +395,7 @@ def test_postgres_messages_are_immutable_rows(postgres_url: str, pg_schema: str)
         )
 
 
-def test_postgres_recall_chinese_uses_the_trigram_index(postgres_url: str, pg_schema: str) -> None:
+def test_postgres_recall_chinese_uses_the_recall_index(postgres_url: str, pg_schema: str) -> None:
     import psycopg
     from psycopg import sql
 
@@ -422,7 +422,7 @@ def test_postgres_recall_chinese_uses_the_trigram_index(postgres_url: str, pg_sc
                 "WHERE (content || E'\\n' || calls_text) ILIKE '%端口号%'"
             )
         )
-    assert "messages_trgm" in plan, plan
+    assert "messages_recall" in plan, plan
 
 
 def test_postgres_error_names_the_store_and_hides_the_password() -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "check_page",
     "check_summary",
     "duplicate_id",
+    "folded_term_score",
     "json_safe",
     "normalize_batch",
     "normalize_message",
@@ -49,6 +50,9 @@ __all__ = [
 
 # Longest snippet a recall hit carries, so a hit list stays small enough to show a model.
 SNIPPET_CHARS = 200
+# What occurrences add to term_score stays under 1, so a message holding more distinct terms
+# always ranks first (the bonus reaches it only past 22,000 occurrences).
+MAX_OCCURRENCE_BONUS = 0.99
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,18 +431,23 @@ def query_terms(query: str) -> list[str]:
 
 
 def term_score(text: str, terms: Sequence[str]) -> float:
-    """A simple relevance: distinct terms present, plus a damped count of their occurrences."""
-    folded = text.casefold()
+    """A simple relevance: distinct terms present, plus a damped count of their occurrences
+    (under 1, so more distinct terms always rank higher)."""
+    return folded_term_score(text.casefold(), [term.casefold() for term in terms])
+
+
+def folded_term_score(folded: str, folded_terms: Sequence[str]) -> float:
+    """`term_score` of a text and terms already case-folded."""
     distinct = 0
     occurrences = 0
-    for term in terms:
-        n = folded.count(term.casefold())
+    for term in folded_terms:
+        n = folded.count(term)
         if n:
             distinct += 1
             occurrences += n
     if not distinct:
         return 0.0
-    return distinct + math.log1p(occurrences) / 10
+    return distinct + min(math.log1p(occurrences) / 10, MAX_OCCURRENCE_BONUS)
 
 
 def snippet(text: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:

@@ -22,7 +22,7 @@ from precis.stores.base import (
     search_text,
     tail_of,
 )
-from precis.stores.recall import CANDIDATES, Found, holds_all, phases, rank
+from precis.stores.recall import CANDIDATES, Found, found, holds_all, recall, scan_bound
 from precis.stores.samples import Sample, check_sample, grown
 
 __all__ = ["MemoryStore"]
@@ -200,8 +200,7 @@ class MemoryStore(StoreBase):
             log = self._conversation(conversation_id).log
             if not terms or limit <= 0:
                 return []
-            found = [hit for phase in phases(terms) for hit in _newest(log, phase)]
-        return rank(found, terms, limit)
+            return recall(lambda phases: [h for p in phases for h in _newest(log, p)], terms, limit)
 
     def add_sample(
         self, conversation_id: str, sample: Sample, *, grow: bool = False
@@ -235,12 +234,12 @@ class MemoryStore(StoreBase):
 
 def _newest(log: list[Message], terms: list[str]) -> list[Found]:
     """The newest CANDIDATES messages of the log holding every term, newest first."""
-    found: list[Found] = []
-    for seq in range(len(log), 0, -1):
+    out: list[Found] = []
+    for seq in range(len(log), scan_bound(terms, len(log)), -1):
         message = log[seq - 1]
-        text = search_text(message)
-        if holds_all(text, terms):
-            found.append((message.id, message.role, seq, text))
-            if len(found) == CANDIDATES:
+        hit = found(message.id, message.role, seq, search_text(message))
+        if holds_all(hit, terms):
+            out.append(hit)
+            if len(out) == CANDIDATES:
                 break
-    return found
+    return out

@@ -4,8 +4,8 @@ Thread- and process-safety: every call borrows a pooled connection for one trans
 lock the conversation row (`SELECT … FOR UPDATE`), so appends to one conversation get gapless seq
 numbers and a compaction's compare-and-set on `version` cannot interleave with anything that
 touches the same conversation; reads run in REPEATABLE READ so a snapshot is consistent.
-Recall (stores/recall.py) finds a term of three or more characters with `ILIKE` over a pg_trgm
-GIN index, and one or two CJK characters in a GIN-indexed array of each message's grams.
+Recall (stores/recall.py) reads one GIN index a window of messages at a time, newest first: each
+message's window, its grams (one or two CJK characters) and, with pg_trgm, its trigrams.
 
 The queries are the shared ones of `SQLStore`; this module adds PostgreSQL's dialect and the pool.
 """
@@ -26,7 +26,15 @@ from psycopg_pool import ConnectionPool
 from precis.core.errors import StoreError
 from precis.core.messages import Message
 from precis.stores.migrations import bind, migrate
-from precis.stores.recall import IDEOGRAPHIC_RANGES, Found, holds_all, term_kind, text_grams
+from precis.stores.recall import (
+    IDEOGRAPHIC_RANGES,
+    Found,
+    found,
+    holds_all,
+    scan_bound,
+    term_kind,
+    text_grams,
+)
 from precis.stores.sql import Dialect, Handle, SQLStore
 
 __all__ = ["CONTEXT_SQL", "DEFAULT_SCHEMA", "MIGRATIONS", "PostgresDialect", "PostgresStore"]
@@ -42,6 +50,16 @@ _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 # The text recall searches: content plus tool-call names and arguments (base.search_text).
 _DOC = "(content || E'\\n' || calls_text)"
+# Recall reads a conversation in windows of this many seq numbers (see `_newest`); a message's
+# window is a key of the recall index, so changing this needs a migration.
+WINDOW_ROWS = 256
+_WINDOW = f"ARRAY[conversation_id || ':' || (seq / {WINDOW_ROWS})::text]"
+# Past this many windows at once, the index reads them slower than the terms alone narrow
+# the rest: what is left of the history is read in one query.
+MOST_WINDOWS = 64
+# The same text as an expression the recall index does not hold: a term none of its trigrams
+# can find is checked on each row of the window instead of sending the index through them all.
+_UNINDEXED_DOC = "(content || E'\\n' || calls_text || '')"
 # Any character `recall.text_grams` indexes, as a PostgreSQL regular expression.
 _GRAM_PATTERN = "[" + "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in IDEOGRAPHIC_RANGES) + "]"
 
@@ -94,9 +112,14 @@ class PostgresDialect(Dialect):
         # Without pg_trgm recall still answers every query; short and Chinese terms then scan.
 
     def create_bounded_recall(self, db: Handle) -> None:
-        """m004: the tsvector column and its index go (recall ranks in Python now); a column of
-        `recall.text_grams` with a GIN index comes, filled for the rows that have any."""
+        """m004: the tsvector column and the m002 indexes go; a column of `recall.text_grams`
+        comes (filled for the rows that have any), and one GIN index of each message's window,
+        grams and, with pg_trgm, trigrams, which `newest` reads a window at a time."""
         db.execute("ALTER TABLE messages DROP COLUMN IF EXISTS tsv")
+        db.execute("DROP INDEX IF EXISTS messages_trgm")
+        # Rows up to a page stay whole in the table, as SQLite keeps them: recall checks each
+        # candidate's text, and a compressed out-of-line text costs a lookup and a decompression.
+        db.execute("ALTER TABLE messages SET (toast_tuple_target = 8160)")
         db.execute("ALTER TABLE messages ADD COLUMN grams TEXT[]")
         rows = db.execute(
             self.sql(
@@ -112,7 +135,13 @@ class PostgresDialect(Dialect):
                 [(text_grams(_doc_text(row[2], row[3])), row[0], row[1]) for row in rows],
             )
             db.execute("ALTER TABLE messages ENABLE TRIGGER messages_are_immutable")
-        db.execute("CREATE INDEX messages_grams ON messages USING gin (grams)")
+        columns = [f"({_WINDOW})", "grams"]
+        trgm = _trigram_schema(db)
+        if trgm is not None:
+            schema = '"' + trgm.replace('"', '""') + '"'
+            columns.append(f"{_DOC} {schema}.gin_trgm_ops")
+        # Without pg_trgm a term of three or more characters is looked for window by window.
+        db.execute(f"CREATE INDEX messages_recall ON messages USING gin ({', '.join(columns)})")
 
     def message_extras(self, db: Handle, messages: Sequence[Message]) -> list[tuple[Any, ...]]:
         """The tool calls as recall indexes them (base.search_text joins them so), and the grams
@@ -123,30 +152,69 @@ class PostgresDialect(Dialect):
             extras.append((calls, text_grams(_doc_text(m.content, calls)) or None))
         return extras
 
-    def newest(self, db: Handle, conversation_id: str, terms: Sequence[str], n: int) -> list[Found]:
-        """One query: each term a trigram-indexed ILIKE or, for one or two ideographic
-        characters, a lookup in the grams column; newest first, checked as every store checks.
+    def newest(
+        self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
+    ) -> list[Found]:
+        """Each phase's newest matches (`_newest`)."""
+        return [hit for terms in phases for hit in self._newest(db, conversation_id, terms, n)]
+
+    def _newest(
+        self, db: Handle, conversation_id: str, terms: Sequence[str], n: int
+    ) -> list[Found]:
+        """Window by window back from the newest: one query each, every term an index condition
+        together with the window (a trigram ILIKE, a lookup in the grams column), so no query
+        reads all the matches of a common term, nor walks the whole history for a rare one.
+        Each window is sized from the matches the ones before it held, to hold what is missing.
 
         Each term is a bound parameter (an escaped ILIKE pattern, an array), so no query syntax
-        can raise. The planner walks the (conversation, seq) key backwards for common terms and
-        reads the GIN indexes for rare ones.
+        can raise. A term no index answers is checked on the rows of the window only.
         """
-        grams = [t for t in terms if term_kind(t) == "gram"]
-        patterns = [_like_pattern(t) for t in terms if term_kind(t) != "gram"]
-        where = [f"{_DOC} ILIKE ?" for _ in patterns] + (["grams @> ?"] if grams else [])
-        rows = db.execute(
-            self.sql(
-                "SELECT id, role, seq, content, calls_text FROM messages "
-                f"WHERE conversation_id = ? AND {' AND '.join(where)} ORDER BY seq DESC LIMIT ?"
-            ),
-            (conversation_id, *patterns, *([grams] if grams else []), n),
-        ).fetchall()
-        found: list[Found] = []
-        for row in rows:
-            text = _doc_text(row[3], row[4])
-            if holds_all(text, terms):
-                found.append((str(row[0]), str(row[1]), int(row[2]), text))
-        return found
+        kinds = [term_kind(t) for t in terms]
+        grams = [t for t, kind in zip(terms, kinds, strict=True) if kind == "gram"]
+        indexed = [t for t, kind in zip(terms, kinds, strict=True) if kind == "trigram"]
+        scanned = [t for t, kind in zip(terms, kinds, strict=True) if kind == "scan"]
+        where = [f"{_DOC} ILIKE ?" for _ in indexed]
+        where += [f"{_UNINDEXED_DOC} ILIKE ?" for _ in scanned]
+        if grams:
+            where.append("grams @> ?")
+        select = "SELECT id, role, seq, content, calls_text FROM messages WHERE conversation_id = ?"
+        rest = f" AND seq > ? AND seq < ? AND {' AND '.join(where)} ORDER BY seq DESC LIMIT ?"
+        windowed = self.sql(f"{select} AND {_WINDOW} && ?{rest}")
+        everything = self.sql(select + rest)
+        conditions = (
+            *(_like_pattern(t) for t in (*indexed, *scanned)),
+            *([grams] if grams else []),
+        )
+        top = db.execute(
+            self.sql("SELECT next_seq - 1 FROM conversations WHERE id = ?"), (conversation_id,)
+        ).fetchone()
+        last = int(top[0]) if top is not None else 0
+        floor = scan_bound(terms, last)  # matches have a seq above it
+        first = floor // WINDOW_ROWS  # the oldest window that holds one
+        out: list[Found] = []
+        high, width = last // WINDOW_ROWS, 1
+        window: tuple[Any, ...]
+        while high >= first and len(out) < n:
+            if width > MOST_WINDOWS:
+                # A rare term, by now: the rest at once, the terms alone narrowing it.
+                low, query, window = first, everything, ()
+            else:
+                low = max(high - width + 1, first)
+                keys = [f"{conversation_id}:{bucket}" for bucket in range(high, low - 1, -1)]
+                query, window = windowed, (keys,)
+            params = (conversation_id, *window, floor, (high + 1) * WINDOW_ROWS)
+            for row in db.execute(query, (*params, *conditions, n - len(out))).fetchall():
+                hit = found(str(row[0]), str(row[1]), int(row[2]), _doc_text(row[3], row[4]))
+                if holds_all(hit, terms):
+                    out.append(hit)
+            read = last - max(floor, low * WINDOW_ROWS - 1)
+            # Windows enough to hold what is missing at the rate found so far (one more, so
+            # that finding none does not read everything at once), at most four times the
+            # windows read so far.
+            rows = (n - len(out)) * read // (len(out) + 1)
+            width = max(1, min(-(-rows // WINDOW_ROWS), 4 * (last // WINDOW_ROWS - low + 1)))
+            high = low - 1
+        return out
 
     def optimize(self, db: Handle) -> None:
         db.execute("ANALYZE conversations, messages, in_context, events, pins")
@@ -248,8 +316,11 @@ class PostgresStore(SQLStore):
         self._pool = pool
 
     def _configure(self, conn: Connection) -> None:
-        """Point a new pooled connection at this store's schema."""
+        """Point a new pooled connection at this store's schema, and have every statement
+        planned for its own parameters: psycopg prepares a statement run five times, and a
+        generic plan cannot know how rare a recall term or how wide a window is."""
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        conn.execute("SET plan_cache_mode = force_custom_plan")
 
     def _migrate(self, connect_timeout: int) -> None:
         """Create the schema and apply missing migrations, one process at a time."""

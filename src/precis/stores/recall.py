@@ -2,44 +2,58 @@
 
 A query is whitespace-separated terms; a message matches a term when its search text
 (`base.search_text`) holds the term, case-folded. Recall does not score every match of a common
-word: it takes the newest `CANDIDATES` messages matching each term and, for a query of several
-terms, the newest `CANDIDATES` matching all of them; it ranks those by `base.term_score` (distinct
-terms present, then how often), newer first on a tie, and returns the best `limit`. So the cost of
-a query is bounded at any history length, and the newest relevant messages come first.
+word: it takes the newest `CANDIDATES` messages matching all the terms and, when fewer than the
+limit match them all, the newest `CANDIDATES` matching each term; it ranks those by
+`base.term_score` (distinct terms present, then how often), newer first on a tie, and returns the
+best `limit`. So the cost of a query is bounded at any history length, and the newest relevant
+messages come first.
 
-How a store finds the newest matches of a term depends on the term (`term_kind`): three or more
-characters through a trigram index (FTS5 on SQLite, pg_trgm on PostgreSQL); one or two characters
-of a script written without spaces (kana, CJK ideographs, Hangul: `端口`, `端`) through an index of
-each such run's characters and adjacent pairs (`text_grams`), which no trigram index can answer;
-anything else shorter (`--`, `C#`) by scanning the newest messages until enough match.
+How a store finds the newest matches of a term depends on the term (`term_kind`): one with three
+alphanumeric characters in a row through a trigram index (FTS5 on SQLite, pg_trgm on
+PostgreSQL); one or two characters of a script written without spaces (kana, CJK ideographs,
+Hangul: `端口`, `端`) through an index of each such run's characters and adjacent pairs
+(`text_grams`), which no trigram index can answer; anything else (`--`, `C#`, `db-7`) by reading
+the newest messages, at most SCAN_MESSAGES of them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal, NamedTuple
 
-from precis.stores.base import RecallHit, snippet, term_score
+from precis.stores.base import RecallHit, folded_term_score, snippet
 
 __all__ = [
     "CANDIDATES",
     "IDEOGRAPHIC_RANGES",
+    "MOST_TRIGRAMS",
+    "RARE_SHARE",
+    "SCAN_MESSAGES",
     "TRIGRAM_CHARS",
     "Found",
     "TermKind",
+    "found",
     "holds_all",
-    "phases",
     "rank",
+    "recall",
+    "scan_bound",
     "term_kind",
     "text_grams",
     "trigrams",
 ]
 
 # How many of the newest matches of each term, and of all terms together, recall ranks.
-CANDIDATES = 200
-# Terms of at least this many characters are found through a trigram index.
+CANDIDATES = 100
+# Terms with this many alphanumeric characters in a row are found through a trigram index.
 TRIGRAM_CHARS = 3
+# A term no index answers (`--`, `C#`, `db-7`) is looked for among this many of a conversation's
+# newest messages only: reading every message for it would cost seconds at a million.
+SCAN_MESSAGES = 10_000
+# A longer term is looked up by at most this many of its trigrams: those held by fewer than this
+# share of recent messages (see `trigrams`).
+MOST_TRIGRAMS = 4
+RARE_SHARE = 0.1
 
 # Scripts written without spaces between words, as (first, last) code points: kana, CJK
 # ideographs with extension A, the unified ones, Hangul syllables, compatibility ideographs, and
@@ -55,20 +69,43 @@ IDEOGRAPHIC_RANGES = (
 _CLASS = "".join(f"{chr(first)}-{chr(last)}" for first, last in IDEOGRAPHIC_RANGES)
 _RUN = re.compile(f"[{_CLASS}]+")
 _ALL_IDEOGRAPHIC = re.compile(f"[{_CLASS}]{{1,2}}")
+# What a trigram index can look a term up by (pg_trgm keeps only the alphanumeric runs).
+_ALNUM_RUN = re.compile(rf"[^\W_]{{{TRIGRAM_CHARS}}}")
 
 TermKind = Literal["trigram", "gram", "scan"]
 
-# One message found by a store: id, role, seq and its search text.
-Found = tuple[str, str, int, str]
+
+class Found(NamedTuple):
+    """One message a store found: what a hit shows, and its search text (also case-folded)."""
+
+    id: str
+    role: str
+    seq: int
+    text: str
+    folded: str
+
+
+def found(message_id: str, role: str, seq: int, text: str) -> Found:
+    """A `Found` of a message's search text."""
+    return Found(message_id, role, seq, text, text.casefold())
 
 
 def term_kind(term: str) -> TermKind:
-    """Which index finds a term: the trigram one, the gram one, or none (a scan)."""
-    if len(term) >= TRIGRAM_CHARS:
+    """Which index finds a term: the trigram one (three alphanumeric characters in a row), the
+    gram one (one or two ideographic characters), or none (a scan of the newest messages)."""
+    if _ALNUM_RUN.search(term):
         return "trigram"
     if _ALL_IDEOGRAPHIC.fullmatch(term):
         return "gram"
     return "scan"
+
+
+def scan_bound(terms: Sequence[str], last_seq: int) -> int:
+    """The seq a phase's matches must be above: 0, or for a phase with a term no index answers,
+    all but the newest SCAN_MESSAGES."""
+    if any(term_kind(term) == "scan" for term in terms):
+        return max(0, last_seq - SCAN_MESSAGES)
+    return 0
 
 
 def text_grams(text: str) -> list[str]:
@@ -82,39 +119,53 @@ def text_grams(text: str) -> list[str]:
     return sorted(grams)
 
 
-def trigrams(term: str) -> list[str]:
-    """Trigrams of a term that every text holding it also holds: one every three characters and
-    the last, so a long identifier needs few index lookups (the candidates are checked after)."""
-    last = len(term) - TRIGRAM_CHARS
-    starts = {*range(0, last, TRIGRAM_CHARS), last}
-    return sorted({term[i : i + TRIGRAM_CHARS] for i in starts})
+def trigrams(term: str, share: Callable[[str], float]) -> list[str]:
+    """The trigrams to look a term up by (each row found is checked against the term after).
+
+    All of a short term's. Of a longer one, the rarest by `share` (of recent messages holding
+    the trigram, case-folded): walking an index newest first costs what the common trigrams'
+    lists hold, so `src/billing/module_17.py` is found through `_17`, `17.`, `7.p` and `/bi`
+    rather than through `src`, `mod` and `.py` too. Every one rarer than RARE_SHARE, up to
+    MOST_TRIGRAMS of them; at least the rarest two.
+    """
+    grams = sorted({term[i : i + TRIGRAM_CHARS] for i in range(len(term) - TRIGRAM_CHARS + 1)})
+    if len(grams) <= MOST_TRIGRAMS - 1:
+        return grams
+    shares = {gram: share(gram.casefold()) for gram in grams}
+    ranked = sorted(grams, key=lambda gram: (shares[gram], gram))
+    rare = [gram for gram in ranked if shares[gram] < RARE_SHARE][:MOST_TRIGRAMS]
+    return sorted(rare if len(rare) >= 2 else ranked[:2])
 
 
-def phases(terms: Sequence[str]) -> list[list[str]]:
-    """The term sets whose newest matches recall ranks: all the terms together, then each."""
-    each = [[term] for term in terms]
-    return [list(terms), *each] if len(terms) > 1 else each
+def recall(
+    newest: Callable[[list[list[str]]], list[Found]], terms: Sequence[str], limit: int
+) -> list[RecallHit]:
+    """Recall through a store's `newest(phases)` (each phase a list of terms; for each, the newest
+    CANDIDATES messages holding all of them): the newest matches of all the terms together and,
+    when fewer than `limit` hold them all, of each term too. Those could change nothing when
+    `limit` messages hold every term: a message holding every term outranks one holding fewer."""
+    found = newest([list(terms)])
+    if len(terms) > 1 and len(found) < limit:
+        found += newest([[term] for term in terms])
+    return rank(found, terms, limit)
 
 
-def holds_all(text: str, terms: Sequence[str]) -> bool:
-    """Whether the text holds every term, case-folded (what an index lookup is checked with)."""
-    folded = text.casefold()
-    return all(term.casefold() in folded for term in terms)
+def holds_all(hit: Found, terms: Sequence[str]) -> bool:
+    """Whether a message holds every term, case-folded (what an index lookup is checked with)."""
+    return all(term.casefold() in hit.folded for term in terms)
 
 
 def rank(found: Iterable[Found], terms: Sequence[str], limit: int) -> list[RecallHit]:
     """The best `limit` of the messages found: by term_score, then the newest first."""
-    scored: list[tuple[float, Found]] = []
-    seen: set[int] = set()
+    folded_terms = [term.casefold() for term in terms]
+    scored: dict[int, tuple[float, Found]] = {}
     for hit in found:
-        if hit[2] in seen:
-            continue
-        seen.add(hit[2])
-        score = term_score(hit[3], terms)
-        if score > 0:
-            scored.append((score, hit))
-    scored.sort(key=lambda pair: (-pair[0], -pair[1][2]))
+        if hit.seq not in scored:
+            scored[hit.seq] = (folded_term_score(hit.folded, folded_terms), hit)
+    best = sorted(
+        (pair for pair in scored.values() if pair[0] > 0), key=lambda p: (-p[0], -p[1].seq)
+    )
     return [
-        RecallHit(id=message_id, role=role, seq=seq, snippet=snippet(text, terms), score=score)
-        for score, (message_id, role, seq, text) in scored[:limit]
+        RecallHit(hit.id, hit.role, hit.seq, snippet(hit.text, terms), score)
+        for score, hit in best[:limit]
     ]

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from precis.core.errors import ConversationNotFound, UnknownMessage, VersionConflict
 from precis.core.messages import Message
-from precis.stores import base
+from precis.stores import base, recall
 from precis.stores.base import (
     Compaction,
     CompactionEvent,
@@ -27,7 +27,7 @@ from precis.stores.base import (
     RecallHit,
     StoreBase,
 )
-from precis.stores.recall import CANDIDATES, Found, phases, rank
+from precis.stores.recall import CANDIDATES, Found
 from precis.stores.rows import (
     INSERT_COLUMNS,
     M_COLUMNS,
@@ -137,9 +137,11 @@ class Dialect:
         """Migration m004: the index `newest` walks; messages may already exist."""
         raise NotImplementedError
 
-    def newest(self, db: Handle, conversation_id: str, terms: Sequence[str], n: int) -> list[Found]:
-        """The newest `n` messages of the conversation holding every term (see stores/recall.py),
-        newest first."""
+    def newest(
+        self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
+    ) -> list[Found]:
+        """For each phase (terms), the newest `n` messages of the conversation holding every one
+        of its terms (see stores/recall.py), newest first."""
         raise NotImplementedError
 
     def optimize(self, db: Handle) -> None:
@@ -534,13 +536,11 @@ class SQLStore(StoreBase):
             self._conversation_row(db, conversation_id)
             if not terms or limit <= 0:
                 return []
-            newest = self._dialect.newest
-            found = [
-                hit
-                for phase in phases(terms)
-                for hit in newest(db, conversation_id, phase, CANDIDATES)
-            ]
-        return rank(found, terms, limit)
+            return recall.recall(
+                lambda phases: self._dialect.newest(db, conversation_id, phases, CANDIDATES),
+                terms,
+                limit,
+            )
 
     def optimize(self) -> None:
         """Compact the recall index and refresh planner statistics; run after bulk loads."""

@@ -23,7 +23,15 @@ from precis.core.errors import ReadOnlyStore, StoreError
 from precis.core.messages import Message
 from precis.stores.base import search_text, search_text_of
 from precis.stores.migrations import bind, migrate, pending_migrations
-from precis.stores.recall import Found, holds_all, term_kind, text_grams, trigrams
+from precis.stores.recall import (
+    Found,
+    found,
+    holds_all,
+    scan_bound,
+    term_kind,
+    text_grams,
+    trigrams,
+)
 from precis.stores.rows import tool_calls_from_json
 from precis.stores.sql import Dialect, Handle, SQLStore
 
@@ -33,6 +41,9 @@ __all__ = ["CONTEXT_SQL", "MIGRATIONS", "SQLiteDialect", "SQLiteStore"]
 BUSY_TIMEOUT_MS = 30_000
 # Page cache per connection, in KiB: FTS5 merges reread index pages, and misses dominate appends.
 CACHE_KIB = 32 * 1024
+# Page size of a new database file: rows of a few KB leave a fifth of each 4 KiB page empty,
+# a tenth of a 16 KiB one. An existing file keeps the page size it was made with.
+PAGE_BYTES = 16_384
 # Rows the m004 migration indexes per statement when it rebuilds the recall index.
 BACKFILL_ROWS = 5_000
 # The recall index since m004: FTS5 tables of (rowid = message row id) without positions, so a
@@ -40,13 +51,8 @@ BACKFILL_ROWS = 5_000
 TRIGRAM_TABLE = "messages_trigrams"
 GRAM_TABLE = "messages_grams"
 _FOUND = "m.row_id, m.id, m.role, m.seq, m.content, m.tool_calls"
-# What the tool-call JSON stores escaped (json.dumps with ensure_ascii=False).
-_ESCAPED_IN_JSON = frozenset('"\\')
-# The first and last row id of a conversation (row ids grow with seq), bounding an index walk.
-_ENDS = (
-    "SELECT (SELECT row_id FROM messages WHERE conversation_id = ? ORDER BY seq LIMIT 1), "
-    "(SELECT row_id FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT 1)"
-)
+# How many of a conversation's newest messages tell which trigrams of a long term are rare.
+SAMPLE = 128
 
 
 class SQLiteDialect(Dialect):
@@ -146,17 +152,24 @@ class SQLiteDialect(Dialect):
                 f"INSERT INTO {GRAM_TABLE} (rowid, grams) VALUES (?, ?)", [r for r in rows if r[1]]
             )
 
-    def newest(self, db: Handle, conversation_id: str, terms: Sequence[str], n: int) -> list[Found]:
+    def newest(
+        self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
+    ) -> list[Found]:
         """Walk an index newest first (or, for terms none answers, the log), check each row's
-        text against every term, stop at `n` that hold them all."""
-        trigram = [t for t in terms if self.trigram and term_kind(t) == "trigram"]
-        grams = [t for t in terms if self.grams and term_kind(t) == "gram"]
-        if trigram or grams:
-            try:
-                return _newest_indexed(db, conversation_id, terms, trigram, grams, n)
-            except sqlite3.OperationalError:
-                pass  # a term the index still refuses: the scan answers it instead
-        return _newest_scanned(db, conversation_id, terms, n)
+        text against the terms, stop at `n` that hold them all; for each phase."""
+        out: list[Found] = []
+        walk = _Walk(db, conversation_id, n)
+        for terms in phases:
+            trigram = [t for t in terms if self.trigram and term_kind(t) == "trigram"]
+            grams = [t for t in terms if self.grams and term_kind(t) == "gram"]
+            if trigram or grams:
+                try:
+                    out += walk.indexed(terms, trigram, grams)
+                    continue
+                except sqlite3.OperationalError:
+                    pass  # a term the index still refuses: the scan answers it instead
+            out += walk.scanned(terms)
+        return out
 
     def optimize(self, db: Handle) -> None:
         """FTS5 leaves merge work behind a large import that later small appends would pay for."""
@@ -172,77 +185,116 @@ def _is_read_only_error(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF == sqlite3.SQLITE_READONLY
 
 
-def _newest_indexed(
-    db: Handle,
-    conversation_id: str,
-    terms: Sequence[str],
-    trigram: Sequence[str],
-    grams: Sequence[str],
-    n: int,
-) -> list[Found]:
-    """`newest` through the trigram table (the gram table narrowing it) or the gram table."""
-    ends = db.execute(_ENDS, (conversation_id, conversation_id)).fetchone()
-    if ends is None or ends[0] is None:
-        return []
-    table = TRIGRAM_TABLE if trigram else GRAM_TABLE
-    tail: tuple[Any, ...] = (conversation_id,)
-    also = ""
-    if trigram and grams:
-        also = f" AND f.rowid IN (SELECT rowid FROM {GRAM_TABLE} WHERE {GRAM_TABLE} MATCH ?)"
-        tail += (_gram_match(grams),)
-    # A row with every trigram of a term may still lack the term; for plain ASCII terms SQLite
-    # rules those out itself, so that a rare identifier does not load each near miss.
-    for term in trigram:
-        if term.isascii() and term.isprintable() and not _ESCAPED_IN_JSON.intersection(term):
-            also += " AND (instr(lower(m.content), ?) > 0 OR instr(lower(m.tool_calls), ?) > 0)"
-            tail += (term.lower(), term.lower())
-    query = (
-        f"SELECT {_FOUND} FROM {table} AS f JOIN messages AS m ON m.row_id = f.rowid "
-        f"WHERE {table} MATCH ? AND f.rowid >= ? AND f.rowid <= ? "
-        f"AND m.conversation_id = ?{also} ORDER BY f.rowid DESC LIMIT ?"
-    )
-    match = _trigram_match(trigram) if trigram else _gram_match(grams)
-    return _walk(db, query, (match, int(ends[0])), int(ends[1]), tail, terms, n)
+class _Walk:
+    """The newest `n` matches of each phase in one conversation: what the phases share (its
+    row ids and length, a sample of its newest messages) is read once, when first needed."""
 
+    def __init__(self, db: Handle, conversation_id: str, n: int) -> None:
+        self.db = db
+        self.conversation_id = conversation_id
+        self.n = n
+        self._ends: tuple[int, int, int] | None = None
+        self._sample: list[str] | None = None
+        self._shares: dict[str, float] = {}
 
-def _newest_scanned(db: Handle, conversation_id: str, terms: Sequence[str], n: int) -> list[Found]:
-    """`newest` by reading the log backwards: for terms no index answers (`--`, `C#`)."""
-    # `lower` folds ASCII only: it narrows, and the check of each row's text decides.
-    found_in = " AND ".join(
-        "(instr(lower(content), lower(?)) > 0 OR instr(lower(tool_calls), lower(?)) > 0)"
-        for _ in terms
-    )
-    query = (
-        "SELECT seq, id, role, seq, content, tool_calls FROM messages "
-        f"WHERE conversation_id = ? AND seq <= ? AND {found_in} ORDER BY seq DESC LIMIT ?"
-    )
-    tail = tuple(term for term in terms for _ in range(2))
-    return _walk(db, query, (conversation_id,), 1 << 62, tail, terms, n)
+    def ends(self) -> tuple[int, int, int]:
+        """The conversation's first and last row id (row ids grow with seq) and last seq."""
+        if self._ends is None:
+            row = self.db.execute(
+                "SELECT (SELECT row_id FROM messages WHERE conversation_id = ?1 "
+                "ORDER BY seq LIMIT 1), (SELECT row_id FROM messages WHERE conversation_id = ?1 "
+                "ORDER BY seq DESC LIMIT 1), "
+                "(SELECT next_seq - 1 FROM conversations WHERE id = ?1)",
+                (self.conversation_id,),
+            ).fetchone()
+            self._ends = (int(row[0] or 0), int(row[1] or -1), int(row[2] or 0))
+        return self._ends
 
+    def share(self, gram: str) -> float:
+        """The share of the newest SAMPLE messages whose folded search text holds `gram`."""
+        if self._sample is None:
+            rows = self.db.execute(
+                "SELECT content, tool_calls FROM messages WHERE conversation_id = ? "
+                "ORDER BY seq DESC LIMIT ?",
+                (self.conversation_id, SAMPLE),
+            ).fetchall()
+            self._sample = [_row_search_text(row[0], row[1]).casefold() for row in rows]
+        if gram not in self._shares:
+            held = sum(1 for text in self._sample if gram in text)
+            self._shares[gram] = held / len(self._sample) if self._sample else 0.0
+        return self._shares[gram]
 
-def _walk(
-    db: Handle,
-    query: str,
-    head: tuple[Any, ...],
-    high: int,
-    tail: tuple[Any, ...],
-    terms: Sequence[str],
-    n: int,
-) -> list[Found]:
-    """Run `query` (head, upper key bound, tail, limit) in pages of `n` rows, newest first, until
-    `n` rows hold every term; each row is (key, id, role, seq, content, tool_calls)."""
-    found: list[Found] = []
-    while True:
-        rows = db.execute(query, (*head, high, *tail, n)).fetchall()
-        for row in rows:
-            text = _row_search_text(row[4], row[5])
-            if holds_all(text, terms):
-                found.append((str(row[1]), str(row[2]), int(row[3]), text))
-                if len(found) == n:
-                    return found
-        if len(rows) < n:
-            return found
-        high = int(rows[-1][0]) - 1
+    def indexed(
+        self, terms: Sequence[str], trigram: Sequence[str], grams: Sequence[str]
+    ) -> list[Found]:
+        """Through the trigram table (the gram table narrowing it) or the gram table."""
+        low, high, last_seq = self.ends()
+        bound = scan_bound(terms, last_seq)
+        if bound:  # a term no index answers: only the newest messages
+            row = self.db.execute(
+                "SELECT row_id FROM messages WHERE conversation_id = ? AND seq > ? "
+                "ORDER BY seq LIMIT 1",
+                (self.conversation_id, bound),
+            ).fetchone()
+            low = high + 1 if row is None else int(row[0])
+        table = TRIGRAM_TABLE if trigram else GRAM_TABLE
+        tail: tuple[Any, ...] = (self.conversation_id,)
+        also = ""
+        if trigram and grams:
+            # The + keeps SQLite from turning the list into one trigram lookup per gram match.
+            also = f" AND +f.rowid IN (SELECT rowid FROM {GRAM_TABLE} WHERE {GRAM_TABLE} MATCH ?)"
+            tail += (_match(grams),)
+        query = (
+            f"SELECT {_FOUND} FROM {table} AS f JOIN messages AS m ON m.row_id = f.rowid "
+            f"WHERE {table} MATCH ? AND f.rowid >= ? AND f.rowid <= ? "
+            f"AND m.conversation_id = ?{also} ORDER BY f.rowid DESC LIMIT ?"
+        )
+        if trigram:
+            match = _match([gram for term in trigram for gram in trigrams(term, self.share)])
+        else:
+            match = _match(grams)
+        return self._walk(query, (match, low), high, tail, terms)
+
+    def scanned(self, terms: Sequence[str]) -> list[Found]:
+        """By reading the log backwards: for terms no index answers (`--`, `C#`)."""
+        # `lower` folds ASCII only: it narrows, and the check of each row's text decides.
+        found_in = " AND ".join(
+            "(instr(lower(content), lower(?)) > 0 OR instr(lower(tool_calls), lower(?)) > 0)"
+            for _ in terms
+        )
+        query = (
+            "SELECT seq, id, role, seq, content, tool_calls FROM messages "
+            f"WHERE conversation_id = ? AND seq > ? AND seq <= ? AND {found_in} "
+            "ORDER BY seq DESC LIMIT ?"
+        )
+        bound = scan_bound(terms, self.ends()[2])
+        tail = tuple(term for term in terms for _ in range(2))
+        return self._walk(query, (self.conversation_id, bound), 1 << 62, tail, terms)
+
+    def _walk(
+        self,
+        query: str,
+        head: tuple[Any, ...],
+        high: int,
+        tail: tuple[Any, ...],
+        terms: Sequence[str],
+    ) -> list[Found]:
+        """Run `query` (head, upper key bound, tail, limit) a page of `n` rows at a time, newest
+        first, until `n` rows hold every term; a row is (key, id, role, seq, content, calls)."""
+        out: list[Found] = []
+        n = self.n
+        while True:
+            rows = self.db.execute(query, (*head, high, *tail, n)).fetchall()
+            for row in rows:
+                text = _row_search_text(row[4], row[5])
+                hit = found(str(row[1]), str(row[2]), int(row[3]), text)
+                if holds_all(hit, terms):
+                    out.append(hit)
+                    if len(out) == n:
+                        return out
+            if len(rows) < n:
+                return out
+            high = int(rows[-1][0]) - 1
 
 
 def _quoted(text: str) -> str:
@@ -250,14 +302,9 @@ def _quoted(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def _trigram_match(terms: Sequence[str]) -> str:
-    """Rows whose text holds every trigram `recall.trigrams` picks of every term."""
-    return " AND ".join(_quoted(gram) for term in terms for gram in trigrams(term))
-
-
-def _gram_match(terms: Sequence[str]) -> str:
-    """Rows whose gram list holds every term (each one or two ideographic characters)."""
-    return " AND ".join(_quoted(term) for term in terms)
+def _match(tokens: Sequence[str]) -> str:
+    """An FTS5 query for the rows holding every token (trigrams, or grams)."""
+    return " AND ".join(_quoted(token) for token in dict.fromkeys(tokens))
 
 
 def _row_search_text(content: str, tool_calls: str) -> str:
@@ -303,6 +350,8 @@ class SQLiteStore(SQLStore):
         self._db: sqlite3.Connection | None = db
         try:
             db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if not read_only:
+                db.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # before WAL, or it is too late
             if not in_memory and not read_only:
                 mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":

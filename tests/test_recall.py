@@ -1,0 +1,251 @@
+"""What recall means (stores/recall.py), and that every store means the same by it.
+
+The rules are checked as plain functions; then the same conversations go into a MemoryStore, a
+SQLite file and a PostgreSQL schema, and every query must come back the same from all three,
+including where the bounds bite: a common word's older matches, a term no index answers.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from precis.core.messages import Message, ToolCall
+from precis.stores import ConversationStore, MemoryStore, SQLiteStore, recall
+from precis.stores.base import MAX_OCCURRENCE_BONUS, RecallHit, term_score
+from precis.stores.recall import (
+    CANDIDATES,
+    found,
+    rank,
+    term_kind,
+    text_grams,
+    trigrams,
+)
+
+CID = "c"
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
+    backend: ConversationStore
+    if request.param == "memory":
+        backend = MemoryStore()
+    elif request.param == "postgres":
+        from precis.stores.postgres import PostgresStore
+
+        url = request.getfixturevalue("postgres_url")
+        backend = PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
+    else:
+        backend = SQLiteStore(tmp_path / "precis.db")
+    yield backend
+    backend.close()
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def seqs(hits: list[RecallHit]) -> list[int]:
+    return [h.seq for h in hits]
+
+
+# --- the rules --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("term", "kind"),
+    [
+        ("error", "trigram"),
+        ("5433", "trigram"),
+        ("tenant_id", "trigram"),
+        ("数据库", "trigram"),
+        ("(loudly)", "trigram"),
+        ("端口", "gram"),
+        ("端", "gram"),
+        ("ポート", "trigram"),
+        ("ポ", "gram"),
+        ("포트", "gram"),
+        ("db", "scan"),
+        ("--", "scan"),
+        ("C#", "scan"),
+        ("db-7", "scan"),
+        ("a*b", "scan"),
+        ("端x", "scan"),
+    ],
+)
+def test_term_kinds(term: str, kind: str) -> None:
+    assert term_kind(term) == kind
+
+
+def test_text_grams_are_the_characters_and_pairs_of_each_run() -> None:
+    assert text_grams("plain English, no grams") == []
+    assert text_grams("端口是 5433，数据") == sorted(
+        ["端", "口", "是", "端口", "口是", "数", "据", "数据"]
+    )
+    assert text_grams("ポート8080") == sorted(["ポ", "ー", "ト", "ポー", "ート"])
+
+
+def test_a_long_term_is_looked_up_by_its_rare_trigrams() -> None:
+    common = {"src", "rc/", "c/b", "/bi", "bil", "ill", "lli", "lin", "ing", "ng/", "g/m", "/mo"}
+    common |= {"mod", "odu", "dul", "ule", "le_", "7.p", ".py"}
+
+    def share(gram: str) -> float:
+        return 0.9 if gram in common else 0.01
+
+    term = "src/billing/module_17.py"
+    picked = trigrams(term, share)
+    assert picked == ["17.", "_17", "e_1"]  # the rare ones only, at most four
+    assert all(gram in term for gram in picked)
+    assert trigrams(term, lambda gram: 0.5) == [".py", "/bi"]  # none rare: two of them
+    assert trigrams("error", share) == ["err", "ror", "rro"]  # a short term: all of them
+    assert trigrams("abc", share) == ["abc"]
+
+
+def test_more_distinct_terms_always_rank_first() -> None:
+    flood = "port " * 30_000  # occurrences alone would pass one more term's worth
+    assert term_score(flood, ["port", "5433"]) < term_score("port 5433", ["port", "5433"])
+    assert term_score(flood, ["port"]) == 1 + MAX_OCCURRENCE_BONUS
+    hits = [
+        found("a", "user", 1, "port 5433"),
+        found("b", "user", 2, "port 5433"),
+        found("c", "user", 3, flood),
+        found("b", "user", 2, "port 5433"),  # found twice (two phases): counted once
+        found("d", "user", 4, "nothing"),
+    ]
+    assert seqs(rank(hits, ["port", "5433"], 10)) == [2, 1, 3]  # ties: the newer first
+
+
+# --- the same on every store ------------------------------------------------------------------
+
+WORDS = ["port", "error", "database", "connection", "cache", "deploy", "rollback", "worker"]
+CJK = ["端口", "数据库", "错误", "连接", "缓存"]
+
+
+def conversation(size: int, seed: int = 7) -> list[Message]:
+    """Messages of a few words each (some Chinese, some with tool calls), old ones wordier."""
+    rng = random.Random(seed)
+    out: list[Message] = []
+    for i in range(size):
+        words = rng.choices(WORDS, k=rng.randint(1, 6 if i < size // 2 else 3))
+        if rng.random() < 0.3:
+            words.append(rng.choice(CJK) + rng.choice(CJK))
+        if rng.random() < 0.1:
+            words.append(rng.choice(["5433", "C#", "--", "db-7"]))
+        text = " ".join(words)
+        if rng.random() < 0.15:
+            call = ToolCall(f"call_{i}", "grep_repository", f'{{"pattern": "{rng.choice(WORDS)}"}}')
+            out.append(Message(role="assistant", content=text, tool_calls=(call,)))
+        else:
+            out.append(user(text))
+    return out
+
+
+QUERIES = [
+    "error",
+    "ERROR",
+    "端口",
+    "端",
+    "数据库",
+    "database connection",
+    "port 5433",
+    "端口 error",
+    "grep_repository",
+    "C#",
+    "--",
+    "db-7",
+    "cache --",
+    "rollback worker deploy",
+    "nowhere",
+]
+
+
+def answers(store: ConversationStore, limit: int) -> dict[str, list[tuple[Any, ...]]]:
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for query in QUERIES:
+        hits = store.recall(CID, query, limit)
+        out[query] = [(h.id, h.seq, h.snippet, round(h.score, 9)) for h in hits]
+    return out
+
+
+def test_every_store_recalls_alike(
+    store: ConversationStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recall, "SCAN_MESSAGES", 150)  # so the scan bound bites here too
+    messages = conversation(3 * CANDIDATES + 300)
+    store.append(CID, messages)
+    reference = MemoryStore()
+    reference.append(CID, store.history(CID))
+    for limit in (10, 3):
+        assert answers(store, limit) == answers(reference, limit)
+    # The bounds did bite: some query had more matches than it ranked.
+    assert sum("error" in m.content for m in messages) > CANDIDATES
+
+
+def test_recall_ranks_the_newest_matches_of_a_common_word(store: ConversationStore) -> None:
+    (old,) = store.append(CID, [user("error " * 20)])  # the most occurrences, but oldest
+    store.append(CID, [user(f"error number {i}") for i in range(CANDIDATES)])
+    (doubled,) = store.append(CID, [user("error and error again")])
+    hits = store.recall(CID, "error", limit=5)
+    assert hits[0].id == doubled.id
+    assert old.id not in [h.id for h in hits]
+    assert seqs(hits[1:]) == [101, 100, 99, 98]
+
+
+def test_recall_finds_an_old_message_holding_every_term(store: ConversationStore) -> None:
+    (both,) = store.append(CID, [user("the database connection dropped")])
+    store.append(CID, [user(f"database {i}") for i in range(CANDIDATES)])
+    store.append(CID, [user(f"connection {i}") for i in range(CANDIDATES)])
+    hits = store.recall(CID, "database connection", limit=3)
+    assert hits[0].id == both.id and hits[0].score > 2
+    assert seqs(hits[1:]) == [2 * CANDIDATES + 1, 2 * CANDIDATES]
+
+
+def test_a_term_no_index_answers_is_looked_for_among_the_newest(
+    store: ConversationStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recall, "SCAN_MESSAGES", 20)
+    (old,) = store.append(CID, [user("a C# question")])
+    store.append(CID, [user(f"filler {i}") for i in range(30)])
+    (new,) = store.append(CID, [user("another C# question")])
+    assert [h.id for h in store.recall(CID, "C#")] == [new.id]
+    assert [h.id for h in store.recall(CID, "question")] == [new.id, old.id]
+
+
+# --- what it costs ----------------------------------------------------------------------------
+
+
+def _steps(db: sqlite3.Connection, action: Callable[[], object]) -> int:
+    """VDBE instructions an action runs on this connection: a cost no machine load skews."""
+    counter = [0]
+
+    def tick() -> int:
+        counter[0] += 1
+        return 0
+
+    db.set_progress_handler(tick, 1)
+    try:
+        action()
+    finally:
+        db.set_progress_handler(None, 1)
+    return counter[0]
+
+
+def test_sqlite_recall_costs_the_same_at_any_length(tmp_path: Path) -> None:
+    """Recall reads the index newest first and stops: the rows it visits do not grow with the
+    history (FTS5's own work is not counted here; bench/store.py times it)."""
+    queries = ["error", "端口", "database connection", "grep_repository"]
+    steps: dict[int, dict[str, int]] = {}
+    for size in (2_000, 20_000):
+        with SQLiteStore(tmp_path / f"h{size}.db") as s:
+            s.append("noise", conversation(300, seed=1))
+            for start in range(0, size, 2_000):
+                s.append(CID, conversation(2_000, seed=start))
+            db = s._connection()
+            steps[size] = {q: _steps(db, lambda q=q, s=s: s.recall(CID, q)) for q in queries}
+    for query in queries:
+        assert steps[20_000][query] <= steps[2_000][query] * 1.25, (query, steps)
