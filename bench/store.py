@@ -1,8 +1,15 @@
-"""Times the SQLite store as history grows: append throughput and the 50-message context read.
+"""The stores as history grows: append rate, context read, recall per query class, disk, and
+Session.append on a conversation never compacted.
 
-Run: .venv/bin/python bench/store.py [--sizes 1000,100000,1000000]
-The claim under test (DESIGN §8): append is O(1) and reading the context is O(in-context),
-so context-read(1M) / context-read(1k) should stay within 2x.
+Run: .venv/bin/python bench/store.py [--messages 1000000] [--database-url URL [--pg-messages N]]
+
+One conversation of `--messages` messages from bench/corpus.py (agent turns, ~1.2 KB of text per
+message) is bulk-loaded, compacted to 50 messages in context, and measured; with a PostgreSQL URL
+the same is done in the schema `precis_bench` (dropped first) at `--pg-messages`. The claims under
+test (DESIGN §8, issue #15): append is O(1) and the context read O(in-context), so the read at N
+stays within 2x of the read at 1,000; recall answers every query class in <= 50 ms p95; the store
+takes <= 2x the bytes of the text it holds; Session.append at 4,000 messages never compacted costs
+<= 2x what it costs at 100.
 """
 
 from __future__ import annotations
@@ -12,35 +19,95 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+import corpus
+
+from precis import Session
 from precis.core.messages import KIND_SUMMARY, Message
-from precis.stores import CompactionEvent, SQLiteStore
+from precis.stores import CompactionEvent, ConversationStore, SQLiteStore
+from precis.stores.base import search_text
 
 CID = "bench"
 IN_CONTEXT = 50
-BUILD_BATCH = 20_000
-SINGLE_APPENDS = 2_000
+BUILD_BATCH = 10_000
+SINGLE_APPENDS = 1_000
 BATCH_SIZE = 100
-BATCHED_CALLS = 20
-CONTEXT_READS = 300
+BATCHED_CALLS = 10
+CONTEXT_READS = 200
+RECALL_ROUNDS = 8
+SMALL = 1_000
+PG_SCHEMA = "precis_bench"
+# Session.append is timed over this many appends around each length.
+SESSION_SAMPLE = 60
+SESSION_LENGTHS = (100, 4_000)
+
+# What recall is asked, by class; every query here matches at least one corpus message.
+QUERIES: dict[str, list[str]] = {
+    "CJK, 1-2 chars": ["端口", "数据", "端", "配置", "错误", "超时", "库", "日志"],
+    "common word": ["error", "the", "request", "timeout", "config", "INFO", "cache", "retry"],
+    "several words": [
+        "database connection",
+        "permission denied",
+        "request timed out",
+        "deploy staging cluster",
+        "cache replica latency",
+        "数据库 端口",
+        "端口 5433",
+        "migration lock 迁移",
+    ],
+    "identifier": [
+        "src/billing/module_17.py",
+        "src/auth/module_391.py",
+        "ConnectionError",
+        "tenant_id",
+        "grep_repository",
+        "call_000012345",
+        "module_250",
+        "db-7",
+    ],
+    "port / number": ["5433", "8080", "27017", "11211", "port=9200", "took", "0042", "503"],
+}
 
 
-def make_message(i: int) -> Message:
-    """A plausible agent turn of ~80 chars, alternating user and assistant."""
-    text = f"step {i}: read src/module_{i % 97}.py, found {i * 7 % 1000} issues near line {i % 400}"
-    return Message(role="user" if i % 2 == 0 else "assistant", content=text)
+def unique_queries(messages: int) -> list[str]:
+    """Request ids, each in exactly one message, spread over the history."""
+    turns = messages // 4
+    return [corpus.request_id(turns * k // 8) for k in range(8)]
 
 
-def build(store: SQLiteStore, size: int) -> None:
-    """Append `size` messages in large batches (one transaction each), then compact to 50."""
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+# --- building ---------------------------------------------------------------------------------
+
+
+def build(store: ConversationStore, size: int) -> tuple[float, int]:
+    """Append `size` corpus messages in large batches, then compact to IN_CONTEXT messages.
+
+    Returns the seconds the store spent and the bytes of text it was given."""
+    spent = 0.0
+    text = 0
     for start in range(0, size, BUILD_BATCH):
-        store.append(CID, [make_message(i) for i in range(start, min(size, start + BUILD_BATCH))])
-    # Pay the FTS5 merge debt of the bulk load now, as an import would, not in the append timings.
-    store.optimize()
+        batch = list(corpus.messages(start, min(size, start + BUILD_BATCH)))
+        text += sum(len(search_text(m).encode()) for m in batch)
+        began = time.perf_counter()
+        store.append(CID, batch)
+        spent += time.perf_counter() - began
+    began = time.perf_counter()
+    store.optimize()  # type: ignore[attr-defined]  # both SQL stores have it: pay the merges now
+    spent += time.perf_counter() - began
+    compact(store)
+    return spent, text
+
+
+def compact(store: ConversationStore) -> None:
+    """Keep the newest 49 and a summary, as a compaction would."""
     last_seq = store.count(CID)
-    # The newest 49 via a history page: reading the never-compacted context would load them all.
     kept = [m.id for m in store.history(CID, offset=max(0, last_seq - (IN_CONTEXT - 1)))]
     summary = Message(role="user", kind=KIND_SUMMARY, id="summary-1", content="summary of it all")
     store.commit_compaction(
@@ -49,27 +116,14 @@ def build(store: SQLiteStore, size: int) -> None:
         snapshot_last_seq=last_seq,
         summary=summary,
         context_ids=[summary.id, *kept],
-        event=CompactionEvent("manual", "sliding_window", {}, summary.id, "2025-01-01T00:00:00Z"),
+        event=CompactionEvent("manual", "sliding_window", {}, summary.id, "2026-12-01T00:00:00Z"),
     )
 
 
-def per_second(count: int, action: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    action()
-    return count / (time.perf_counter() - start)
+# --- measuring --------------------------------------------------------------------------------
 
 
-def single_appends(store: SQLiteStore) -> None:
-    for i in range(SINGLE_APPENDS):
-        store.append(CID, [make_message(i)])
-
-
-def batched_appends(store: SQLiteStore) -> None:
-    for call in range(BATCHED_CALLS):
-        store.append(CID, [make_message(call * BATCH_SIZE + i) for i in range(BATCH_SIZE)])
-
-
-def context_read_ms(store: SQLiteStore) -> float:
+def context_read_ms(store: ConversationStore) -> float:
     """Median wall time of one context() read, after a warm-up read."""
     store.context(CID)
     times: list[float] = []
@@ -77,56 +131,206 @@ def context_read_ms(store: SQLiteStore) -> float:
         start = time.perf_counter()
         snap = store.context(CID)
         times.append(time.perf_counter() - start)
-    assert len(snap.messages) >= IN_CONTEXT
+    assert len(snap.messages) == IN_CONTEXT
     return statistics.median(times) * 1000
 
 
-def run(sizes: list[int]) -> int:
-    header = (
-        f"{'history':>9} {'build s':>8} {'db MB':>7} {'ctx read ms':>12} "
-        f"{'append 1/call msg/s':>20} {'append 100/call msg/s':>22}"
+def append_rates(store: ConversationStore, size: int) -> tuple[float, float]:
+    """Messages per second: one message per call, and BATCH_SIZE per call."""
+    began = time.perf_counter()
+    for i in range(SINGLE_APPENDS):
+        store.append(CID, [corpus.message(size + i)])
+    single = SINGLE_APPENDS / (time.perf_counter() - began)
+    began = time.perf_counter()
+    for call in range(BATCHED_CALLS):
+        first = size + SINGLE_APPENDS + call * BATCH_SIZE
+        store.append(CID, list(corpus.messages(first, first + BATCH_SIZE)))
+    batched = BATCHED_CALLS * BATCH_SIZE / (time.perf_counter() - began)
+    return single, batched
+
+
+def recall_ms(store: ConversationStore, size: int) -> dict[str, tuple[float, float, int]]:
+    """p50, p95 (ms) and the fewest hits of any query, per class; one warm-up pass first."""
+    classes = {**QUERIES, "unique id": unique_queries(size)}
+    for queries in classes.values():
+        for query in queries:
+            store.recall(CID, query)
+    out: dict[str, tuple[float, float, int]] = {}
+    for name, queries in classes.items():
+        times: list[float] = []
+        fewest = 1 << 30
+        for _ in range(RECALL_ROUNDS):
+            for query in queries:
+                began = time.perf_counter()
+                hits = store.recall(CID, query)
+                times.append((time.perf_counter() - began) * 1000)
+                fewest = min(fewest, len(hits))
+        out[name] = (percentile(times, 0.5), percentile(times, 0.95), fewest)
+    return out
+
+
+def session_append_ms(store: ConversationStore) -> dict[int, float]:
+    """Median Session.append of one message around each length, never compacted."""
+    session = Session(store, "session-bench")
+    out: dict[int, float] = {}
+    done = 0
+    for length in SESSION_LENGTHS:
+        while done < length - SESSION_SAMPLE // 2:
+            session.append(corpus.message(done))
+            done += 1
+        times: list[float] = []
+        for _ in range(SESSION_SAMPLE):
+            message = corpus.message(done)
+            began = time.perf_counter()
+            session.append(message)
+            times.append((time.perf_counter() - began) * 1000)
+            done += 1
+        out[length] = statistics.median(times)
+    assert store.context("session-bench").version == 0
+    return out
+
+
+# --- the stores -------------------------------------------------------------------------------
+
+
+def sqlite_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.parent.iterdir() if f.name.startswith(path.name))
+
+
+def pg_bytes(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class AS c "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'r'",
+            (PG_SCHEMA,),
+        ).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def drop_pg_schema(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(PG_SCHEMA)))
+
+
+# A store, and how to read its size on disk once it is closed.
+Opened = tuple[ConversationStore, Callable[[], int]]
+Opener = Callable[[str], AbstractContextManager[Opened]]
+
+
+@contextmanager
+def sqlite_store(folder: Path, name: str) -> Iterator[Opened]:
+    path = folder / name / "precis.db"
+    with SQLiteStore(path) as store:  # closing it folds the WAL into the file
+        yield store, lambda: sqlite_bytes(path)
+
+
+@contextmanager
+def pg_store(url: str) -> Iterator[Opened]:
+    from precis.stores.postgres import PostgresStore
+
+    drop_pg_schema(url)
+    with PostgresStore(url, schema=PG_SCHEMA) as store:
+        yield store, lambda: pg_bytes(url)
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def run_store(label: str, opener: Opener, size: int) -> bool:
+    """Measure one backend at `size` (the context read at SMALL too); True if all targets met."""
+    print(f"\n== {label}: {size:,} messages ==")
+    sys.stdout.flush()
+    reads: dict[int, float] = {}
+    with opener("small") as (store, _):
+        build(store, SMALL)
+        reads[SMALL] = context_read_ms(store)
+    with opener("large") as (store, disk):
+        spent, text = build(store, size)
+        rate = size / spent
+        print(f"build: {spent:.0f} s in the store, {rate:,.0f} msg/s (batches of {BUILD_BATCH:,})")
+        sys.stdout.flush()
+        reads[size] = context_read_ms(store)
+        recall = recall_ms(store, size)
+        single, batched = append_rates(store, size)
+    stored = disk()
+    ok = True
+    ratio = reads[size] / reads[SMALL]
+    ok &= ratio <= 2
+    print(
+        f"append: {single:,.0f} msg/s one per call, {batched:,.0f} msg/s {BATCH_SIZE} per call "
+        f"(at {size:,} messages, each call one transaction)"
     )
     print(
-        f"SQLite store (WAL, FTS5), {IN_CONTEXT} messages in context. ctx read: median of "
-        f"{CONTEXT_READS} context() calls; append: {SINGLE_APPENDS} calls of 1 message, "
-        f"{BATCHED_CALLS} calls of {BATCH_SIZE}, each call one transaction"
+        f"context read ({IN_CONTEXT} in context, median of {CONTEXT_READS}): "
+        f"{reads[SMALL]:.3f} ms at {SMALL:,}, {reads[size]:.3f} ms at {size:,} = {ratio:.2f}x "
+        f"(target <= 2x)"
     )
-    print(header)
-    print("-" * len(header))
-    reads: dict[int, float] = {}
-    with tempfile.TemporaryDirectory(prefix="precis-bench-") as tmp:
-        for size in sizes:
-            path = Path(tmp) / f"h{size}" / "precis.db"
-            with SQLiteStore(path) as store:
-                start = time.perf_counter()
-                build(store, size)
-                build_s = time.perf_counter() - start
-                reads[size] = context_read_ms(store)
-                # Appending after the read keeps it at exactly IN_CONTEXT messages above.
-                single = per_second(SINGLE_APPENDS, lambda s=store: single_appends(s))
-                batched = per_second(BATCHED_CALLS * BATCH_SIZE, lambda s=store: batched_appends(s))
-            megabytes = sum(f.stat().st_size for f in path.parent.iterdir()) / 1e6
-            print(
-                f"{size:>9,} {build_s:>8.1f} {megabytes:>7.0f} {reads[size]:>12.3f} "
-                f"{single:>20,.0f} {batched:>22,.0f}"
-            )
-            sys.stdout.flush()
-    smallest, largest = min(sizes), max(sizes)
-    if smallest != largest:
-        ratio = reads[largest] / reads[smallest]
-        verdict = "ok" if ratio <= 2.0 else "over target"
-        print(
-            f"\ncontext-read({largest:,}) / context-read({smallest:,}) = {ratio:.2f}x "
-            f"(target <= 2x: {verdict})"
-        )
-    return 0
+    per_message = stored / size
+    text_per_message = text / size
+    disk_ratio = per_message / text_per_message
+    ok &= disk_ratio <= 2
+    print(
+        f"disk: {stored / 1e6:,.0f} MB, {per_message:,.0f} B per message for "
+        f"{text_per_message:,.0f} B of text = {disk_ratio:.2f}x (target <= 2x)"
+    )
+    print(f"recall, limit 10, {RECALL_ROUNDS} rounds of each class (target p95 <= 50 ms):")
+    print(f"  {'class':<16} {'p50 ms':>8} {'p95 ms':>8} {'fewest hits':>12}")
+    for name, (p50, p95, fewest) in recall.items():
+        ok &= p95 <= 50 and fewest > 0
+        print(f"  {name:<16} {p50:>8.1f} {p95:>8.1f} {fewest:>12}")
+    sys.stdout.flush()
+    return ok
+
+
+def run_session(label: str, opener: Opener) -> bool:
+    with opener("session") as (store, _):
+        times = session_append_ms(store)
+    short, long = SESSION_LENGTHS
+    ratio = times[long] / times[short]
+    print(
+        f"Session.append, never compacted ({label}, median of {SESSION_SAMPLE}): "
+        f"{times[short]:.2f} ms at {short:,}, {times[long]:.2f} ms at {long:,} = {ratio:.2f}x "
+        "(target <= 2x)"
+    )
+    return ratio <= 2
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--sizes", default="1000,100000,1000000", help="history sizes, comma-sep")
+    parser.add_argument("--messages", type=int, default=100_000, help="history length (SQLite)")
+    parser.add_argument("--database-url", help="also measure PostgreSQL at this URL")
+    parser.add_argument("--pg-messages", type=int, help="history length on PostgreSQL")
+    parser.add_argument("--skip-sqlite", action="store_true", help="PostgreSQL only")
     args = parser.parse_args()
-    return run([int(s) for s in args.sizes.split(",")])
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="precis-bench-") as tmp:
+        folder = Path(tmp)
+
+        def sqlite_opener(name: str) -> AbstractContextManager[Opened]:
+            return sqlite_store(folder, name)
+
+        if not args.skip_sqlite:
+            label = "SQLite (WAL, FTS5 trigram and gram tables)"
+            ok &= run_store(label, sqlite_opener, args.messages)
+            ok &= run_session("SQLite", sqlite_opener)
+    if args.database_url:
+        url = args.database_url
+
+        def pg_opener(name: str) -> AbstractContextManager[Opened]:
+            return pg_store(url)
+
+        size = args.pg_messages or args.messages
+        ok &= run_store("PostgreSQL (pg_trgm and grams GIN indexes)", pg_opener, size)
+        ok &= run_session("PostgreSQL", pg_opener)
+        drop_pg_schema(url)
+    print("\nall targets met" if ok else "\nsome target missed")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
