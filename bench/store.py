@@ -64,7 +64,7 @@ QUERIES: dict[str, list[str]] = {
         "ConnectionError",
         "tenant_id",
         "grep_repository",
-        "call_000012345",
+        "KeyError",
         "module_250",
         "db-7",
     ],
@@ -72,10 +72,10 @@ QUERIES: dict[str, list[str]] = {
 }
 
 
-def unique_queries(messages: int) -> list[str]:
-    """Request ids, each in exactly one message, spread over the history."""
+def query_classes(messages: int) -> dict[str, list[str]]:
+    """QUERIES, and request ids (each in exactly one message) spread over the history."""
     turns = messages // 4
-    return [corpus.request_id(turns * k // 8) for k in range(8)]
+    return {**QUERIES, "unique id": [corpus.request_id(turns * k // 8) for k in range(8)]}
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -151,7 +151,7 @@ def append_rates(store: ConversationStore, size: int) -> tuple[float, float]:
 
 def recall_ms(store: ConversationStore, size: int) -> dict[str, tuple[float, float, int]]:
     """p50, p95 (ms) and the fewest hits of any query, per class; one warm-up pass first."""
-    classes = {**QUERIES, "unique id": unique_queries(size)}
+    classes = query_classes(size)
     for queries in classes.values():
         for query in queries:
             store.recall(CID, query)
