@@ -222,7 +222,7 @@ def test_legacy_sqlite_store_reads_as_before_and_still_writes(legacy_sqlite: Pat
     assert _sqlite_records(legacy_sqlite) == (names, steps)
     with sqlite3.connect(legacy_sqlite) as raw:
         tables = {row[0] for row in raw.execute("SELECT name FROM sqlite_master")}
-    assert {"messages_trigrams", "messages_grams", "messages_pinned"} <= tables
+    assert {"messages_trigrams", "messages_pinned"} <= tables
     assert "messages_fts" not in tables  # m002's index, with positions, is gone
 
 

@@ -91,19 +91,21 @@ def test_text_grams_are_the_characters_and_pairs_of_each_run() -> None:
 
 
 def test_a_long_term_is_looked_up_by_its_rare_trigrams() -> None:
-    common = {"src", "rc/", "c/b", "/bi", "bil", "ill", "lli", "lin", "ing", "ng/", "g/m", "/mo"}
-    common |= {"mod", "odu", "dul", "ule", "le_", "7.p", ".py"}
+    shares = {"/bi": 0.12, "lli": 0.12, "_17": 0.02, "e_1": 0.05, "17.": 0.02, "odu": 0.3}
 
     def share(gram: str) -> float:
-        return 0.9 if gram in common else 0.01
+        return shares.get(gram, 0.9)
 
     term = "src/billing/module_17.py"
-    picked = trigrams(term, share)
-    assert picked == ["17.", "_17", "e_1"]  # the rare ones only, at most four
-    assert all(gram in term for gram in picked)
-    assert trigrams(term, lambda gram: 0.5) == [".py", "/bi"]  # none rare: two of them
+    # The rare ones, each adding two characters the others do not cover.
+    assert trigrams(term, share) == ["/bi", "_17", "lli"]
+    assert trigrams(term, share, most=1) == ["_17"]  # one term of several: its rarest
+    assert trigrams(term, lambda gram: 0.5) == ["c/b", "src"]  # none rare: two of them
     assert trigrams("error", share) == ["err", "ror", "rro"]  # a short term: all of them
-    assert trigrams("abc", share) == ["abc"]
+    assert trigrams("lock", share, most=1) == ["loc"]
+    assert trigrams("abc", share, most=1) == ["abc"]
+    for most in (1, 2, 4):
+        assert all(gram in term for gram in trigrams(term, share, most))
 
 
 def test_more_distinct_terms_always_rank_first() -> None:

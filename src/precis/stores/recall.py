@@ -38,6 +38,8 @@ __all__ = [
     "rank",
     "recall",
     "scan_bound",
+    "spaced_gram",
+    "spaced_runs",
     "term_kind",
     "text_grams",
     "trigrams",
@@ -50,10 +52,10 @@ TRIGRAM_CHARS = 3
 # A term no index answers (`--`, `C#`, `db-7`) is looked for among this many of a conversation's
 # newest messages only: reading every message for it would cost seconds at a million.
 SCAN_MESSAGES = 10_000
-# A longer term is looked up by at most this many of its trigrams: those held by fewer than this
-# share of recent messages (see `trigrams`).
+# A longer term is looked up by at most this many of its trigrams (one per term of a query of
+# several), those held by fewer than this share of recent messages (see `trigrams`).
 MOST_TRIGRAMS = 4
-RARE_SHARE = 0.1
+RARE_SHARE = 0.25
 
 # Scripts written without spaces between words, as (first, last) code points: kana, CJK
 # ideographs with extension A, the unified ones, Hangul syllables, compatibility ideographs, and
@@ -119,22 +121,46 @@ def text_grams(text: str) -> list[str]:
     return sorted(grams)
 
 
-def trigrams(term: str, share: Callable[[str], float]) -> list[str]:
+def spaced_runs(text: str) -> str:
+    """What a trigram index is given besides a text so that it answers gram terms too: each run of
+    kana, CJK ideographs or Hangul again, its characters spaced, on a line of its own. Its
+    trigrams are then exactly the run's characters (` 端 `) and adjacent pairs (`端 口`)."""
+    runs = dict.fromkeys(match.group() for match in _RUN.finditer(text))
+    return "".join(f"\n {' '.join(run)} " for run in runs)
+
+
+def spaced_gram(term: str) -> str:
+    """The trigram `spaced_runs` gives a gram term (one or two ideographic characters)."""
+    return f" {term} " if len(term) == 1 else " ".join(term)
+
+
+def trigrams(term: str, share: Callable[[str], float], most: int = MOST_TRIGRAMS) -> list[str]:
     """The trigrams to look a term up by (each row found is checked against the term after).
 
-    All of a short term's. Of a longer one, the rarest by `share` (of recent messages holding
-    the trigram, case-folded): walking an index newest first costs what the common trigrams'
-    lists hold, so `src/billing/module_17.py` is found through `_17`, `17.`, `7.p` and `/bi`
-    rather than through `src`, `mod` and `.py` too. Every one rarer than RARE_SHARE, up to
-    MOST_TRIGRAMS of them; at least the rarest two.
+    Walking an index newest first costs what the lists of the trigrams asked hold, so a term is
+    asked by its rare ones (`share`: of recent messages holding the trigram, case-folded), each
+    adding at least two characters of the term the others do not cover, so that no part of it
+    is left to the check alone: `src/auth/module_391.py` is asked by `_39`, `91.`, `c/a` and
+    `aut`, not by `src`, `mod` and `.py`. All of a term of fewer than `most` trigrams; else at
+    most `most`: the rarest, then others rarer than RARE_SHARE; two at least (unless `most` is
+    one), rare or not.
     """
-    grams = sorted({term[i : i + TRIGRAM_CHARS] for i in range(len(term) - TRIGRAM_CHARS + 1)})
-    if len(grams) <= MOST_TRIGRAMS - 1:
-        return grams
-    shares = {gram: share(gram.casefold()) for gram in grams}
-    ranked = sorted(grams, key=lambda gram: (shares[gram], gram))
-    rare = [gram for gram in ranked if shares[gram] < RARE_SHARE][:MOST_TRIGRAMS]
-    return sorted(rare if len(rare) >= 2 else ranked[:2])
+    starts: dict[str, int] = {}
+    for i in range(len(term) - TRIGRAM_CHARS + 1):
+        starts.setdefault(term[i : i + TRIGRAM_CHARS], i)
+    if len(starts) < most:
+        return sorted(starts)
+    shares = {gram: share(gram.casefold()) for gram in starts}
+    ranked = sorted(starts, key=lambda gram: (shares[gram], starts[gram]))
+    picked: list[str] = []
+    covered: set[int] = set()
+    for gram in ranked:
+        new = set(range(starts[gram], starts[gram] + TRIGRAM_CHARS)) - covered
+        rare_enough = shares[gram] < RARE_SHARE or len(picked) < min(2, most)
+        if len(picked) < most and (not picked or (rare_enough and len(new) >= 2)):
+            picked.append(gram)
+            covered |= new
+    return sorted(picked)
 
 
 def recall(

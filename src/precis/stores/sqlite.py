@@ -24,12 +24,14 @@ from precis.core.messages import Message
 from precis.stores.base import search_text, search_text_of
 from precis.stores.migrations import bind, migrate, pending_migrations
 from precis.stores.recall import (
+    MOST_TRIGRAMS,
     Found,
     found,
     holds_all,
     scan_bound,
+    spaced_gram,
+    spaced_runs,
     term_kind,
-    text_grams,
     trigrams,
 )
 from precis.stores.rows import tool_calls_from_json
@@ -41,15 +43,17 @@ __all__ = ["CONTEXT_SQL", "MIGRATIONS", "SQLiteDialect", "SQLiteStore"]
 BUSY_TIMEOUT_MS = 30_000
 # Page cache per connection, in KiB: FTS5 merges reread index pages, and misses dominate appends.
 CACHE_KIB = 32 * 1024
+# Bytes of the file read through a memory map rather than copied a page at a time: recall reads
+# rows all over a large history. SQLite caps it at its build's maximum (often 2 GB).
+MMAP_BYTES = 1 << 31
 # Page size of a new database file: rows of a few KB leave a fifth of each 4 KiB page empty,
 # a tenth of a 16 KiB one. An existing file keeps the page size it was made with.
 PAGE_BYTES = 16_384
 # Rows the m004 migration indexes per statement when it rebuilds the recall index.
 BACKFILL_ROWS = 5_000
-# The recall index since m004: FTS5 tables of (rowid = message row id) without positions, so a
+# The recall index since m004: an FTS5 table (rowid = message row id) without positions, so a
 # term is the conjunction of its trigrams and every candidate is checked against the text.
 TRIGRAM_TABLE = "messages_trigrams"
-GRAM_TABLE = "messages_grams"
 _FOUND = "m.row_id, m.id, m.role, m.seq, m.content, m.tool_calls"
 # How many of a conversation's newest messages tell which trigrams of a long term are rare.
 SAMPLE = 128
@@ -71,21 +75,14 @@ class SQLiteDialect(Dialect):
 
     def __init__(self) -> None:
         super().__init__(context_join="CROSS JOIN")
-        # Set by `inspect`: which recall index tables this database has (FTS5 and its trigram
-        # tokenizer vary by build); without one, recall scans for the terms it would answer.
+        # Set by `inspect`: whether this database has the m004 recall index (FTS5 and its
+        # trigram tokenizer vary by build); without it, recall scans for every term.
         self.trigram = False
-        self.grams = False
 
     def inspect(self, db: Handle) -> None:
-        """Learn which recall index tables this database has."""
-        names = {
-            str(row[0])
-            for row in db.execute(
-                "SELECT name FROM sqlite_master WHERE name IN (?, ?)", (TRIGRAM_TABLE, GRAM_TABLE)
-            ).fetchall()
-        }
-        self.trigram = TRIGRAM_TABLE in names
-        self.grams = GRAM_TABLE in names
+        """Learn whether this database has the m004 recall index."""
+        row = db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (TRIGRAM_TABLE,))
+        self.trigram = row.fetchone() is not None
 
     def create_recall_index(self, db: Handle) -> None:
         """m002: FTS5 with positions, trigram-tokenized where SQLite has it (m004 replaces it)."""
@@ -106,20 +103,17 @@ class SQLiteDialect(Dialect):
         # No FTS5 in this SQLite build: recall falls back to scanning.
 
     def create_bounded_recall(self, db: Handle) -> None:
-        """m004: the m002 index gives way to two contentless FTS5 tables without positions (a
-        third of the size): trigrams of the search text, and its `recall.text_grams`."""
+        """m004: the m002 index gives way to a contentless FTS5 table without positions (a third
+        of the size): the trigrams of each message's search text and `recall.spaced_runs`, so a
+        term is the conjunction of its trigrams, each candidate checked against the text."""
         db.execute("DROP TABLE IF EXISTS messages_fts")
-        for table, column, tokenizer in (
-            (TRIGRAM_TABLE, "text", "trigram"),
-            (GRAM_TABLE, "grams", "ascii"),
-        ):
-            try:
-                db.execute(
-                    f"CREATE VIRTUAL TABLE {table} USING fts5({column}, content='', "
-                    f"tokenize='{tokenizer}', detail=none, columnsize=0)"
-                )
-            except sqlite3.OperationalError:
-                continue  # no FTS5, or no trigram tokenizer (SQLite < 3.34): recall scans
+        try:
+            db.execute(
+                f"CREATE VIRTUAL TABLE {TRIGRAM_TABLE} USING fts5(text, content='', "
+                "tokenize='trigram', detail=none, columnsize=0)"
+            )
+        except sqlite3.OperationalError:
+            return  # no FTS5, or no trigram tokenizer (SQLite < 3.34): recall scans
         self.inspect(db)
         last = 0
         while rows := db.execute(
@@ -143,13 +137,11 @@ class SQLiteDialect(Dialect):
         )
 
     def _index(self, db: Handle, texts: Sequence[tuple[int, str]]) -> None:
-        """Add (row id, search text) pairs to the recall index tables this database has."""
+        """Add (row id, search text) pairs to the recall index, when the database has one."""
         if self.trigram:
-            db.executemany(f"INSERT INTO {TRIGRAM_TABLE} (rowid, text) VALUES (?, ?)", texts)
-        if self.grams:
-            rows = [(row_id, " ".join(text_grams(text))) for row_id, text in texts]
             db.executemany(
-                f"INSERT INTO {GRAM_TABLE} (rowid, grams) VALUES (?, ?)", [r for r in rows if r[1]]
+                f"INSERT INTO {TRIGRAM_TABLE} (rowid, text) VALUES (?, ?)",
+                [(row_id, text + spaced_runs(text)) for row_id, text in texts],
             )
 
     def newest(
@@ -160,11 +152,9 @@ class SQLiteDialect(Dialect):
         out: list[Found] = []
         walk = _Walk(db, conversation_id, n)
         for terms in phases:
-            trigram = [t for t in terms if self.trigram and term_kind(t) == "trigram"]
-            grams = [t for t in terms if self.grams and term_kind(t) == "gram"]
-            if trigram or grams:
+            if self.trigram and any(term_kind(t) != "scan" for t in terms):
                 try:
-                    out += walk.indexed(terms, trigram, grams)
+                    out += walk.indexed(terms)
                     continue
                 except sqlite3.OperationalError:
                     pass  # a term the index still refuses: the scan answers it instead
@@ -173,9 +163,8 @@ class SQLiteDialect(Dialect):
 
     def optimize(self, db: Handle) -> None:
         """FTS5 leaves merge work behind a large import that later small appends would pay for."""
-        for table, present in ((TRIGRAM_TABLE, self.trigram), (GRAM_TABLE, self.grams)):
-            if present:
-                db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        if self.trigram:
+            db.execute(f"INSERT INTO {TRIGRAM_TABLE} ({TRIGRAM_TABLE}) VALUES ('optimize')")
         db.execute("PRAGMA optimize")
 
 
@@ -224,10 +213,9 @@ class _Walk:
             self._shares[gram] = held / len(self._sample) if self._sample else 0.0
         return self._shares[gram]
 
-    def indexed(
-        self, terms: Sequence[str], trigram: Sequence[str], grams: Sequence[str]
-    ) -> list[Found]:
-        """Through the trigram table (the gram table narrowing it) or the gram table."""
+    def indexed(self, terms: Sequence[str]) -> list[Found]:
+        """Through the trigram table: every term that has trigrams (its rare ones) or is a gram
+        (`recall.spaced_gram`), in one conjunction; terms without either are checked after."""
         low, high, last_seq = self.ends()
         bound = scan_bound(terms, last_seq)
         if bound:  # a term no index answers: only the newest messages
@@ -237,23 +225,21 @@ class _Walk:
                 (self.conversation_id, bound),
             ).fetchone()
             low = high + 1 if row is None else int(row[0])
-        table = TRIGRAM_TABLE if trigram else GRAM_TABLE
-        tail: tuple[Any, ...] = (self.conversation_id,)
-        also = ""
-        if trigram and grams:
-            # The + keeps SQLite from turning the list into one trigram lookup per gram match.
-            also = f" AND +f.rowid IN (SELECT rowid FROM {GRAM_TABLE} WHERE {GRAM_TABLE} MATCH ?)"
-            tail += (_match(grams),)
+        tokens: list[str] = []
+        # Several terms narrow each other: each is asked by its rarest trigram only.
+        most = MOST_TRIGRAMS if len(terms) == 1 else 1
+        for term in terms:
+            kind = term_kind(term)
+            if kind == "trigram":
+                tokens += trigrams(term, self.share, most)
+            elif kind == "gram":
+                tokens.append(spaced_gram(term))
         query = (
-            f"SELECT {_FOUND} FROM {table} AS f JOIN messages AS m ON m.row_id = f.rowid "
-            f"WHERE {table} MATCH ? AND f.rowid >= ? AND f.rowid <= ? "
-            f"AND m.conversation_id = ?{also} ORDER BY f.rowid DESC LIMIT ?"
+            f"SELECT {_FOUND} FROM {TRIGRAM_TABLE} AS f JOIN messages AS m ON m.row_id = f.rowid "
+            f"WHERE {TRIGRAM_TABLE} MATCH ? AND f.rowid >= ? AND f.rowid <= ? "
+            "AND m.conversation_id = ? ORDER BY f.rowid DESC LIMIT ?"
         )
-        if trigram:
-            match = _match([gram for term in trigram for gram in trigrams(term, self.share)])
-        else:
-            match = _match(grams)
-        return self._walk(query, (match, low), high, tail, terms)
+        return self._walk(query, (_match(tokens), low), high, (self.conversation_id,), terms)
 
     def scanned(self, terms: Sequence[str]) -> list[Found]:
         """By reading the log backwards: for terms no index answers (`--`, `C#`)."""
@@ -303,7 +289,7 @@ def _quoted(text: str) -> str:
 
 
 def _match(tokens: Sequence[str]) -> str:
-    """An FTS5 query for the rows holding every token (trigrams, or grams)."""
+    """An FTS5 query for the rows holding every trigram."""
     return " AND ".join(_quoted(token) for token in dict.fromkeys(tokens))
 
 
@@ -359,6 +345,7 @@ class SQLiteStore(SQLStore):
             # In WAL, NORMAL survives application crashes; only power loss may drop last commits.
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            db.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             if read_only:
                 with self._transaction(write=False) as handle:
                     self._check_current(handle, dialect)
