@@ -251,3 +251,29 @@ def test_sqlite_recall_costs_the_same_at_any_length(tmp_path: Path) -> None:
             steps[size] = {q: _steps(db, lambda q=q, s=s: s.recall(CID, q)) for q in queries}
     for query in queries:
         assert steps[20_000][query] <= steps[2_000][query] * 1.25, (query, steps)
+
+
+def test_postgres_reads_windows_then_spans_then_the_rest(postgres_url: str, pg_schema: str) -> None:
+    """Past a span of history (16,384 messages) PostgreSQL asks for spans, and for all the rest
+    at once when few matches are left: the answers stay those of a MemoryStore."""
+    from precis.stores.postgres import SPAN_ROWS, PostgresStore
+
+    rng = random.Random(3)
+    messages = []
+    for i in range(SPAN_ROWS + 6_000):
+        words = [rng.choice(WORDS) for _ in range(2)]
+        if i % 1_500 == 7:
+            words.append("needle")  # rare: spans, then the rest at once
+        if i % 60 == 0:
+            words.append("thread")  # one message in sixty: windows, then spans
+        if i in (5, 20_000):
+            words.append("端口 unique-marker")
+        messages.append(user(" ".join(words)))
+    with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
+        store.append(CID, messages)
+        reference = MemoryStore()
+        reference.append(CID, store.history(CID))
+        for query in ("needle", "thread", "unique-marker", "端口", "needle thread", "cache"):
+            got = [(h.id, h.score) for h in store.recall(CID, query, 10)]
+            assert got == [(h.id, h.score) for h in reference.recall(CID, query, 10)], query
+        assert len(store.recall(CID, "needle", 100)) == sum("needle" in m.content for m in messages)

@@ -53,10 +53,16 @@ _DOC = "(content || E'\\n' || calls_text)"
 # Recall reads a conversation in windows of this many seq numbers (see `_newest`); a message's
 # window is a key of the recall index, so changing this needs a migration.
 WINDOW_ROWS = 256
-_WINDOW = f"ARRAY[conversation_id || ':' || (seq / {WINDOW_ROWS})::text]"
-# Past this many windows at once, the index reads them slower than the terms alone narrow
-# the rest: what is left of the history is read in one query.
-MOST_WINDOWS = 64
+SPAN_ROWS = 64 * WINDOW_ROWS
+# A message's keys in the recall index: its window and its span (of its conversation).
+_WINDOW = (
+    f"ARRAY[conversation_id || ':' || (seq / {WINDOW_ROWS})::text, "
+    f"conversation_id || '::' || (seq / {SPAN_ROWS})::text]"
+)
+# Recall reads this many windows first: a common word has enough in them.
+FIRST_WINDOWS = 4
+# When no more than this many matches are expected in all the history left, it is read at once.
+FEW_LEFT = 2
 # The same text as an expression the recall index does not hold: a term none of its trigrams
 # can find is checked on each row of the window instead of sending the index through them all.
 _UNINDEXED_DOC = "(content || E'\\n' || calls_text || '')"
@@ -167,9 +173,11 @@ class PostgresDialect(Dialect):
         self, db: Handle, conversation_id: str, terms: Sequence[str], n: int
     ) -> list[Found]:
         """Window by window back from the newest: one query each, every term an index condition
-        together with the window (a trigram ILIKE, a lookup in the grams column), so no query
+        together with the windows (a trigram ILIKE, a lookup in the grams column), so no query
         reads all the matches of a common term, nor walks the whole history for a rare one.
-        Each window is sized from the matches the ones before it held, to hold what is missing.
+        Each read is sized from the rate of matches in those before it, to hold what is missing
+        (asked by spans of 64 windows when it is long); once few matches are expected in all
+        that is left, that is read at once.
 
         Each term is a bound parameter (an escaped ILIKE pattern, an array), so no query syntax
         can raise. A term no index answers is checked on the rows of the window only.
@@ -183,9 +191,11 @@ class PostgresDialect(Dialect):
         if grams:
             where.append("grams @> ?")
         select = "SELECT id, role, seq, content, calls_text FROM messages WHERE conversation_id = ?"
-        rest = f" AND seq > ? AND seq < ? AND {' AND '.join(where)} ORDER BY seq DESC LIMIT ?"
-        windowed = self.sql(f"{select} AND {_WINDOW} && ?{rest}")
-        everything = self.sql(select + rest)
+        rest = f" AND seq >= ? AND seq <= ? AND {' AND '.join(where)} ORDER BY seq"
+        windowed = self.sql(f"{select} AND {_WINDOW} && ?{rest} DESC LIMIT ?")
+        # `seq + 0`: an order the primary key cannot give, or the planner, which cannot know a
+        # term is rare, may walk the history backwards through it checking every row.
+        everything = self.sql(f"{select}{rest} + 0 DESC LIMIT ?")
         conditions = (
             *(_like_pattern(t) for t in (*indexed, *scanned)),
             *([grams] if grams else []),
@@ -194,35 +204,42 @@ class PostgresDialect(Dialect):
             self.sql("SELECT next_seq - 1 FROM conversations WHERE id = ?"), (conversation_id,)
         ).fetchone()
         last = int(top[0]) if top is not None else 0
-        floor = scan_bound(terms, last)  # matches have a seq above it
-        first = floor // WINDOW_ROWS  # the oldest window that holds one
+        floor = scan_bound(terms, last) + 1  # the oldest seq a match may have
         out: list[Found] = []
-        high, width = last // WINDOW_ROWS, 1
+        high, wanted = last, FIRST_WINDOWS * WINDOW_ROWS
         window: tuple[Any, ...]
-        while high >= first and len(out) < n:
-            if width > MOST_WINDOWS:
-                # A rare term, by now: the rest at once, the terms alone narrowing it.
-                low, query, window = first, everything, ()
+        while high >= floor and len(out) < n:
+            rate = (len(out) + 1) / max(1, last - high)
+            if rate * (high - floor + 1) <= FEW_LEFT * (n - len(out)) and high < last:
+                # Few matches are left to find: all the rest at once, the terms narrowing it.
+                low, query, window = floor, everything, ()
             else:
-                low = max(high - width + 1, first)
-                keys = [f"{conversation_id}:{bucket}" for bucket in range(high, low - 1, -1)]
-                query, window = windowed, (keys,)
-            params = (conversation_id, *window, floor, (high + 1) * WINDOW_ROWS)
-            for row in db.execute(query, (*params, *conditions, n - len(out))).fetchall():
+                low, keys = _windows(conversation_id, high, max(floor, high - wanted + 1))
+                low, query, window = max(low, floor), windowed, (keys,)
+            params = (conversation_id, *window, low, high, *conditions, n - len(out))
+            for row in db.execute(query, params).fetchall():
                 hit = found(str(row[0]), str(row[1]), int(row[2]), _doc_text(row[3], row[4]))
                 if holds_all(hit, terms):
                     out.append(hit)
-            read = last - max(floor, low * WINDOW_ROWS - 1)
-            # Windows enough to hold what is missing at the rate found so far (one more, so
-            # that finding none does not read everything at once), at most four times the
-            # windows read so far.
-            rows = (n - len(out)) * read // (len(out) + 1)
-            width = max(1, min(-(-rows // WINDOW_ROWS), 4 * (last // WINDOW_ROWS - low + 1)))
             high = low - 1
+            # The rows that should hold what is missing, at the rate found so far (one more,
+            # so that finding none does not read everything at once).
+            wanted = (n - len(out)) * (last - high) // (len(out) + 1)
         return out
 
     def optimize(self, db: Handle) -> None:
         db.execute("ANALYZE conversations, messages, in_context, events, pins")
+
+
+def _windows(conversation_id: str, high: int, low: int) -> tuple[int, list[str]]:
+    """Index keys for the seq numbers from `low` (widened to a boundary) up to `high`: windows,
+    or spans when more than a span's worth of windows would be needed."""
+    if high - low < SPAN_ROWS:
+        first, last, size, mark = low // WINDOW_ROWS, high // WINDOW_ROWS, WINDOW_ROWS, ":"
+    else:
+        first, last, size, mark = low // SPAN_ROWS, high // SPAN_ROWS, SPAN_ROWS, "::"
+    keys = [f"{conversation_id}{mark}{unit}" for unit in range(last, first - 1, -1)]
+    return max(1, first * size), keys
 
 
 def _trigram_schema(db: Handle) -> str | None:
