@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 
 from precis.core.errors import StoreError
 from precis.core.messages import Message
+from precis.stores.dialect import Dialect, Handle
 from precis.stores.migrations import bind, migrate
 from precis.stores.recall import (
     IDEOGRAPHIC_RANGES,
@@ -35,7 +36,7 @@ from precis.stores.recall import (
     term_kind,
     text_grams,
 )
-from precis.stores.sql import Dialect, Handle, SQLStore
+from precis.stores.sql import SQLStore
 
 __all__ = ["CONTEXT_SQL", "DEFAULT_SCHEMA", "MIGRATIONS", "PostgresDialect", "PostgresStore"]
 

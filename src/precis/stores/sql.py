@@ -1,20 +1,20 @@
 """The SQL store: the store contract written once, for SQLite and PostgreSQL alike.
 
 `SQLStore` holds every query the two backends share. What differs between the databases is a
-`Dialect` (the placeholder style, the row lock, the DDL types, the extra columns a message row
-carries for search, recall); what differs in connection handling is a subclass (`SQLiteStore`:
-one WAL file shared by threads under a lock; `PostgresStore`: a psycopg pool, one pooled
-connection per call). The shared SQL is written with `?` placeholders; `Dialect.sql` rewrites a
-statement into the driver's style.
+`Dialect` (stores/dialect.py: the placeholder style, the row lock, the DDL types, the extra
+columns a message row carries for search, recall); what differs in connection handling is a
+subclass (`SQLiteStore`: one WAL file shared by threads under a lock; `PostgresStore`: a psycopg
+pool, one pooled connection per call). The shared SQL is written with `?` placeholders;
+`Dialect.sql` rewrites a statement into the driver's style.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from precis.core.errors import ConversationNotFound, UnknownMessage, VersionConflict
 from precis.core.messages import Message
@@ -27,10 +27,10 @@ from precis.stores.base import (
     RecallHit,
     StoreBase,
 )
-from precis.stores.recall import CANDIDATES, Found
+from precis.stores.dialect import Dialect, Handle, Rows, context_sql
+from precis.stores.recall import CANDIDATES
 from precis.stores.rows import (
     INSERT_COLUMNS,
-    M_COLUMNS,
     MESSAGE_COLUMNS,
     apply_pins,
     message_from_row,
@@ -52,114 +52,6 @@ _SAMPLE_INSERT = (
     "INSERT INTO samples (conversation_id, turn, kind, at, version, in_context, context_window, "
     f"{', '.join(SAMPLE_COLUMNS)}) VALUES ({', '.join('?' * (7 + len(SAMPLE_COLUMNS)))})"
 )
-
-
-class Rows(Protocol):
-    """What a statement returns: a sqlite3 cursor or a psycopg cursor."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-
-class Handle(Protocol):
-    """What a transaction hands the shared code: a sqlite3 connection or a psycopg cursor.
-
-    Statements come already in the driver's placeholder style (see `Dialect.sql`). Read every
-    result before the next statement: on PostgreSQL the handle is one cursor.
-    """
-
-    def execute(self, query: str, params: Sequence[Any] = ..., /) -> Rows: ...
-
-    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> object: ...
-
-
-class Dialect:
-    """What one database does its own way; where a default is given, it is SQLite's.
-
-    The DDL fragments let each migration be written once (see stores/migrations.py); the hooks
-    below them are what the shared queries cannot say in one text for both databases.
-    """
-
-    # DDL: integer and flag column types, false, a table clustered on its primary key,
-    # an auto-numbered key column.
-    int_type = "INTEGER"
-    bool_type = "INTEGER"
-    false = "0"
-    clustered = ""
-    identity = "INTEGER PRIMARY KEY"
-    # DDL of the message log: a row key column before the others, the reference to the
-    # conversation, columns after tool_calls that recall reads, the (conversation, seq) key.
-    message_row_key = ""
-    conversation_ref = ""
-    message_search_columns = ""
-    seq_key = "UNIQUE"
-    # Statements that make UPDATE on messages fail with 'precis messages are immutable'.
-    immutable_messages: tuple[str, ...] = ()
-    # Which named migrations each count-based schema_version step of an older precis stood for.
-    legacy_steps: tuple[tuple[str, ...], ...] = ()
-    # Appended to the conversation read of a write, to lock that row until commit.
-    for_update = ""
-    # Columns a message row has besides rows.INSERT_COLUMNS (see `message_extras`).
-    extra_columns: tuple[str, ...] = ()
-
-    def __init__(self, context_join: str = "JOIN") -> None:
-        self.context_sql = self.sql(context_sql(context_join))
-        # The context from a position on, and the position of its last message not a tool result.
-        self.turn_sql = self.sql(context_sql(context_join, "AND c.position >= ?"))
-        self.turn_start_sql = self.sql(
-            f"SELECT c.position FROM in_context AS c {context_join} messages AS m "
-            "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
-            "WHERE c.conversation_id = ? AND m.role <> 'tool' ORDER BY c.position DESC LIMIT 1"
-        )
-
-    def sql(self, statement: str) -> str:
-        """The statement in this driver's placeholder style (the shared text uses `?`)."""
-        return statement
-
-    def create_recall_index(self, db: Handle) -> None:
-        """Migration m002_recall: whatever recall searches with; messages may already exist."""
-        raise NotImplementedError
-
-    def message_extras(self, db: Handle, messages: Sequence[Message]) -> list[tuple[Any, ...]]:
-        """The values of `extra_columns` for each message about to be inserted."""
-        return [() for _ in messages]
-
-    def after_insert(
-        self, db: Handle, messages: Sequence[Message], extras: Sequence[tuple[Any, ...]]
-    ) -> None:
-        """Index newly inserted messages where the database does not do it by itself."""
-
-    def create_bounded_recall(self, db: Handle) -> None:
-        """Migration m004: the index `newest` walks; messages may already exist."""
-        raise NotImplementedError
-
-    def newest(
-        self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
-    ) -> list[Found]:
-        """For each phase (terms), the newest `n` messages of the conversation holding every one
-        of its terms (see stores/recall.py), newest first."""
-        raise NotImplementedError
-
-    def optimize(self, db: Handle) -> None:
-        """Compact indexes and refresh planner statistics after a bulk load."""
-
-
-def context_sql(join: str, condition: str = "") -> str:
-    """The context read: walk the positions index, then fetch each message by (conversation, id).
-
-    SQLite is given CROSS JOIN, which pins that loop order, so the cost is O(in-context) rather
-    than O(history); PostgreSQL plans the same loop from its statistics.
-    """
-    where = f"c.conversation_id = ? {condition}".strip()
-    return (
-        f"SELECT {M_COLUMNS} FROM in_context AS c {join} messages AS m "
-        "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
-        f"WHERE {where} ORDER BY c.position"
-    )
 
 
 class SQLStore(StoreBase):

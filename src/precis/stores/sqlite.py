@@ -22,6 +22,7 @@ from typing import Any
 from precis.core.errors import ReadOnlyStore, StoreError
 from precis.core.messages import Message
 from precis.stores.base import search_text, search_text_of
+from precis.stores.dialect import Dialect, Handle
 from precis.stores.migrations import bind, migrate, pending_migrations
 from precis.stores.recall import (
     MOST_TRIGRAMS,
@@ -35,7 +36,7 @@ from precis.stores.recall import (
     trigrams,
 )
 from precis.stores.rows import tool_calls_from_json
-from precis.stores.sql import Dialect, Handle, SQLStore
+from precis.stores.sql import SQLStore
 
 __all__ = ["CONTEXT_SQL", "MIGRATIONS", "SQLiteDialect", "SQLiteStore"]
 

@@ -1,0 +1,125 @@
+"""What one database does its own way, for the SQL store (stores/sql.py) written once above it.
+
+A `Dialect` gives the placeholder style, the row lock, the DDL types and the hooks the shared
+queries cannot say in one text for both databases (the recall index among them); `Handle` and
+`Rows` are what a transaction hands the shared code, whichever the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from precis.core.messages import Message
+from precis.stores.recall import Found
+from precis.stores.rows import M_COLUMNS
+
+__all__ = ["Dialect", "Handle", "Rows", "context_sql"]
+
+
+class Rows(Protocol):
+    """What a statement returns: a sqlite3 cursor or a psycopg cursor."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Handle(Protocol):
+    """What a transaction hands the shared code: a sqlite3 connection or a psycopg cursor.
+
+    Statements come already in the driver's placeholder style (see `Dialect.sql`). Read every
+    result before the next statement: on PostgreSQL the handle is one cursor.
+    """
+
+    def execute(self, query: str, params: Sequence[Any] = ..., /) -> Rows: ...
+
+    def executemany(self, query: str, params: Iterable[Sequence[Any]], /) -> object: ...
+
+
+class Dialect:
+    """What one database does its own way; where a default is given, it is SQLite's.
+
+    The DDL fragments let each migration be written once (see stores/migrations.py); the hooks
+    below them are what the shared queries cannot say in one text for both databases.
+    """
+
+    # DDL: integer and flag column types, false, a table clustered on its primary key,
+    # an auto-numbered key column.
+    int_type = "INTEGER"
+    bool_type = "INTEGER"
+    false = "0"
+    clustered = ""
+    identity = "INTEGER PRIMARY KEY"
+    # DDL of the message log: a row key column before the others, the reference to the
+    # conversation, columns after tool_calls that recall reads, the (conversation, seq) key.
+    message_row_key = ""
+    conversation_ref = ""
+    message_search_columns = ""
+    seq_key = "UNIQUE"
+    # Statements that make UPDATE on messages fail with 'precis messages are immutable'.
+    immutable_messages: tuple[str, ...] = ()
+    # Which named migrations each count-based schema_version step of an older precis stood for.
+    legacy_steps: tuple[tuple[str, ...], ...] = ()
+    # Appended to the conversation read of a write, to lock that row until commit.
+    for_update = ""
+    # Columns a message row has besides rows.INSERT_COLUMNS (see `message_extras`).
+    extra_columns: tuple[str, ...] = ()
+
+    def __init__(self, context_join: str = "JOIN") -> None:
+        self.context_sql = self.sql(context_sql(context_join))
+        # The context from a position on, and the position of its last message not a tool result.
+        self.turn_sql = self.sql(context_sql(context_join, "AND c.position >= ?"))
+        self.turn_start_sql = self.sql(
+            f"SELECT c.position FROM in_context AS c {context_join} messages AS m "
+            "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
+            "WHERE c.conversation_id = ? AND m.role <> 'tool' ORDER BY c.position DESC LIMIT 1"
+        )
+
+    def sql(self, statement: str) -> str:
+        """The statement in this driver's placeholder style (the shared text uses `?`)."""
+        return statement
+
+    def create_recall_index(self, db: Handle) -> None:
+        """Migration m002_recall: whatever recall searches with; messages may already exist."""
+        raise NotImplementedError
+
+    def message_extras(self, db: Handle, messages: Sequence[Message]) -> list[tuple[Any, ...]]:
+        """The values of `extra_columns` for each message about to be inserted."""
+        return [() for _ in messages]
+
+    def after_insert(
+        self, db: Handle, messages: Sequence[Message], extras: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Index newly inserted messages where the database does not do it by itself."""
+
+    def create_bounded_recall(self, db: Handle) -> None:
+        """Migration m004: the index `newest` walks; messages may already exist."""
+        raise NotImplementedError
+
+    def newest(
+        self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
+    ) -> list[Found]:
+        """For each phase (terms), the newest `n` messages of the conversation holding every one
+        of its terms (see stores/recall.py), newest first."""
+        raise NotImplementedError
+
+    def optimize(self, db: Handle) -> None:
+        """Compact indexes and refresh planner statistics after a bulk load."""
+
+
+def context_sql(join: str, condition: str = "") -> str:
+    """The context read: walk the positions index, then fetch each message by (conversation, id).
+
+    SQLite is given CROSS JOIN, which pins that loop order, so the cost is O(in-context) rather
+    than O(history); PostgreSQL plans the same loop from its statistics.
+    """
+    where = f"c.conversation_id = ? {condition}".strip()
+    return (
+        f"SELECT {M_COLUMNS} FROM in_context AS c {join} messages AS m "
+        "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
+        f"WHERE {where} ORDER BY c.position"
+    )
