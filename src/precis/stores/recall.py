@@ -11,9 +11,10 @@ messages come first.
 How a store finds the newest matches of a term depends on the term (`term_kind`): one with three
 alphanumeric characters in a row through a trigram index (FTS5 on SQLite, pg_trgm on
 PostgreSQL); one or two characters of a script written without spaces (kana, CJK ideographs,
-Hangul: `端口`, `端`) through an index of each such run's characters and adjacent pairs
-(`text_grams`), which no trigram index can answer; anything else (`--`, `C#`, `db-7`) by reading
-the newest messages, at most SCAN_MESSAGES of them.
+Hangul: `端口`, `端`), which no trigram index can answer, through an index of each such run's
+characters and adjacent pairs (a column of `text_grams` on PostgreSQL; on SQLite the trigram
+index itself, given `spaced_runs`); anything else (`--`, `C#`, `db-7`) by reading the newest
+messages, at most SCAN_MESSAGES of them.
 """
 
 from __future__ import annotations
