@@ -60,18 +60,33 @@ def pg_schema(postgres_url: str) -> Iterator[str]:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
-    """A real SQL store of each kind: a SQLite file, and a throwaway PostgreSQL schema."""
-    backend: ConversationStore
-    if request.param == "postgres":
+def _backend(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> ConversationStore:
+    """A fresh store of one kind: memory, a SQLite file, or a throwaway PostgreSQL schema."""
+    if kind == "memory":
+        from precis.stores.memory import MemoryStore
+
+        return MemoryStore()
+    if kind == "postgres":
         from precis.stores.postgres import PostgresStore
 
         url = request.getfixturevalue("postgres_url")
-        backend = PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
-    else:
-        from precis.stores.sqlite import SQLiteStore
+        return PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
+    from precis.stores.sqlite import SQLiteStore
 
-        backend = SQLiteStore(tmp_path / "precis.db")
+    return SQLiteStore(tmp_path / "precis.db")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
+    """A real SQL store of each kind: a SQLite file, and a throwaway PostgreSQL schema."""
+    backend = _backend(request, tmp_path, request.param)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
+    """Every backend, the memory store beside the SQL ones, for rules all three must share."""
+    backend = _backend(request, tmp_path, request.param)
     yield backend
     backend.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +30,9 @@ from precis.stores.recall import (
 CID = "c"
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ConversationStore]:
-    backend: ConversationStore
-    if request.param == "memory":
-        backend = MemoryStore()
-    elif request.param == "postgres":
-        from precis.stores.postgres import PostgresStore
-
-        url = request.getfixturevalue("postgres_url")
-        backend = PostgresStore(url, schema=request.getfixturevalue("pg_schema"), max_size=2)
-    else:
-        backend = SQLiteStore(tmp_path / "precis.db")
-    yield backend
-    backend.close()
+@pytest.fixture
+def store(any_store: ConversationStore) -> ConversationStore:
+    return any_store
 
 
 def user(text: str) -> Message:
