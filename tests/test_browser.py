@@ -1,7 +1,7 @@
 """The inspector in a real browser: headless Chromium against a running `precis serve`.
 
 Needs Debian's `chromium` and `chromium-driver`; without them the test skips and says how to
-install them (CI installs them and sets PRECIS_REQUIRE_BROWSER, so there it fails instead).
+install them (CI installs them and sets REQUIRE_BROWSER_TEST, so there it fails instead).
 Screenshots go to the test's own temporary directory.
 """
 
@@ -30,8 +30,8 @@ WAIT_SECONDS = 30
 
 def _require(what: str) -> None:
     message = f"BROWSER TEST SKIPPED: {what}; install Chromium and its driver with `{INSTALL}`"
-    if os.environ.get("PRECIS_REQUIRE_BROWSER"):
-        pytest.fail(message.replace("SKIPPED", "FAILED") + " (PRECIS_REQUIRE_BROWSER is set)")
+    if os.environ.get("REQUIRE_BROWSER_TEST"):
+        pytest.fail(message.replace("SKIPPED", "FAILED") + " (REQUIRE_BROWSER_TEST is set)")
     pytest.skip(message)
 
 
