@@ -25,7 +25,7 @@ from precis.eval import (
     render_judge,
     run_judge,
 )
-from precis.eval.judging import transcript
+from precis.eval.judging import transcript, truncated
 from precis.eval.replay import load_conversation
 
 MINI = Path(__file__).parent / "data" / "judge" / "mini-swe-agent__github_issue.json"
@@ -173,10 +173,12 @@ def test_judging_the_mini_set_scores_each_strategy_within_the_budget(mini_report
         assert row.tally.facts == 7
         assert set(row.missed) <= {f"f{i}" for i in range(1, 8)}
         assert row.tally.kept_count == 7 - len(row.missed)
-    # Truncation is the newest characters of the transcript, which has no word of submitting.
+    # Truncation is the newest characters of the transcript, which has no word of submitting;
+    # the system prompt, which stays in context whatever the strategy, says how to submit.
     items = load_conversation(TRAJECTORIES / "mini-swe-agent__github_issue.jsonl")[:20]
     assert transcript(items).endswith("<returncode>0</returncode>\n<output>\n</output>")
-    assert rows["truncation"].chars == 2000 and "f7" in rows["truncation"].missed
+    assert "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" not in truncated(items, 2000).text
+    assert rows["truncation"].chars == 2000 and "f7" not in rows["truncation"].missed
     data = judge_json(mini_report)
     assert json.loads(json.dumps(data)) == data
     assert data["overall"]["brief"]["retention"]["facts"] == 7

@@ -2,10 +2,12 @@
 
 At a point, messages [0:message_index] are compacted into at most `budget_chars` characters of
 text a successor would read in their place, and that text is judged against the point's facts
-(`precis.eval.judge`). Strategies: precis's extractive brief with the guard on and off, an LLM
-summarizer when a provider is given, plain truncation (the newest characters of the transcript)
-and Claude Code's own summary where it compacted at that point. With `probes`, a model answers
-each probe question from that text alone and exact answers are counted.
+(`precis.eval.judge`) after the conversation's system prompt, which every strategy leaves in
+place (it is never summarized, and its size is not counted against the budget). Strategies:
+precis's extractive brief with the guard on and off, an LLM summarizer when a provider is
+given, plain truncation (the newest characters of the transcript) and Claude Code's own summary
+where it compacted at that point. With `probes`, a model answers each probe question from the
+system prompt and that text alone, and exact answers are counted.
 """
 
 from __future__ import annotations
@@ -191,8 +193,8 @@ def _compacted_once(
     )
     session = Session(MemoryStore(), name, None, summarizer, settings)
     rest = list(items)
-    if rest and rest[0].get("role") == "system" and isinstance(rest[0].get("content"), str):
-        session.set_system_prompt(rest[0]["content"])
+    if system_prompt(rest):
+        session.set_system_prompt(system_prompt(rest))
         rest = rest[1:]
     for item in rest:
         try:
@@ -297,6 +299,18 @@ def reference_summary(trajectories: Path, conversation: str, index: int) -> str 
     return None
 
 
+def system_prompt(items: Sequence[Mapping[str, Any]]) -> str:
+    """The conversation's system prompt: every strategy keeps it in context as it is."""
+    if items and items[0].get("role") == "system" and isinstance(items[0].get("content"), str):
+        return str(items[0]["content"])
+    return ""
+
+
+def with_system(system: str, text: str) -> str:
+    """What a successor reads at a point: the system prompt, then the strategy's text."""
+    return f"{system}\n\n{text}" if system else text
+
+
 def judge_text(point: Point, text: str) -> tuple[Tally, tuple[str, ...]]:
     """The point's facts kept by the text, per kind, and the ids of those it missed."""
     folded = normalise(text)
@@ -381,6 +395,7 @@ def run_judge(fact_sets: Sequence[FactSet], run: JudgeRun) -> JudgeReport:
                 f"{run.trajectories}"
             )
         items = load_conversation(path)
+        system = system_prompt(items)
         for i, point in enumerate(fact_set.points):
             if point.message_index > len(items):
                 raise InvalidInput(
@@ -391,10 +406,11 @@ def run_judge(fact_sets: Sequence[FactSet], run: JudgeRun) -> JudgeReport:
                 made = run.text(strategy, fact_set.conversation, items, point)
                 if made is None:
                     continue
-                tally, missed = judge_text(point, made.text)
+                read = with_system(system, made.text)
+                tally, missed = judge_text(point, read)
                 probes: tuple[ProbeResult, ...] = ()
                 if run.probes and run.provider is not None and point.probes:
-                    probes = tuple(ask_probes(run.provider, point.probes, made.text))
+                    probes = tuple(ask_probes(run.provider, point.probes, read))
                 rows.append(
                     JudgedRow(
                         fact_set.conversation,
