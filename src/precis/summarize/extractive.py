@@ -11,7 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from precis.core.messages import KIND_SUMMARY, Message
-from precis.facts import Collector, Ledger, earlier_summary_text, head, is_chinese, stored_ledger
+from precis.facts import (
+    Collector,
+    Fact,
+    Ledger,
+    context_text,
+    earlier_summary_text,
+    extract_facts,
+    head,
+    is_chinese,
+    missing_from_folded,
+    stored_ledger,
+)
 from precis.facts import span_language as span_language
 from precis.summarize.base import (
     LocalSummarizer,
@@ -47,6 +58,7 @@ def build_brief(
     phase: str | None = None,
     ledger: Ledger | None = None,
     answered: bool = False,
+    must: Sequence[Fact] = (),
 ) -> str:
     """The brief for `messages` within `budget` UTF-16 units; same input, same text.
 
@@ -54,6 +66,7 @@ def build_brief(
     kept line for line with the span's items added (`anchored`). `task` leads verbatim.
     `ledger` is the one `previous` carried, if any: anchored merging takes its task from it.
     `answered`: the span's last request is answered by the messages kept after the summary.
+    `must`: the facts the guard will demand of the text (`must_keep`), placed first.
     """
     if not messages and previous is None and not task and not phase:
         return head(NO_MESSAGES_SUMMARY, budget)
@@ -89,6 +102,7 @@ def build_brief(
                 mode=mode,
                 budget=room,
                 instructions=instructions,
+                must=must,
             )
 
     return within_words(render, style, budget)
@@ -132,6 +146,7 @@ class ExtractiveSummarizer(LocalSummarizer):
                 budget=self.budget_for(request),
                 instructions=request.instructions,
                 answered=answers_last_request(request.kept),
+                must=must_keep(request),
             )
         previous, fresh = split_previous(request)
         return build_brief(
@@ -146,6 +161,7 @@ class ExtractiveSummarizer(LocalSummarizer):
             phase=request.phase,
             ledger=_carried_ledger(request.messages, previous),
             answered=answers_last_request(request.kept),
+            must=must_keep(request),
         )
 
 
@@ -171,6 +187,17 @@ def _span_room(request: SummaryRequest) -> int:
     if not summarized:
         return units // 2
     return units - SPAN_MARGIN_CHARS
+
+
+def must_keep(request: SummaryRequest) -> tuple[Fact, ...]:
+    """The facts the guard will demand of this span's summary: the span's ledger (as the
+    engine reads it), less what the messages kept after the summary already hold."""
+    ledger = extract_facts(request.messages, task=request.task)
+    if request.task:
+        ledger = [f for f in ledger if f.kind != "task"]  # pinned beside the summary
+    if not request.kept:
+        return tuple(ledger)
+    return tuple(missing_from_folded(ledger, context_text(request.kept).folded))
 
 
 def _carried_ledger(messages: Sequence[Message], previous: str | None) -> Ledger | None:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from precis.core.jscompat import utf16_len
-from precis.facts import Facts, head, one_line, shorten
+from precis.facts import Fact, Facts, head, missing_facts, one_line, shorten
 from precis.summarize.brief.labels import (
     CODE,
     DISPLAY_ORDER,
@@ -27,6 +27,7 @@ from precis.summarize.brief.labels import (
     labels_for,
     shares_for,
 )
+from precis.summarize.brief.must import MUST_ROUNDS, MUST_SHARE, mark
 from precis.summarize.brief.sections import Item, hint_items, rank, sections, wanted_sections
 from precis.summarize.prompts import BRIEF_WORD_LIMIT
 
@@ -125,6 +126,32 @@ class _Brief:
             section.used += extra
             self.used += extra
 
+    def fill_must(self, limit: int) -> None:
+        """The items that carry a fact the guard demands, in the guard's order, whole or in
+        the fact's own words, within `limit`."""
+        marked = sorted(
+            (
+                (item.must, n, section, item)
+                for section in self.sections.values()
+                for n, item in enumerate(section.items)
+                if item.must is not None
+            ),
+            key=lambda e: (e[0], e[1]),
+        )
+        for _, _, section, item in marked:
+            room = limit - self.used
+            if room <= 0:
+                break
+            cost = self._item_cost(section, item.text)
+            if cost <= room:
+                self._show(section, item, item.text, cost)
+                continue
+            overhead = cost - utf16_len(item.text)
+            for variant in item.variants:
+                if utf16_len(variant) + overhead <= room:
+                    self._show(section, item, variant, overhead + utf16_len(variant))
+                    break
+
     def fill(
         self,
         priority: Sequence[str],
@@ -192,12 +219,52 @@ def compose(
     mode: str,
     budget: int,
     instructions: str | None,
+    must: Sequence[Fact] = (),
 ) -> str:
-    """One rendering of the facts in `style` within `budget` UTF-16 units."""
+    """One rendering of the facts in `style` within `budget` UTF-16 units.
+
+    `must` are the facts the guard will demand (`precis.summarize.brief.must`): those a
+    rendering lost are placed first in the next one, until it loses no more of them (or
+    `MUST_ROUNDS` renderings were made), so the guard finds them and cuts nothing.
+    """
+    text = _compose(facts, style, language, mode, budget, instructions, ())
+    if not must or style != "letta":
+        return text
+    wanted = list(must)
+    placed: set[int] = set()
+    for _ in range(MUST_ROUNDS):
+        lost = {id(f) for f in missing_facts(wanted, text)} - placed
+        if not lost:
+            break
+        placed |= lost
+        text = _compose(
+            facts,
+            style,
+            language,
+            mode,
+            budget,
+            instructions,
+            [f for f in wanted if id(f) in placed],
+        )
+    return text
+
+
+def _compose(
+    facts: Facts,
+    style: str,
+    language: str,
+    mode: str,
+    budget: int,
+    instructions: str | None,
+    must: Sequence[Fact],
+) -> str:
     labels = labels_for(style, language)
     ranked = rank(facts)
     brief = _Brief(budget, labels, ranked.root, STYLE_ORDER[style])
-    for key, items in sections(style, facts, labels, language, mode, budget, ranked).items():
+    built = sections(style, facts, labels, language, mode, budget, ranked)
+    if must and style == "letta":
+        mark(built, must)
+    for key, items in built.items():
         brief.add_section(key, items)
     wanted = wanted_sections(instructions)
     brief.boosted = frozenset(wanted)
@@ -213,6 +280,7 @@ def compose(
         # A small brief's notes come before the rest of the rules (the pinned task keeps them).
         then = None
         elastic = () if small else (NOTES, CODE)
+        brief.fill_must(int((limit - reserve) * MUST_SHARE))
         brief.fill(list(dict.fromkeys(priority)), limit - reserve, elastic, then)
         if small:  # no room for search terms: what made it in is the brief
             return _final(brief.render(), facts, budget)

@@ -16,6 +16,9 @@ class Item:
     variants: tuple[str, ...] = ()
     # Filled only once every section had its share (the system prompt's rules).
     late: bool = False
+    # The guard's rank of the fact this item carries verbatim (lower is more vital), if any:
+    # such items are filled first, as the guard would append them anyway.
+    must: int | None = None
 
 
 def display_path(path: str, root: str) -> str:

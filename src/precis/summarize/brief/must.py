@@ -1,0 +1,121 @@
+"""The facts the guard demands, placed by the brief itself.
+
+The guard appends, verbatim, whatever ledger fact a summary lost, and cuts the summary's tail
+to make room: its newest notes go first, and a fact the brief showed in another form (a
+shortened rule, a task by its gist) is shown twice. So the brief fills the items that carry a
+ledger fact before any other, in the guard's order, and adds an item in the fact's own words
+where none of its items carries it. What the guard would still append is then little, and what
+the brief leaves out to make room is its own least vital items, not its tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from precis.facts import Fact, fold, present
+from precis.summarize.brief.items import Item
+from precis.summarize.brief.labels import (
+    CONSTRAINTS,
+    ERRORS,
+    IDENTIFIERS,
+    MODIFIED,
+    READ,
+    REQUESTS,
+    TASK,
+    WORK,
+)
+
+# The section a fact of each kind belongs in when no item carries it.
+HOME: Final[Mapping[str, str]] = {
+    "constraint": CONSTRAINTS,
+    "task": TASK,
+    "pinned": REQUESTS,
+    "state": WORK,
+    "file_modified": MODIFIED,
+    "identifier": IDENTIFIERS,
+    "error": ERRORS,
+    "file_read": READ,
+    "request": REQUESTS,
+}
+# Past this share of the budget the guard would not append more either (its body floor).
+MUST_SHARE: Final = 1.0
+# Renderings of one brief at most: each places first the facts the one before lost.
+MUST_ROUNDS: Final = 3
+# Where new items go in their section's reading order: after the items it had.
+_NEW_ORDER: Final = 10**7
+
+
+def _line(fact: Fact) -> str:
+    return f"{fact.text} → {fact.note}" if fact.note else fact.text
+
+
+def mark(out: dict[str, list[Item]], facts: Sequence[Fact]) -> None:
+    """Mark each item that carries one of `facts` (the first that does, its home section
+    first), and add an item in the fact's words to its home section where none does."""
+    folded: dict[int, str] = {}
+
+    def carried(item: Item) -> str:
+        key = id(item)
+        if key not in folded:
+            folded[key] = fold(item.text)
+        return folded[key]
+
+    for rank, fact in enumerate(facts):
+        home = HOME.get(fact.kind)
+        if home is None or home not in out and home != TASK:
+            continue
+        order = [home, *(k for k in out if k != home)]
+        found = next(
+            (
+                item
+                for key in order
+                for item in out.get(key, ())
+                if present(fact, carried(item)) or _as_variant(item, fact)
+            ),
+            None,
+        )
+        if found is not None:
+            if found.must is None:
+                found.must = rank
+            continue
+        if fact.kind == "task":
+            _lead_task(out.setdefault(TASK, []), fact, rank)
+            continue
+        text = _line(fact)
+        variants = (fact.text,) if fact.note else ()
+        out[home].append(
+            Item(text, _NEW_ORDER + rank, shrink=False, variants=variants, must=rank)
+        )
+
+
+def _as_variant(item: Item, fact: Fact) -> bool:
+    """Whether a shrinkable item's text holds the fact's words (a prefix cut of the same text):
+    then the fact's words are its last resort, instead of a cut that may lose them."""
+    if fact.kind not in {"constraint", "request", "error", "pinned"} or not item.shrink:
+        return False
+    if not item.text.startswith(fact.text):
+        return False
+    if fact.text not in item.variants:
+        item.variants = (*item.variants, fact.text)
+    return True
+
+
+def _lead_task(items: list[Item], fact: Fact, rank: int) -> None:
+    """The task led by the guard's words for it, then what else its gist named."""
+    if not items:
+        items.append(Item(fact.text, 0, shrink=False, must=rank))
+        return
+    task = items[0]
+    rest = task.text
+    # Drop the gist's opening where the fact's words already say it.
+    words = rest.split(" ")
+    cut = 0
+    for i in range(1, len(words) + 1):
+        if " ".join(words[:i]) in fact.text:
+            cut = i
+        else:
+            break
+    rest = " ".join(words[cut:]).strip()
+    text = f"{fact.text} … {rest}" if rest else fact.text
+    items[0] = Item(text, task.order, task.keep, variants=(fact.text,), must=rank)
