@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from precis.core.jscompat import utf16_len
 from precis.facts import (
@@ -369,7 +371,8 @@ def _note_items(facts: Facts, mode: str) -> list[Item]:
             texts.append(line)
             # What it found: the values it states, and those of its results the work used.
             stated = note.values if said else 0
-            worths.append(min(stated, _MAX_SAID) + _USED_WEIGHT * min(note.used, 4))
+            reasons = _REASONED_WEIGHT if said and REASONED_RE.search(said) else 0
+            worths.append(min(stated, _MAX_SAID) + _USED_WEIGHT * min(note.used, 4) + reasons)
     return _by_worth(texts, worths, _NOTE_UNITS)
 
 
@@ -382,6 +385,15 @@ def _by_worth(texts: Sequence[str], worths: Sequence[int], cap: int) -> list[Ite
 
 
 _NEWEST_NOTES = 3
+# A turn that says why (a cause, a finding, a fix, a choice) is what a successor would
+# otherwise have to work out again: worth as much as a few values.
+_REASONED_WEIGHT = 3
+REASONED_RE: Final = re.compile(
+    r"(?i)\b(?:because|since the|due to|caused by|(?:root )?cause|the (?:issue|problem|bug|"
+    r"reason) (?:is|was)|this means|which means|means that|turns out|instead of|rather than|"
+    r"so that|that's why|this is why|the fix|to fix|fixed by|we need to|must be|"
+    r"(?:confirms?|shows?|indicates?|suggests?) that)\b"
+)
 _MAX_SAID = 8
 _USED_WEIGHT = 2
 
