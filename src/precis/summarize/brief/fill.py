@@ -17,12 +17,14 @@ from precis.summarize.brief.labels import (
     MIN_ITEM_UNITS,
     MODIFIED,
     NOTES,
+    PHASE,
     READ,
     SHARES,
     SMALL_BRIEF_CHARS,
     SMALL_FILL_ORDER,
     STYLE_FILL,
     STYLE_ORDER,
+    TASK,
     WORD_RE,
     labels_for,
     shares_for,
@@ -152,6 +154,24 @@ class _Brief:
                     self._show(section, item, variant, overhead + utf16_len(variant))
                     break
 
+    def fill_shares(self, keys: Sequence[str], limit: int) -> None:
+        """The first pass of `fill` for `keys` alone: each up to its share."""
+        for key in keys:
+            section = self.sections.get(key)
+            if section is None:
+                continue
+            share = max(self.shares[key] * self.budget, FLOORS.get(key, 0))
+            if key in self.boosted:
+                share = max(share, 0.3 * self.budget)
+            for item in section.items:
+                if item.shown is not None:
+                    continue
+                room = min(limit - self.used, int(share) - section.used)
+                if room <= 0:
+                    break
+                if not item.late:
+                    self._try_item(section, item, room)
+
     def fill(
         self,
         priority: Sequence[str],
@@ -280,6 +300,8 @@ def _compose(
         # A small brief's notes come before the rest of the rules (the pinned task keeps them).
         then = None
         elastic = () if small else (NOTES, CODE)
+        # The task and what the caller asked for first, then what the guard will demand.
+        brief.fill_shares(list(dict.fromkeys((*wanted, TASK, PHASE))), limit - reserve)
         brief.fill_must(int((limit - reserve) * MUST_SHARE))
         brief.fill(list(dict.fromkeys(priority)), limit - reserve, elastic, then)
         if small:  # no room for search terms: what made it in is the brief

@@ -61,9 +61,10 @@ def mark(out: dict[str, list[Item]], facts: Sequence[Fact]) -> None:
             folded[key] = fold(item.text)
         return folded[key]
 
-    for rank, fact in enumerate(facts):
+    # The task leads, as it leads the brief; then the guard's order.
+    for rank, fact in enumerate(sorted(facts, key=lambda f: f.kind != "task")):
         home = HOME.get(fact.kind)
-        if home is None or home not in out and home != TASK:
+        if home is None or (home not in out and home != TASK):
             continue
         order = [home, *(k for k in out if k != home)]
         found = next(
@@ -84,9 +85,7 @@ def mark(out: dict[str, list[Item]], facts: Sequence[Fact]) -> None:
             continue
         text = _line(fact)
         variants = (fact.text,) if fact.note else ()
-        out[home].append(
-            Item(text, _NEW_ORDER + rank, shrink=False, variants=variants, must=rank)
-        )
+        out[home].append(Item(text, _NEW_ORDER + rank, shrink=False, variants=variants, must=rank))
 
 
 def _as_variant(item: Item, fact: Fact) -> bool:
@@ -107,15 +106,14 @@ def _lead_task(items: list[Item], fact: Fact, rank: int) -> None:
         items.append(Item(fact.text, 0, shrink=False, must=rank))
         return
     task = items[0]
-    rest = task.text
     # Drop the gist's opening where the fact's words already say it.
-    words = rest.split(" ")
+    words = task.text.split(" ")
     cut = 0
     for i in range(1, len(words) + 1):
         if " ".join(words[:i]) in fact.text:
             cut = i
         else:
             break
-    rest = " ".join(words[cut:]).strip()
-    text = f"{fact.text} … {rest}" if rest else fact.text
+    rest = " ".join(words[cut:]).strip().lstrip("… ").strip()
+    text = f"{fact.text} … {rest}" if rest and rest not in fact.text else fact.text
     items[0] = Item(text, task.order, task.keep, variants=(fact.text,), must=rank)
