@@ -18,6 +18,7 @@ from precis.facts import (
     context_text,
     earlier_summary_text,
     extract_facts,
+    fold,
     head,
     is_chinese,
     missing_from_folded,
@@ -191,10 +192,12 @@ def _span_room(request: SummaryRequest) -> int:
 
 def must_keep(request: SummaryRequest) -> tuple[Fact, ...]:
     """The facts the guard will demand of this span's summary: the span's ledger (as the
-    engine reads it), less what the messages kept after the summary already hold."""
+    engine reads it), less what the pinned task and the messages kept after the summary
+    already hold."""
     ledger = extract_facts(request.messages, task=request.task)
-    if request.task:
-        ledger = [f for f in ledger if f.kind != "task"]  # pinned beside the summary
+    if request.task:  # pinned beside the summary, it holds what it says
+        ledger = [f for f in ledger if f.kind != "task"]
+        ledger = missing_from_folded(ledger, fold(request.task))
     if not request.kept:
         return tuple(ledger)
     return tuple(missing_from_folded(ledger, context_text(request.kept).folded))
