@@ -136,7 +136,7 @@ class _Brief:
                 (item.must, n, section, item)
                 for section in self.sections.values()
                 for n, item in enumerate(section.items)
-                if item.must is not None
+                if item.must is not None and item.shown is None
             ),
             key=lambda e: (e[0], e[1]),
         )
