@@ -466,7 +466,8 @@ class Collector:
         failed = found.failed or exit_failed(text)
         if call.action:
             ok = not failed and not found.signatures()
-            why = "" if ok or not text else found.outcome()
+            # What it came back with, done or not: an amount, an id, a state it set.
+            why = found.outcome() if text else ""
             progress.acted(f"{call.action} → {why}" if why else call.action, ok, at)
         work = call.work
         if work is None:

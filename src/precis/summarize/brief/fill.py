@@ -172,6 +172,13 @@ class _Brief:
                 if not item.late:
                     self._try_item(section, item, room)
 
+    def widen(self, key: str, limit: int) -> None:
+        """Give a section's shortened items back their text, as far as `limit` allows."""
+        section = self.sections.get(key)
+        for item in section.items if section is not None else ():
+            if item.shown is not None:
+                self._widen(section, item, limit)  # type: ignore[arg-type]
+
     def fill(
         self,
         priority: Sequence[str],
@@ -302,6 +309,8 @@ def _compose(
         elastic = () if small else (NOTES, CODE)
         # The task and what the caller asked for first, then what the guard will demand.
         brief.fill_shares(list(dict.fromkeys((*wanted, TASK, PHASE))), limit - reserve)
+        if facts.task_given:  # a reminder of the pinned task, whole if it is short
+            brief.widen(TASK, limit - reserve)
         brief.fill_must(int((limit - reserve) * MUST_SHARE))
         brief.fill(list(dict.fromkeys(priority)), limit - reserve, elastic, then)
         if small:  # no room for search terms: what made it in is the brief
