@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from precis.core.jscompat import utf16_len
 from precis.facts import Fact, Facts, head, missing_facts, one_line, shorten
@@ -30,7 +30,14 @@ from precis.summarize.brief.labels import (
     shares_for,
 )
 from precis.summarize.brief.must import MUST_ROUNDS, MUST_SHARE, mark
-from precis.summarize.brief.sections import Item, hint_items, rank, sections, wanted_sections
+from precis.summarize.brief.sections import (
+    Item,
+    Ranked,
+    hint_items,
+    rank,
+    sections,
+    wanted_sections,
+)
 from precis.summarize.prompts import BRIEF_WORD_LIMIT
 
 
@@ -254,7 +261,10 @@ def compose(
     rendering lost are placed first in the next one, until it loses no more of them (or
     `MUST_ROUNDS` renderings were made), so the guard finds them and cuts nothing.
     """
-    text = _compose(facts, style, language, mode, budget, instructions, ())
+    labels = labels_for(style, language)
+    ranked = rank(facts)
+    built = sections(style, facts, labels, language, mode, budget, ranked)
+    text = _compose(facts, style, budget, instructions, labels, ranked, built, ())
     if not must or style != "letta":
         return text
     wanted = list(must)
@@ -264,31 +274,24 @@ def compose(
         if not lost:
             break
         placed |= lost
-        text = _compose(
-            facts,
-            style,
-            language,
-            mode,
-            budget,
-            instructions,
-            [f for f in wanted if id(f) in placed],
-        )
+        chosen = [f for f in wanted if id(f) in placed]
+        text = _compose(facts, style, budget, instructions, labels, ranked, built, chosen)
     return text
 
 
 def _compose(
     facts: Facts,
     style: str,
-    language: str,
-    mode: str,
     budget: int,
     instructions: str | None,
+    labels: Mapping[str, str],
+    ranked: Ranked,
+    candidates: Mapping[str, list[Item]],
     must: Sequence[Fact],
 ) -> str:
-    labels = labels_for(style, language)
-    ranked = rank(facts)
+    """One filling of fresh copies of the candidate items (the filler marks what it shows)."""
     brief = _Brief(budget, labels, ranked.root, STYLE_ORDER[style])
-    built = sections(style, facts, labels, language, mode, budget, ranked)
+    built = {key: [replace(item) for item in items] for key, items in candidates.items()}
     if must and style == "letta":
         mark(built, must)
     for key, items in built.items():

@@ -54,6 +54,8 @@ def mark(out: dict[str, list[Item]], facts: Sequence[Fact]) -> None:
     """Mark each item that carries one of `facts` (the first that does, its home section
     first), and add an item in the fact's words to its home section where none does."""
     folded: dict[int, str] = {}
+    # Each section's items folded together: a fact whose words are not there is in none of them.
+    joined = {key: fold("\n".join(i.text for i in items)) for key, items in out.items()}
 
     def carried(item: Item) -> str:
         key = id(item)
@@ -66,11 +68,13 @@ def mark(out: dict[str, list[Item]], facts: Sequence[Fact]) -> None:
         home = HOME.get(fact.kind)
         if home is None or (home not in out and home != TASK):
             continue
+        needle = _needle(fact)
         order = [home, *(k for k in out if k != home)]
         found = next(
             (
                 item
                 for key in order
+                if needle in joined.get(key, "")
                 for item in out.get(key, ())
                 if present(fact, carried(item)) or _as_variant(item, fact)
             ),
@@ -86,6 +90,17 @@ def mark(out: dict[str, list[Item]], facts: Sequence[Fact]) -> None:
         text = _line(fact)
         variants = (fact.text,) if fact.note else ()
         out[home].append(Item(text, _NEW_ORDER + rank, shrink=False, variants=variants, must=rank))
+
+
+def _needle(fact: Fact) -> str:
+    """Words any text that keeps the fact holds (`precis.facts.present`): a state's subject,
+    a path without its "./"; nothing for a ticket, which may be cited many ways."""
+    folded = fold(fact.text)
+    if fact.kind == "state":
+        return folded.partition(": ")[0]
+    if fact.kind == "identifier" and folded.startswith("#"):
+        return ""
+    return folded.removeprefix("./")
 
 
 def _as_variant(item: Item, fact: Fact) -> bool:
