@@ -349,7 +349,7 @@ def _finding_items(
     return items
 
 
-def _note_items(facts: Facts, mode: str) -> list[Item]:
+def _note_items(facts: Facts, mode: str, units: int) -> list[Item]:
     """The agent's own words turn by turn, with what its calls came back with: filled newest
     first, shown in order. In all-mode the last turn's words are the current state instead."""
     texts: list[str] = []
@@ -373,7 +373,7 @@ def _note_items(facts: Facts, mode: str) -> list[Item]:
             stated = note.values if said else 0
             reasons = _REASONED_WEIGHT if said and REASONED_RE.search(said) else 0
             worths.append(min(stated, _MAX_SAID) + _USED_WEIGHT * min(note.used, 4) + reasons)
-    return _by_worth(texts, worths, _NOTE_UNITS)
+    return _by_worth(texts, worths, units)
 
 
 def _by_worth(texts: Sequence[str], worths: Sequence[int], cap: int) -> list[Item]:
@@ -399,7 +399,10 @@ _USED_WEIGHT = 2
 
 
 _NOTE_CALLS = 2
+# One note's most: a turn's words and what its calls came back with; a larger brief shows more
+# of each (a value the work turned on is often past the first few).
 _NOTE_UNITS = 260
+_WIDE_NOTE_UNITS = 400
 
 
 def _code_items(facts: Facts, root: str) -> list[Item]:
@@ -456,7 +459,8 @@ def sections(
         out[OPEN] = _open_items(facts, labels, caps[OPEN], requests_listed=True)
         out[WORK] = work.all
         out[DECISIONS] = _decision_items(facts, labels)
-        out[NOTES] = _note_items(facts, mode)
+        wide = budget > SMALL_BRIEF_CHARS
+        out[NOTES] = _note_items(facts, mode, _WIDE_NOTE_UNITS if wide else _NOTE_UNITS)
         out[CODE] = _code_items(facts, ranked.root)
         return out
     out[DONE] = [*work.done, *_done_items(facts)]
