@@ -2,10 +2,13 @@
 
 The guard appends, verbatim, whatever ledger fact a summary lost, and cuts the summary's tail
 to make room: its newest notes go first, and a fact the brief showed in another form (a
-shortened rule, a task by its gist) is shown twice. So the brief fills the items that carry a
-ledger fact before any other, in the guard's order, and adds an item in the fact's own words
-where none of its items carries it. What the guard would still append is then little, and what
-the brief leaves out to make room is its own least vital items, not its tail.
+shortened rule, a task by its gist) is shown twice. So once the task has its share, the brief
+fills the items that carry a ledger fact its plain rendering lost before any other, in the
+guard's order, and adds an item in the fact's own words where none of its items carries it
+(`fill.compose` renders again until no more are lost). What the guard would still append is
+then little, and what the brief leaves out to make room is its own least vital items, not its
+tail. The facts come from `extractive.must_keep`: the span's ledger as the engine reads it,
+less what the pinned task and the kept messages hold.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ HOME: Final[Mapping[str, str]] = {
     "file_read": READ,
     "request": REQUESTS,
 }
-# Past this share of the budget the guard would not append more either (its body floor).
+# The share of the budget the guard's facts may take first. All of it: the guard would cut the
+# brief's tail for any it lost (down to its body floor), so a lower bound only moves the cut.
 MUST_SHARE: Final = 1.0
 # Renderings of one brief at most: each places first the facts the one before lost.
 MUST_ROUNDS: Final = 3
