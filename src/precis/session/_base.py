@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from operator import is_
 from typing import Any
 
 from precis.core.errors import InvalidInput, InvalidMessage
@@ -146,13 +147,33 @@ class BaseSession:
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._created = False
         self._floor_counts: dict[str, int] = {}
+        # The last view made: its settings, floor, messages and what was shown (see `view_of`).
+        self._last_view: tuple[object, int, list[Message], list[Message]] | None = None
 
     # --- pure ---------------------------------------------------------------------------------
 
     def view_of(self, messages: list[Message], floor_tokens: int = 0) -> list[Message]:
         """What the model sees of these messages: long tool outputs head+tail, old ones masked,
         any message too big for half the window head+tail too, and any turn too big for its
-        room (`turn_budget`) cut to fit it (the originals stay stored)."""
+        room (`turn_budget`) cut to fit it (the originals stay stored).
+
+        A compaction views the context the check just viewed: the same messages (the same
+        objects) give the same view, so the last one is handed out again."""
+        made_by = (self.settings, self.counter)
+        last = self._last_view
+        if (
+            last is not None
+            and last[0] == made_by
+            and last[1] == floor_tokens
+            and len(last[2]) == len(messages)
+            and all(map(is_, last[2], messages))
+        ):
+            return list(last[3])
+        shown = self._view(messages, floor_tokens)
+        self._last_view = (made_by, floor_tokens, list(messages), shown)
+        return list(shown)
+
+    def _view(self, messages: list[Message], floor_tokens: int) -> list[Message]:
         s = self.settings
         fits = s.context_window * CHARS_PER_TOKEN // 2 if s.context_window else None
         tools = s.tool_output_max_chars
