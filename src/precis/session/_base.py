@@ -25,7 +25,7 @@ from precis.engine.requests import Call, Request, Summarize
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
-from precis.facts import folded_parts, prepare
+from precis.facts import folded_parts, prepare, read_ahead
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -63,11 +63,15 @@ def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     ]
 
 
-def _remember(messages: Sequence[Message], counter: TokenCounter) -> None:
+def _remember(
+    messages: Sequence[Message], counter: TokenCounter, earlier: Sequence[Message] = ()
+) -> None:
     for message in messages:
         prepare(message)  # its facts
         counter.count(message)
         folded_parts(message)  # the text facts are looked for in, folded
+    # What a result says about the work its call did (earlier in the turn or in this batch).
+    read_ahead(earlier, messages)
 
 
 def answers_outside(turn: Sequence[Message], messages: Sequence[Message]) -> bool:
@@ -259,7 +263,7 @@ class BaseSession:
         appended: list[Message] = yield self._call(self.store.append, messages)
         # Each message's facts, tokens and folded text are found once, now, so no compaction has
         # to scan, count or fold it again; an async session does this off its loop.
-        yield Call(_remember, (self.view_of(appended), self.counter))
+        yield Call(_remember, (self.view_of(appended), self.counter, tail.turn))
         yield from self._sample_steps("append", added=appended)
         return appended
 
