@@ -127,10 +127,14 @@ class Compactor:
         task: str | None = None,
         phase: str | None = None,
         pending: Sequence[Message] = (),
+        snapshot: ContextSnapshot | None = None,
     ) -> Steps[Request, CompactionResult]:
         """Compact once; on a concurrent commit re-plan against the winner's context, else raise.
 
         Pre-compact hooks run first and may add instructions or veto (`CompactionVetoed`).
+        `snapshot`, the context as a caller just read it, spares the first read when no hook
+        runs in between (a commit since it was read fails the compare-and-set, and the retry
+        reads the context again).
         """
         reports: list[str] = []
         if self.hooks:
@@ -145,8 +149,15 @@ class Compactor:
         pending_ids = {m.id for m in pending}
         if "" in pending_ids:
             raise ValueError("pending messages need ids, so the commit can leave them out")
-        for attempt in range(self.settings.commit_retries + 1):
-            snapshot: ContextSnapshot = yield Call(self.store.context, (conversation_id,))
+        given = None if self.hooks else snapshot
+        # A given snapshot's attempt is one more: as many attempts read the context as before.
+        attempts = self.settings.commit_retries + 1 + (given is not None)
+        for attempt in range(attempts):
+            if attempt == 0 and given is not None:
+                snapshot = given
+            else:
+                snapshot = yield Call(self.store.context, (conversation_id,))
+            assert snapshot is not None
             candidate = yield from self._candidate(snapshot, job)
             if isinstance(candidate, NoOp):
                 self._step("nothing to do")
@@ -172,7 +183,7 @@ class Compactor:
             try:
                 committed: ContextSnapshot = yield commit
             except VersionConflict:
-                if attempt == self.settings.commit_retries:
+                if attempt == attempts - 1:
                     raise
                 continue
             self._step("committed")

@@ -384,12 +384,21 @@ class BaseSession:
         return hit
 
     def _tokens_steps(self, pending: Sequence[Message] = ()) -> Steps[Request, int]:
+        return (yield from self._checked_steps(pending))[0]
+
+    def _checked_steps(
+        self, pending: Sequence[Message] = ()
+    ) -> Steps[Request, tuple[int, ContextSnapshot]]:
+        """The tokens in context, and the snapshot they were counted from."""
         floor = yield from self._floor_tokens_steps()
-        context = yield from self._context_steps()
-        estimate = estimate_context(self.view_of([*context, *pending], floor), self.counter)
+        yield from self._ensure_steps()
+        snapshot: ContextSnapshot = yield self._call(self.store.context)
+        view = self.view_of([*snapshot.messages, *pending], floor)
+        estimate = estimate_context(view, self.counter)
         if estimate.last_usage_index is not None:
-            return estimate.tokens  # the reported usage already counted system prompt and tools
-        return estimate.tokens + floor
+            # The reported usage already counted system prompt and tools.
+            return estimate.tokens, snapshot
+        return estimate.tokens + floor, snapshot
 
     def _needs_compaction_steps(self) -> Steps[Request, bool]:
         threshold = self.settings.threshold
@@ -411,8 +420,10 @@ class BaseSession:
         instructions: str | None,
         phase: str | None,
         pending: Sequence[Message] = (),
+        snapshot: ContextSnapshot | None = None,
     ) -> Steps[Request, CompactionResult]:
-        """Compact the stored context; a turn's pending messages ride after it, kept whole."""
+        """Compact the stored context; a turn's pending messages ride after it, kept whole.
+        `snapshot` is the context a check just read, which the compaction need not read again."""
         floor = yield from self._floor_tokens_steps()
         task = yield from self._task_steps()
         result: CompactionResult = yield from self.compactor.compaction(
@@ -424,6 +435,7 @@ class BaseSession:
             task=task,
             phase=phase,
             pending=pending,
+            snapshot=snapshot,
         )
         if result.compacted:  # a no-op changed nothing to sample
             yield from self._sample_steps("compaction", context=result.context)
@@ -437,19 +449,21 @@ class BaseSession:
         could make nothing smaller wrote nothing and is not listed."""
         done: list[CompactionStats] = []
         hard, soft = self.settings.hard_limit, self.settings.threshold
-        tokens = yield from self._tokens_steps(pending)  # once per check: it reads the context
+        # Once per check: it reads the context, and the compaction it starts works on that read
+        # (a commit since is caught by the compaction's compare-and-set, which reads again).
+        tokens, snapshot = yield from self._checked_steps(pending)
         if hard is not None and tokens > hard:
             truncated = yield from self._compact_steps(
-                "truncate", "hard_watermark", None, None, pending
+                "truncate", "hard_watermark", None, None, pending, snapshot
             )
             if truncated.compacted:
                 done.append(truncated.stats)
-                tokens = yield from self._tokens_steps(pending)
+                tokens, snapshot = yield from self._checked_steps(pending)
         limit = self.settings.turn_limit
         result: CompactionResult | None = None
         if soft is not None and tokens > soft:
             result = yield from self._compact_steps(
-                None, "context_window_limit", None, None, pending
+                None, "context_window_limit", None, None, pending, snapshot
             )
         elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
             result = yield from self._compact_steps(None, "turn_limit", None, None, pending)
