@@ -221,6 +221,16 @@ def _letta_chars_plus(messages: Sequence[Message], plus: int) -> list[int]:
     return chars
 
 
+def count_all(counter: TokenCounter, messages: Sequence[Message]) -> list[int]:
+    """`counter.count` of each message; one pass over the memo when the counter can (the
+    cached counters' `count_many`), else message by message."""
+    count_many = getattr(counter, "count_many", None)
+    if count_many is None:
+        return [counter.count(m) for m in messages]
+    counts: list[int] = count_many(messages)
+    return counts
+
+
 @dataclass(frozen=True, slots=True)
 class ContextEstimate:
     """Tokens in context: the provider's last reported usage plus estimates after it."""
@@ -266,9 +276,9 @@ def estimate_context(messages: Sequence[Message], counter: TokenCounter) -> Cont
             stale = i <= boundary_index
         reported = None if stale else usage_tokens(message)
         if reported is not None:
-            trailing = sum(counter.count(m) for m in messages[i + 1 :])
+            trailing = sum(count_all(counter, messages[i + 1 :]))
             return ContextEstimate(reported + trailing, reported, trailing, i)
-    total = sum(counter.count(m) for m in messages)
+    total = sum(count_all(counter, messages))
     return ContextEstimate(total, 0, total, None)
 
 

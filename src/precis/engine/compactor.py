@@ -16,7 +16,7 @@ from precis.core.errors import CompactionError, CompactionVetoed, PlanningError,
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window
 from precis.core.steps import Steps
-from precis.core.tokens import MESSAGE_OVERHEAD_TOKENS, TextEstimator, TokenCounter
+from precis.core.tokens import MESSAGE_OVERHEAD_TOKENS, TextEstimator, TokenCounter, count_all
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.audit import audited
@@ -217,7 +217,7 @@ class Compactor:
             shown = self._view(shown, job.floor_tokens)
         stored, pending = shown[: len(snapshot.messages)], shown[len(snapshot.messages) :]
         messages = [*stored, *pending]
-        counts = [self.counter.count(m) for m in messages]
+        counts = count_all(self.counter, messages)
         before = sum(counts)
         plans: list[Callable[[], CompactionPlan]] = []
         if job.mode in (None, "sliding_window"):
