@@ -67,6 +67,7 @@ FIT_RETRIES = 3
 _AFTER_KEY = '"context_tokens_after":'
 # Fact kinds a compaction must keep verbatim (else it is rolled back).
 REQUIRED_KINDS = ("task", "constraint")
+_REQUIRED_RANK = {kind: i for i, kind in enumerate(REQUIRED_KINDS)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,12 +326,8 @@ class Compactor:
             # Without a stated task the span's first request stands in for it; keep it if
             # there is room, but do not roll back over it.
             ledger = Ledger(tuple(f for f in ledger.facts if f.kind != "task"))
-        for fact in sorted(
-            ledger.facts,
-            key=lambda f: (
-                REQUIRED_KINDS.index(f.kind) if f.kind in REQUIRED_KINDS else len(REQUIRED_KINDS)
-            ),
-        ):
+        rank = _REQUIRED_RANK.get
+        for fact in sorted(ledger.facts, key=lambda f: rank(f.kind, len(REQUIRED_KINDS))):
             if fact.kind not in REQUIRED_KINDS:
                 break
             room -= len(fact.text) + 3
