@@ -151,8 +151,11 @@ class BaseSession:
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._created = False
         self._floor_counts: dict[str, int] = {}
-        # The last view made: its settings, floor, messages and what was shown (see `view_of`).
-        self._last_view: tuple[object, int, list[Message], list[Message]] | None = None
+        # The last view made: by what (settings, counter), its floor, the messages, each shown
+        # on its own, the turn budget, and the view (see `view_of`).
+        self._last_view: (
+            tuple[object, int, list[Message], list[Message], int | None, list[Message]] | None
+        ) = None
 
     # --- pure ---------------------------------------------------------------------------------
 
@@ -162,22 +165,48 @@ class BaseSession:
         room (`turn_budget`) cut to fit it (the originals stay stored).
 
         A compaction views the context the check just viewed: the same messages (the same
-        objects) give the same view, so the last one is handed out again."""
+        objects) give the same view, so the last one is handed out again; and a check views the
+        context the last view showed with a few messages after it, which are all it shows anew.
+        """
         made_by = (self.settings, self.counter)
         last = self._last_view
-        if (
-            last is not None
-            and last[0] == made_by
-            and last[1] == floor_tokens
-            and len(last[2]) == len(messages)
-            and all(map(is_, last[2], messages))
-        ):
-            return list(last[3])
-        shown = self._view(messages, floor_tokens)
-        self._last_view = (made_by, floor_tokens, list(messages), shown)
+        if last is not None and last[0] == made_by and last[1] == floor_tokens:
+            seen, displayed, budget, shown = last[2], last[3], last[4], last[5]
+            k = len(seen)
+            if len(messages) == k and all(map(is_, seen, messages)):
+                return list(shown)
+            if (
+                len(messages) > k
+                and self.settings.mask_after_turns is None
+                and all(map(is_, seen, messages))  # (zip stops at the shorter: the old ones)
+            ):
+                # The last view and messages after it: show only those, and fit again only the
+                # turn the old messages end in (a turn starts at every message but a tool result,
+                # and each turn is fitted on its own, so the turns before it stay as they were).
+                displayed = displayed + self._display(messages[k:])
+                if self.turn_budget(displayed, floor_tokens) == budget:
+                    t = next((i for i in range(k - 1, -1, -1) if displayed[i].role != "tool"), 0)
+                    shown = shown[:t] + self._fit(displayed[t:], budget)
+                    self._last_view = (
+                        made_by,
+                        floor_tokens,
+                        list(messages),
+                        displayed,
+                        budget,
+                        shown,
+                    )
+                    return list(shown)
+        displayed = self._display(messages)
+        if self.settings.mask_after_turns is not None:
+            displayed = mask_observations(displayed, keep_last_turns=self.settings.mask_after_turns)
+        budget = self.turn_budget(displayed, floor_tokens)
+        shown = self._fit(displayed, budget)
+        self._last_view = (made_by, floor_tokens, list(messages), displayed, budget, shown)
         return list(shown)
 
-    def _view(self, messages: list[Message], floor_tokens: int) -> list[Message]:
+    def _display(self, messages: Sequence[Message]) -> list[Message]:
+        """Each message as shown on its own: long tool outputs head+tail, any message too big
+        for half the window head+tail too."""
         s = self.settings
         fits = s.context_window * CHARS_PER_TOKEN // 2 if s.context_window else None
         tools = s.tool_output_max_chars
@@ -185,7 +214,7 @@ class BaseSession:
         head, tail = s.tool_output_head_lines, s.tool_output_tail_lines
         # Most messages are short enough to be shown as they are: skip the display calls then.
         short = -1 if head < 0 or tail < 0 else min(x for x in (for_tools, fits, 1 << 62) if x)
-        shown = [
+        return [
             m
             if len(m.content) <= short
             else fit_message(
@@ -196,18 +225,19 @@ class BaseSession:
             )
             for m in messages
         ]
-        if s.mask_after_turns is not None:
-            shown = mask_observations(shown, keep_last_turns=s.mask_after_turns)
-        budget = self.turn_budget(shown, floor_tokens)
-        if budget is not None:
-            shown = fit_turns(
-                shown,
-                budget_tokens=budget,
-                count=self.counter.count,
-                head_lines=head,
-                tail_lines=tail,
-            )
-        return shown
+
+    def _fit(self, displayed: list[Message], budget: int | None) -> list[Message]:
+        """The displayed messages with each turn over `budget` cut to fit it."""
+        if budget is None:
+            return displayed
+        s = self.settings
+        return fit_turns(
+            displayed,
+            budget_tokens=budget,
+            count=self.counter.count,
+            head_lines=s.tool_output_head_lines,
+            tail_lines=s.tool_output_tail_lines,
+        )
 
     def turn_budget(self, shown: Sequence[Message], floor_tokens: int) -> int | None:
         """The most one unsplittable turn may take: half of what the soft watermark leaves
