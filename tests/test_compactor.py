@@ -225,6 +225,31 @@ def test_pinned_message_survives_and_leads_the_context(store: ConversationStore)
     assert session.prompt()[0]["content"] == "never use npm"
 
 
+def test_a_snapshot_handed_in_spares_the_read_and_a_commit_since_is_still_caught(
+    store: ConversationStore,
+) -> None:
+    settings = CompactionSettings(context_window=2000, commit_retries=0)
+    store.append("c", chat(30))
+    reads: list[str] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            if name == "context":
+                reads.append(name)
+            return getattr(store, name)
+
+    compactor = Compactor(Counting(), LettaEstimator(), ScriptedSummarizer(), settings)  # type: ignore[arg-type]
+    drive(compactor.compaction("c", snapshot=store.context("c")))
+    assert reads == [] and len(store.events("c")) == 1
+    # Stale by the time it is used: the compare-and-set fails, and the context is read again
+    # as many times as without a snapshot (commit_retries=0: once), so the compaction commits.
+    stale = store.context("c")
+    store.append("c", chat(4))
+    drive(Compactor(store, LettaEstimator(), ScriptedSummarizer("late"), settings).compaction("c"))
+    drive(compactor.compaction("c", snapshot=stale))
+    assert reads == ["context"] and len(store.events("c")) == 3
+
+
 def test_nothing_to_compact_is_a_no_op_that_says_why(store: ConversationStore) -> None:
     session = Session(store, "c", LettaEstimator(), ScriptedSummarizer())
     result = session.compact_result()

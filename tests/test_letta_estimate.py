@@ -150,3 +150,28 @@ def test_the_lower_bound_is_close_for_plain_text_and_ignores_list_content() -> N
     counter = LettaEstimator()
     assert counter.tokens_at_least(plain) == 20 and sum(counter.count_many(plain)) == 24
     assert counter.tokens_at_least([listed]) == 0  # its content "ab\n\nc" is not what is counted
+
+
+@pytest.mark.property
+@given(texts, st.sampled_from(':,"{}[]-/.'), st.sampled_from("0123456789"), texts, texts)
+def test_a_text_counted_in_two_parts_counts_as_the_whole(
+    head: str, end: str, digit: str, rest: str, other: str
+) -> None:
+    """`count_text_split` is `count_text` wherever it cuts, its head read once across calls."""
+    counter = TextEstimator()
+    for text, split in (
+        (head + end + digit + rest, len(head) + 1),  # punctuation | digit: counted apart
+        (head + end + digit + other, len(head) + 1),  # the same head again
+        (head + rest, len(head)),  # any other cut: counted whole
+        (other, len(other) // 2),
+    ):
+        assert counter.count_text_split(text, split) == counter.count_text(text)
+
+
+def test_a_remembered_count_is_what_count_gives_back() -> None:
+    counter = TextEstimator()
+    summary = Message(role="user", content="a summary", id="s1")
+    counter.remember(summary, counter.count(replace(summary, id="")))
+    assert counter.count(summary) == TextEstimator().count(summary)
+    counter.remember(Message(role="user", content="no id"), 99)  # nothing to file it under
+    assert counter.count(Message(role="user", content="no id")) != 99

@@ -221,6 +221,16 @@ def _letta_chars_plus(messages: Sequence[Message], plus: int) -> list[int]:
     return chars
 
 
+def count_all(counter: TokenCounter, messages: Sequence[Message]) -> list[int]:
+    """`counter.count` of each message; one pass over the memo when the counter can (the
+    cached counters' `count_many`), else message by message."""
+    count_many = getattr(counter, "count_many", None)
+    if count_many is None:
+        return [counter.count(m) for m in messages]
+    counts: list[int] = count_many(messages)
+    return counts
+
+
 @dataclass(frozen=True, slots=True)
 class ContextEstimate:
     """Tokens in context: the provider's last reported usage plus estimates after it."""
@@ -266,9 +276,9 @@ def estimate_context(messages: Sequence[Message], counter: TokenCounter) -> Cont
             stale = i <= boundary_index
         reported = None if stale else usage_tokens(message)
         if reported is not None:
-            trailing = sum(counter.count(m) for m in messages[i + 1 :])
+            trailing = sum(count_all(counter, messages[i + 1 :]))
             return ContextEstimate(reported + trailing, reported, trailing, i)
-    total = sum(counter.count(m) for m in messages)
+    total = sum(count_all(counter, messages))
     return ContextEstimate(total, 0, total, None)
 
 
@@ -390,6 +400,11 @@ def _estimate_text(text: str) -> int:
     return max(1, round(cost))
 
 
+# ASCII characters of class "p" (`_CLASSES`' default): neither letter, digit, space nor newline.
+_ASCII_PUNCT = frozenset(chr(b) for b in range(128) if _CLASSES[b] == ord("p"))
+_ASCII_DIGITS = frozenset("0123456789")
+
+
 class TextEstimator(_CachedCounter):
     """The default: o200k-calibrated estimate, honest for prose, CJK, code and JSON alike.
 
@@ -397,8 +412,40 @@ class TextEstimator(_CachedCounter):
     the speed of one regex pass and with no tokenizer data.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._head: tuple[str, tuple[int, ...]] = ("", ())
+
     def count_text(self, text: str) -> int:
         return _estimate_text(text)
+
+    def count_text_split(self, text: str, split: int) -> int:
+        """`count_text(text)`, where `text[:split]` is usually the head of the last call's text
+        (a summary whose stats alone change): the head's features are read once.
+
+        Exact: where the head ends in ASCII punctuation and the rest starts with a digit, no
+        piece `_text_features` counts can run across the cut (each pattern that holds a digit
+        has a letter, space or digit before it, and none opens on one), and the rest starts no
+        run the start-of-text checks count, so the features of the whole are those of the two
+        parts added up."""
+        head, rest = text[:split], text[split:]
+        if not head or head[-1] not in _ASCII_PUNCT or not rest or rest[0] not in _ASCII_DIGITS:
+            return _estimate_text(text)
+        known, features = self._head
+        if known != head:
+            features = _text_features(head)
+            self._head = (head, features)
+        both = map(add, features, _text_features(rest))
+        cost: float = sum(map(mul, _FEATURE_WEIGHTS, both))
+        return max(1, round(cost))
+
+    def remember(self, message: Message, count: int) -> None:
+        """Note a count the caller made of `message` exactly as `count` would (a summary sized
+        while it was packed), so counting it again is a look-up."""
+        if message.id:
+            if self._unfiled:
+                self._file()
+            self._memo.setdefault(message.id, (len(message.content), count))
 
     def _count(self, message: Message) -> int:
         return _message_tokens(message, _estimate_text)

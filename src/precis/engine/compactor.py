@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window
 from precis.core.steps import Steps
-from precis.core.tokens import TokenCounter
+from precis.core.tokens import MESSAGE_OVERHEAD_TOKENS, TextEstimator, TokenCounter, count_all
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.audit import audited
@@ -63,8 +63,11 @@ REQUIRED_SHARE = 0.6
 FIT_CHARS_PER_TOKEN = 3
 # Times a summary over the room is asked again, smaller.
 FIT_RETRIES = 3
+# Where the summary's stats give the tokens after: the one number the stats fixed point changes.
+_AFTER_KEY = '"context_tokens_after":'
 # Fact kinds a compaction must keep verbatim (else it is rolled back).
 REQUIRED_KINDS = ("task", "constraint")
+_REQUIRED_RANK = {kind: i for i, kind in enumerate(REQUIRED_KINDS)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +128,14 @@ class Compactor:
         task: str | None = None,
         phase: str | None = None,
         pending: Sequence[Message] = (),
+        snapshot: ContextSnapshot | None = None,
     ) -> Steps[Request, CompactionResult]:
         """Compact once; on a concurrent commit re-plan against the winner's context, else raise.
 
         Pre-compact hooks run first and may add instructions or veto (`CompactionVetoed`).
+        `snapshot`, the context as a caller just read it, spares the first read when no hook
+        runs in between (a commit since it was read fails the compare-and-set, and the retry
+        reads the context again).
         """
         reports: list[str] = []
         if self.hooks:
@@ -143,8 +150,15 @@ class Compactor:
         pending_ids = {m.id for m in pending}
         if "" in pending_ids:
             raise ValueError("pending messages need ids, so the commit can leave them out")
-        for attempt in range(self.settings.commit_retries + 1):
-            snapshot: ContextSnapshot = yield Call(self.store.context, (conversation_id,))
+        given = None if self.hooks else snapshot
+        # A given snapshot's attempt is one more: as many attempts read the context as before.
+        attempts = self.settings.commit_retries + 1 + (given is not None)
+        for attempt in range(attempts):
+            if attempt == 0 and given is not None:
+                snapshot = given
+            else:
+                snapshot = yield Call(self.store.context, (conversation_id,))
+            assert snapshot is not None
             candidate = yield from self._candidate(snapshot, job)
             if isinstance(candidate, NoOp):
                 self._step("nothing to do")
@@ -170,7 +184,7 @@ class Compactor:
             try:
                 committed: ContextSnapshot = yield commit
             except VersionConflict:
-                if attempt == self.settings.commit_retries:
+                if attempt == attempts - 1:
                     raise
                 continue
             self._step("committed")
@@ -204,7 +218,7 @@ class Compactor:
             shown = self._view(shown, job.floor_tokens)
         stored, pending = shown[: len(snapshot.messages)], shown[len(snapshot.messages) :]
         messages = [*stored, *pending]
-        counts = [self.counter.count(m) for m in messages]
+        counts = count_all(self.counter, messages)
         before = sum(counts)
         plans: list[Callable[[], CompactionPlan]] = []
         if job.mode in (None, "sliding_window"):
@@ -312,12 +326,8 @@ class Compactor:
             # Without a stated task the span's first request stands in for it; keep it if
             # there is room, but do not roll back over it.
             ledger = Ledger(tuple(f for f in ledger.facts if f.kind != "task"))
-        for fact in sorted(
-            ledger.facts,
-            key=lambda f: (
-                REQUIRED_KINDS.index(f.kind) if f.kind in REQUIRED_KINDS else len(REQUIRED_KINDS)
-            ),
-        ):
+        rank = _REQUIRED_RANK.get
+        for fact in sorted(ledger.facts, key=lambda f: rank(f.kind, len(REQUIRED_KINDS))):
             if fact.kind not in REQUIRED_KINDS:
                 break
             room -= len(fact.text) + 3
@@ -460,16 +470,27 @@ class Compactor:
         # Only the token count differs between the packings: the summary is encoded once.
         head = packed_head(text, stats_of(kept_tokens), mode, time=now)
 
+        counter = self.counter
+        split = type(counter) is TextEstimator
+
         def total(tokens_after: int) -> int:
             """The context's tokens as a reader counts them: the summary is a message too."""
             content = with_stats(head, stats_of(tokens_after))
-            return kept_tokens + self.counter.count(Message(role="user", content=content))
+            if split:
+                # Only the stats differ between the packings: the text before the count of
+                # tokens after is read once (the same count, see `count_text_split`).
+                at = content.find(_AFTER_KEY, len(head)) + len(_AFTER_KEY)
+                text = cast(TextEstimator, counter).count_text_split(content, at)
+                return kept_tokens + MESSAGE_OVERHEAD_TOKENS + text
+            return kept_tokens + counter.count(Message(role="user", content=content))
 
         # The stats the summary carries count the summary itself: settle on the fixed point.
         after = total(kept_tokens)
+        settled_on = False
         for _ in range(3):
             settled = total(after)
             if settled == after:
+                settled_on = True
                 break
             after = settled
         stats = CompactionStats(
@@ -491,6 +512,9 @@ class Compactor:
             metadata={**metadata, "stats": stats.as_dict()},
         )
         remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
+        if split and settled_on:
+            # Counted above as a reader counts it: the view after and the next check look it up.
+            cast(TextEstimator, counter).remember(summary, after - kept_tokens)
         pinned_text, keep_text = kept_texts
         context = [*pinned, summary, *keep]
         return Candidate(

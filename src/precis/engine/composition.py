@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.core.tokens import TokenCounter
+from precis.core.tokens import TokenCounter, count_all
 from precis.engine.settings import CompactionSettings
 from precis.stores.samples import Sample, SampleKind
 
@@ -40,8 +40,8 @@ def measure(
 ) -> Sample:
     """The sample for these messages (a whole context, or an append's new messages)."""
     parts = {"pinned": 0, "summary": 0, "messages": 0, "tool_outputs": 0}
-    for message in messages:
-        parts[kind_of(message)] += counter.count(message)
+    for message, tokens in zip(messages, count_all(counter, messages), strict=True):
+        parts[kind_of(message)] += tokens
     return Sample(
         kind=kind,
         at=at,

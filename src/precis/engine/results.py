@@ -23,7 +23,11 @@ class CompactionStats:
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _STATS_FIELDS}
+
+
+# CompactionStats' field names in order, looked up once.
+_STATS_FIELDS = tuple(f.name for f in fields(CompactionStats))
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,7 +82,7 @@ class Work:
             if entry is None:
                 entry = parts[id(message)] = (message, folded_parts(message))
             out.extend(entry[1])
-        return " ".join(part for part in out if part)
+        return " ".join(filter(None, out))
 
 
 def joined(*folded: str) -> str:

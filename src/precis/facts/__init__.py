@@ -16,6 +16,7 @@ from precis.facts.collect import (
     SummaryReader,
     Tally,
     TermEntry,
+    read_ahead,
 )
 from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
 from precis.facts.language import (
@@ -99,6 +100,7 @@ __all__ = [
     "present",
     "project_root",
     "raw_summary_text",
+    "read_ahead",
     "remember_ledger",
     "retention",
     "scan",

@@ -107,8 +107,13 @@ class Tally:
     def keyed(self, min_weight: int = 0) -> list[tuple[str, TermEntry]]:
         """The ranked terms with the key each is filed under; with `min_weight`, only those
         weighing that much (the same order: the sort is stable, the filter keeps order)."""
+        # `_shown` inlined: this reads every term the span's outputs named.
         return sorted(
-            ((k, t) for k, t in self.terms.items() if t.weight >= min_weight and _shown(t)),
+            (
+                (k, t)
+                for k, t in self.terms.items()
+                if t.weight >= min_weight and (t.weight > W_OUTPUT or t.kind in TELLING_KINDS)
+            ),
             key=_rank_keyed,
         )
 
@@ -560,3 +565,15 @@ class Collector:
         for sentence in constraint_sentences(text):
             facts.constraints.setdefault(sentence.lower(), sentence)
         self.add_terms(list(terms_in(text)), W_CARRIED, W_CARRIED)
+
+
+def read_ahead(earlier: Sequence[Message], messages: Sequence[Message]) -> None:
+    """Replay `messages` after the calls `earlier` made, into facts thrown away: what a result
+    says about its call's work (a tracker's rules, titles, sub-items, a commit, a test tally) is
+    read now and kept on the result's scan, so the compaction that evicts it only replays it."""
+    collector = Collector(full=False)
+    for message in earlier:
+        if message.tool_calls:
+            collector.feed_one(message, 0)
+    for message in messages:
+        collector.feed_one(message, 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from operator import is_
 from typing import Any
 
 from precis.core.errors import InvalidInput, InvalidMessage
@@ -24,7 +25,7 @@ from precis.engine.requests import Call, Request, Summarize
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
-from precis.facts import folded_parts, prepare
+from precis.facts import folded_parts, prepare, read_ahead
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -62,11 +63,15 @@ def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     ]
 
 
-def _remember(messages: Sequence[Message], counter: TokenCounter) -> None:
+def _remember(
+    messages: Sequence[Message], counter: TokenCounter, earlier: Sequence[Message] = ()
+) -> None:
     for message in messages:
         prepare(message)  # its facts
         counter.count(message)
         folded_parts(message)  # the text facts are looked for in, folded
+    # What a result says about the work its call did (earlier in the turn or in this batch).
+    read_ahead(earlier, messages)
 
 
 def answers_outside(turn: Sequence[Message], messages: Sequence[Message]) -> bool:
@@ -146,13 +151,62 @@ class BaseSession:
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._created = False
         self._floor_counts: dict[str, int] = {}
+        # The last view made: by what (settings, counter), its floor, the messages, each shown
+        # on its own, the turn budget, and the view (see `view_of`).
+        self._last_view: (
+            tuple[object, int, list[Message], list[Message], int | None, list[Message]] | None
+        ) = None
 
     # --- pure ---------------------------------------------------------------------------------
 
     def view_of(self, messages: list[Message], floor_tokens: int = 0) -> list[Message]:
         """What the model sees of these messages: long tool outputs head+tail, old ones masked,
         any message too big for half the window head+tail too, and any turn too big for its
-        room (`turn_budget`) cut to fit it (the originals stay stored)."""
+        room (`turn_budget`) cut to fit it (the originals stay stored).
+
+        A compaction views the context the check just viewed: the same messages (the same
+        objects) give the same view, so the last one is handed out again; and a check views the
+        context the last view showed with a few messages after it, which are all it shows anew.
+        """
+        made_by = (self.settings, self.counter)
+        last = self._last_view
+        if last is not None and last[0] == made_by and last[1] == floor_tokens:
+            seen, displayed, budget, shown = last[2], last[3], last[4], last[5]
+            k = len(seen)
+            if len(messages) == k and all(map(is_, seen, messages)):
+                return list(shown)
+            if (
+                len(messages) > k
+                and self.settings.mask_after_turns is None
+                and all(map(is_, seen, messages))  # (zip stops at the shorter: the old ones)
+            ):
+                # The last view and messages after it: show only those, and fit again only the
+                # turn the old messages end in (a turn starts at every message but a tool result,
+                # and each turn is fitted on its own, so the turns before it stay as they were).
+                displayed = displayed + self._display(messages[k:])
+                if self.turn_budget(displayed, floor_tokens) == budget:
+                    t = next((i for i in range(k - 1, -1, -1) if displayed[i].role != "tool"), 0)
+                    shown = shown[:t] + self._fit(displayed[t:], budget)
+                    self._last_view = (
+                        made_by,
+                        floor_tokens,
+                        list(messages),
+                        displayed,
+                        budget,
+                        shown,
+                    )
+                    return list(shown)
+        displayed = self._display(messages)
+        if self.settings.mask_after_turns is not None:
+            displayed = mask_observations(displayed, keep_last_turns=self.settings.mask_after_turns)
+        budget = self.turn_budget(displayed, floor_tokens)
+        shown = self._fit(displayed, budget)
+        self._last_view = (made_by, floor_tokens, list(messages), displayed, budget, shown)
+        return list(shown)
+
+    def _display(self, messages: Sequence[Message]) -> list[Message]:
+        """Each message as shown on its own: long tool outputs head+tail, any message too big
+        for half the window head+tail too."""
         s = self.settings
         fits = s.context_window * CHARS_PER_TOKEN // 2 if s.context_window else None
         tools = s.tool_output_max_chars
@@ -160,7 +214,7 @@ class BaseSession:
         head, tail = s.tool_output_head_lines, s.tool_output_tail_lines
         # Most messages are short enough to be shown as they are: skip the display calls then.
         short = -1 if head < 0 or tail < 0 else min(x for x in (for_tools, fits, 1 << 62) if x)
-        shown = [
+        return [
             m
             if len(m.content) <= short
             else fit_message(
@@ -171,18 +225,19 @@ class BaseSession:
             )
             for m in messages
         ]
-        if s.mask_after_turns is not None:
-            shown = mask_observations(shown, keep_last_turns=s.mask_after_turns)
-        budget = self.turn_budget(shown, floor_tokens)
-        if budget is not None:
-            shown = fit_turns(
-                shown,
-                budget_tokens=budget,
-                count=self.counter.count,
-                head_lines=head,
-                tail_lines=tail,
-            )
-        return shown
+
+    def _fit(self, displayed: list[Message], budget: int | None) -> list[Message]:
+        """The displayed messages with each turn over `budget` cut to fit it."""
+        if budget is None:
+            return displayed
+        s = self.settings
+        return fit_turns(
+            displayed,
+            budget_tokens=budget,
+            count=self.counter.count,
+            head_lines=s.tool_output_head_lines,
+            tail_lines=s.tool_output_tail_lines,
+        )
 
     def turn_budget(self, shown: Sequence[Message], floor_tokens: int) -> int | None:
         """The most one unsplittable turn may take: half of what the soft watermark leaves
@@ -238,7 +293,7 @@ class BaseSession:
         appended: list[Message] = yield self._call(self.store.append, messages)
         # Each message's facts, tokens and folded text are found once, now, so no compaction has
         # to scan, count or fold it again; an async session does this off its loop.
-        yield Call(_remember, (self.view_of(appended), self.counter))
+        yield Call(_remember, (self.view_of(appended), self.counter, tail.turn))
         yield from self._sample_steps("append", added=appended)
         return appended
 
@@ -359,12 +414,21 @@ class BaseSession:
         return hit
 
     def _tokens_steps(self, pending: Sequence[Message] = ()) -> Steps[Request, int]:
+        return (yield from self._checked_steps(pending))[0]
+
+    def _checked_steps(
+        self, pending: Sequence[Message] = ()
+    ) -> Steps[Request, tuple[int, ContextSnapshot]]:
+        """The tokens in context, and the snapshot they were counted from."""
         floor = yield from self._floor_tokens_steps()
-        context = yield from self._context_steps()
-        estimate = estimate_context(self.view_of([*context, *pending], floor), self.counter)
+        yield from self._ensure_steps()
+        snapshot: ContextSnapshot = yield self._call(self.store.context)
+        view = self.view_of([*snapshot.messages, *pending], floor)
+        estimate = estimate_context(view, self.counter)
         if estimate.last_usage_index is not None:
-            return estimate.tokens  # the reported usage already counted system prompt and tools
-        return estimate.tokens + floor
+            # The reported usage already counted system prompt and tools.
+            return estimate.tokens, snapshot
+        return estimate.tokens + floor, snapshot
 
     def _needs_compaction_steps(self) -> Steps[Request, bool]:
         threshold = self.settings.threshold
@@ -386,8 +450,10 @@ class BaseSession:
         instructions: str | None,
         phase: str | None,
         pending: Sequence[Message] = (),
+        snapshot: ContextSnapshot | None = None,
     ) -> Steps[Request, CompactionResult]:
-        """Compact the stored context; a turn's pending messages ride after it, kept whole."""
+        """Compact the stored context; a turn's pending messages ride after it, kept whole.
+        `snapshot` is the context a check just read, which the compaction need not read again."""
         floor = yield from self._floor_tokens_steps()
         task = yield from self._task_steps()
         result: CompactionResult = yield from self.compactor.compaction(
@@ -399,6 +465,7 @@ class BaseSession:
             task=task,
             phase=phase,
             pending=pending,
+            snapshot=snapshot,
         )
         if result.compacted:  # a no-op changed nothing to sample
             yield from self._sample_steps("compaction", context=result.context)
@@ -412,19 +479,21 @@ class BaseSession:
         could make nothing smaller wrote nothing and is not listed."""
         done: list[CompactionStats] = []
         hard, soft = self.settings.hard_limit, self.settings.threshold
-        tokens = yield from self._tokens_steps(pending)  # once per check: it reads the context
+        # Once per check: it reads the context, and the compaction it starts works on that read
+        # (a commit since is caught by the compaction's compare-and-set, which reads again).
+        tokens, snapshot = yield from self._checked_steps(pending)
         if hard is not None and tokens > hard:
             truncated = yield from self._compact_steps(
-                "truncate", "hard_watermark", None, None, pending
+                "truncate", "hard_watermark", None, None, pending, snapshot
             )
             if truncated.compacted:
                 done.append(truncated.stats)
-                tokens = yield from self._tokens_steps(pending)
+                tokens, snapshot = yield from self._checked_steps(pending)
         limit = self.settings.turn_limit
         result: CompactionResult | None = None
         if soft is not None and tokens > soft:
             result = yield from self._compact_steps(
-                None, "context_window_limit", None, None, pending
+                None, "context_window_limit", None, None, pending, snapshot
             )
         elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
             result = yield from self._compact_steps(None, "turn_limit", None, None, pending)
