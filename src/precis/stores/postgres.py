@@ -342,10 +342,10 @@ def _index_pieces(term: str, share: Callable[[str], float]) -> list[str] | None:
     if len(grams) <= MOST_TRIGRAMS:
         return None
     # ` bi` cannot be asked without `  b` (its piece `/bi` asks both): it costs what that does.
-    shares = {
-        gram: max(share(gram), share(f"  {gram[1]}") if gram[:2] == " " + gram[1] else 0.0)
-        for gram in grams
-    }
+    shares = {gram: share(gram) for gram in grams}
+    for gram in grams:
+        if len(gram) == TRIGRAM_CHARS and gram[0] == " " and gram[1] != " ":
+            shares[gram] = max(shares[gram], share(f"  {gram[1]}"))
     # On a tie, a trigram inside a word first: one at its edge brings the like of `  b` along.
     ranked = sorted(grams, key=lambda gram: (shares[gram], gram.count(" "), grams[gram]))
     if shares[ranked[0]] >= RARE_SHARE:
