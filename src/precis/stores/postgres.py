@@ -257,6 +257,18 @@ class PostgresDialect(Dialect):
         return out
 
     def optimize(self, db: Handle) -> None:
+        """Move the recall index's pending list into the index proper, and ANALYZE.
+
+        GIN gathers new entries in a pending list of up to gin_pending_list_limit (4 MB by
+        default), and every read of the index reads all of it: after a bulk load a few
+        milliseconds of every recall query (autovacuum empties it too, in its own time). Only
+        the index's owner may: anyone else leaves it to autovacuum."""
+        db.execute("SAVEPOINT precis_gin_pending")
+        try:
+            db.execute("SELECT gin_clean_pending_list('messages_recall'::regclass)")
+        except psycopg.Error:
+            db.execute("ROLLBACK TO SAVEPOINT precis_gin_pending")
+        db.execute("RELEASE SAVEPOINT precis_gin_pending")
         db.execute("ANALYZE conversations, messages, in_context, events, pins")
 
 
