@@ -5,7 +5,8 @@ lock the conversation row (`SELECT … FOR UPDATE`), so appends to one conversat
 numbers and a compaction's compare-and-set on `version` cannot interleave with anything that
 touches the same conversation; reads run in REPEATABLE READ so a snapshot is consistent.
 Recall (stores/recall.py) reads one GIN index a window of messages at a time, newest first: each
-message's window, its grams (one or two CJK characters) and, with pg_trgm, its trigrams.
+message's window, its grams (one or two CJK characters) and, with pg_trgm, its trigrams; a long
+term is asked of the index by its rare pieces only, each row found checked for the whole term.
 
 The queries are the shared ones of `SQLStore`; this module adds PostgreSQL's dialect and the pool.
 """
@@ -76,9 +77,9 @@ _UNINDEXED_DOC = "(content || E'\\n' || calls_text || '')"
 _GRAM_PATTERN = "[" + "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in IDEOGRAPHIC_RANGES) + "]"
 # A long term is asked of the index by its rare trigrams only (`_index_pieces`); which are rare
 # is counted in this many of the conversation's newest messages, read again once as many more
-# have been appended, and kept for this many conversations.
+# have been appended, and kept for this many conversations (some 200 KB each).
 SAMPLE = 128
-SAMPLED_CONVERSATIONS = 256
+SAMPLED_CONVERSATIONS = 32
 # What pg_trgm makes trigrams of: runs of letters and digits; and, to count them in a sample
 # quickly, ASCII punctuation to spaces (other punctuation stays in words: an estimate only).
 _TRGM_WORD = re.compile(r"[^\W_]+")
