@@ -212,12 +212,13 @@ class PostgresDialect(Dialect):
         grams = [t for t, kind in zip(terms, kinds, strict=True) if kind == "gram"]
         indexed = [t for t, kind in zip(terms, kinds, strict=True) if kind == "trigram"]
         scanned = [t for t, kind in zip(terms, kinds, strict=True) if kind == "scan"]
-        # A long term is asked of the index by its rare trigrams, each row checked for it all.
+        # A long term alone is asked of the index by its rare trigrams, each row checked for it
+        # all; several terms narrow each other, and checking each row for each costs more.
         share = self._samples.share(db, conversation_id, last)
         asked: list[tuple[str, str]] = []
         checked = [_like_pattern(t) for t in scanned]
         for term in indexed:
-            pieces = _index_pieces(term, share)
+            pieces = _index_pieces(term, share) if len(terms) == 1 else None
             if pieces is None:
                 asked.append(("ILIKE", _like_pattern(term)))
             else:
