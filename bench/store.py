@@ -40,6 +40,8 @@ CONTEXT_READS = 200
 RECALL_ROUNDS = 8
 SMALL = 1_000
 PG_SCHEMA = "precis_bench"
+# With --reuse-pg, the text of this many messages (scaled) stands for the text of them all.
+REUSE_SAMPLE = 20_000
 # Session.append is timed over this many appends around each length.
 SESSION_SAMPLE = 60
 SESSION_LENGTHS = (100, 4_000)
@@ -109,10 +111,13 @@ def compact(store: ConversationStore) -> None:
     """Keep the newest 49 and a summary, as a compaction would."""
     last_seq = store.count(CID)
     kept = [m.id for m in store.history(CID, offset=max(0, last_seq - (IN_CONTEXT - 1)))]
-    summary = Message(role="user", kind=KIND_SUMMARY, id="summary-1", content="summary of it all")
+    version = store.context(CID).version
+    summary = Message(
+        role="user", kind=KIND_SUMMARY, id=f"summary-{version + 1}", content="summary of it all"
+    )
     store.commit_compaction(
         CID,
-        expected_version=0,
+        expected_version=version,
         snapshot_last_seq=last_seq,
         summary=summary,
         context_ids=[summary.id, *kept],
@@ -197,7 +202,7 @@ def sqlite_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.parent.iterdir() if f.name.startswith(path.name))
 
 
-def pg_bytes(url: str) -> int:
+def pg_bytes(url: str, schema: str) -> int:
     import psycopg
 
     with psycopg.connect(url) as conn:
@@ -205,17 +210,43 @@ def pg_bytes(url: str) -> int:
             "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class AS c "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND c.relkind = 'r'",
-            (PG_SCHEMA,),
+            (schema,),
         ).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def drop_pg_schema(url: str) -> None:
+def drop_pg_schema(url: str, schema: str = PG_SCHEMA) -> None:
     import psycopg
     from psycopg import sql
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(PG_SCHEMA)))
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def pg_schema(name: str) -> str:
+    """The schema of one of run_store's stores: the large one in PG_SCHEMA, the others beside it
+    (so that the large one can be kept, see --reuse-pg)."""
+    return PG_SCHEMA if name == "large" else f"{PG_SCHEMA}_{name}"
+
+
+def pg_messages(url: str, schema: str) -> int:
+    """How many messages of CID the schema holds (0 when it has no store)."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url) as conn:
+        exists = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (f"{schema}.conversations",)
+        ).fetchone()
+        if not exists or not exists[0]:
+            return 0
+        row = conn.execute(
+            sql.SQL("SELECT next_seq - 1 FROM {}.conversations WHERE id = %s").format(
+                sql.Identifier(schema)
+            ),
+            (CID,),
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 # A store, and how to read its size on disk once it is closed.
@@ -231,19 +262,23 @@ def sqlite_store(folder: Path, name: str) -> Iterator[Opened]:
 
 
 @contextmanager
-def pg_store(url: str) -> Iterator[Opened]:
+def pg_store(url: str, schema: str, *, keep: bool = False) -> Iterator[Opened]:
+    """The store in `schema`, dropped first unless `keep`."""
     from precis.stores.postgres import PostgresStore
 
-    drop_pg_schema(url)
-    with PostgresStore(url, schema=PG_SCHEMA) as store:
-        yield store, lambda: pg_bytes(url)
+    if not keep:
+        drop_pg_schema(url, schema)
+    with PostgresStore(url, schema=schema) as store:
+        yield store, lambda: pg_bytes(url, schema)
 
 
 # --- report -----------------------------------------------------------------------------------
 
 
-def run_store(label: str, opener: Opener, size: int) -> bool:
-    """Measure one backend at `size` (the context read at SMALL too); True if all targets met."""
+def run_store(label: str, opener: Opener, size: int, *, built: bool = False) -> bool:
+    """Measure one backend at `size` (the context read at SMALL too); True if all targets met.
+
+    `built`: the large store already holds the history (compacted), so it is not built again."""
     print(f"\n== {label}: {size:,} messages ==")
     sys.stdout.flush()
     reads: dict[int, float] = {}
@@ -251,9 +286,21 @@ def run_store(label: str, opener: Opener, size: int) -> bool:
         build(store, SMALL)
         reads[SMALL] = context_read_ms(store)
     with opener("large") as (store, disk):
-        spent, text = build(store, size)
-        rate = size / spent
-        print(f"build: {spent:.0f} s in the store, {rate:,.0f} msg/s (batches of {BUILD_BATCH:,})")
+        if built:
+            # The text of the first REUSE_SAMPLE messages, scaled: generating them all again
+            # would take a minute. ANALYZE again, so that earlier runs' appends are counted.
+            sample = min(size, REUSE_SAMPLE)
+            text = sum(len(search_text(m).encode()) for m in corpus.messages(0, sample))
+            text = text * size // sample
+            store.optimize()  # type: ignore[attr-defined]
+            compact(store)  # the appends of the last run are in context
+            print("build: reused the store already built (text bytes estimated)")
+        else:
+            spent, text = build(store, size)
+            rate = size / spent
+            print(
+                f"build: {spent:.0f} s in the store, {rate:,.0f} msg/s (batches of {BUILD_BATCH:,})"
+            )
         sys.stdout.flush()
         reads[size] = context_read_ms(store)
         recall = recall_ms(store, size)
@@ -307,6 +354,12 @@ def main() -> int:
     parser.add_argument("--database-url", help="also measure PostgreSQL at this URL")
     parser.add_argument("--pg-messages", type=int, help="history length on PostgreSQL")
     parser.add_argument("--skip-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument(
+        "--reuse-pg",
+        action="store_true",
+        help="keep the large PostgreSQL store afterwards, and reuse it instead of building it "
+        "again when it already holds the messages (appends of earlier runs stay in it)",
+    )
     args = parser.parse_args()
     ok = True
     with tempfile.TemporaryDirectory(prefix="precis-bench-") as tmp:
@@ -322,13 +375,17 @@ def main() -> int:
     if args.database_url:
         url = args.database_url
 
-        def pg_opener(name: str) -> AbstractContextManager[Opened]:
-            return pg_store(url)
-
         size = args.pg_messages or args.messages
-        ok &= run_store("PostgreSQL (one GIN index: windows, grams, pg_trgm)", pg_opener, size)
+        built = args.reuse_pg and pg_messages(url, PG_SCHEMA) >= size
+
+        def pg_opener(name: str) -> AbstractContextManager[Opened]:
+            return pg_store(url, pg_schema(name), keep=built and name == "large")
+
+        label = "PostgreSQL (one GIN index: windows, grams, pg_trgm)"
+        ok &= run_store(label, pg_opener, size, built=built)
         ok &= run_session("PostgreSQL", pg_opener)
-        drop_pg_schema(url)
+        for name in ("small", "session") if args.reuse_pg else ("small", "session", "large"):
+            drop_pg_schema(url, pg_schema(name))
     print("\nall targets met" if ok else "\nsome target missed")
     return 0 if ok else 1
 

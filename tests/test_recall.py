@@ -266,3 +266,89 @@ def test_postgres_reads_windows_then_spans_then_the_rest(postgres_url: str, pg_s
             got = [(h.id, h.score) for h in store.recall(CID, query, 10)]
             assert got == [(h.id, h.score) for h in reference.recall(CID, query, 10)], query
         assert len(store.recall(CID, "needle", 100)) == sum("needle" in m.content for m in messages)
+
+
+def test_postgres_asks_the_index_for_the_rare_pieces_of_a_long_term() -> None:
+    """pg_trgm's keys of a term, and the pieces of it a long term is asked by (no database)."""
+    from precis.stores.postgres import _index_patterns, _index_pieces, _term_trigrams
+
+    term = "src/billing/module_17.py"
+    keys = _term_trigrams(term)
+    # Inner trigrams by themselves; a word's edge with the character bounding it; `17` whole.
+    assert keys["bil"] == (4, 7) and keys[" bi"] == (3, 6) and keys["le "] == (16, 19)
+    assert keys["  17 "] == (18, 22) and " 17" not in keys
+    assert keys["  py"] == (21, 24)  # a word starting so: the term ends there, the word need not
+    rare = {"  17 ": 0.0, "bil": 0.05, "ill": 0.05, "lli": 0.05, "lin": 0.05, "  b": 0.9}
+
+    def share(key: str) -> float:
+        return rare.get(key, 0.6)
+
+    pieces = _index_pieces(term, share)
+    assert pieces == ["billi", "_17."]  # bil, lli (ill, lin add a character only), the word 17
+    assert _index_patterns(pieces) == [("LIKE", "%\\_17.%"), ("ILIKE", "%billi%")]
+    assert _index_pieces(term, lambda key: 0.5) is None  # nothing rare: the whole term
+    assert _index_pieces("error", lambda key: 0.0) is None  # a short term: all of it
+    assert _index_patterns(["100%", "a_b\\c"]) == [("LIKE", "%100\\%%"), ("ILIKE", "%a\\_b\\\\c%")]
+    for share_of in (share, lambda key: 0.0, lambda key: len(key) / 10):
+        found = _index_pieces(term, share_of) or [term]
+        assert 1 <= len(found) <= 4
+        at = 0
+        for piece in found:  # pieces of the term, in its order
+            at = term.index(piece, at) + len(piece)
+
+
+def test_postgres_recalls_a_long_term_by_its_pieces_alike(
+    postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows holding the pieces but not the term, the term in other cases, LIKE's own characters
+    in it: PostgreSQL asking by pieces answers as a MemoryStore does."""
+    from precis.stores import postgres
+    from precis.stores.postgres import PostgresStore
+
+    asked: list[list[str]] = []
+    index_patterns = postgres._index_patterns
+
+    def spy(pieces: list[str]) -> list[tuple[str, str]]:
+        asked.append(list(pieces))
+        return index_patterns(pieces)
+
+    monkeypatch.setattr(postgres, "_index_patterns", spy)
+    rng = random.Random(5)
+    decoys = [
+        "src/billing/module_3.py beside src/auth/module_17.py",
+        "billing 17 module src py",
+        "src/billing/module_170.py",
+        "src/billing/module_117.py and module_17.pyc",
+        "a 100%_done\\x value",
+    ]
+    targets = [
+        "see src/billing/module_17.py now",
+        "SRC/Billing/Module_17.PY in capitals",
+        "src/billing/module_17.pyc compiled, then a 100%_done\\xyz value",
+    ]
+    messages = []
+    for i in range(1_500):
+        words = rng.choices(["src", "module", "py", "the", "port", "cache"], k=4)
+        if i % 37 == 5:
+            words.append(rng.choice(targets))
+        elif i % 11 == 3:
+            words.append(rng.choice(decoys))
+        messages.append(user(" ".join(words)))
+    with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
+        store.append(CID, messages)
+        reference = MemoryStore()
+        reference.append(CID, store.history(CID))
+        queries = [
+            "src/billing/module_17.py",
+            "SRC/BILLING/MODULE_17.PY",
+            "billing/module_17",
+            "100%_done\\xyz",
+            "src/billing/module_17.py module",
+        ]
+        for query in queries:
+            for limit in (3, 10, 100):
+                got = [(h.id, h.snippet, h.score) for h in store.recall(CID, query, limit)]
+                want = [(h.id, h.snippet, h.score) for h in reference.recall(CID, query, limit)]
+                assert got == want, (query, limit)
+    # The long terms were asked by pieces: a part of `billing`, and the word 17 whole.
+    assert any(len(p) == 2 and p[0] in "billing" and p[1] == "_17." for p in asked), asked

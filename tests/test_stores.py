@@ -312,6 +312,19 @@ def test_postgres_satisfies_the_protocol(postgres_url: str, pg_schema: str) -> N
         assert isinstance(pg, ConversationStore)
 
 
+def test_postgres_optimize_after_a_bulk_load(postgres_url: str, pg_schema: str) -> None:
+    """optimize() moves the recall index's pending entries into it and ANALYZEs; recall finds
+    the same before and after."""
+    from precis.stores.postgres import PostgresStore
+
+    with PostgresStore(postgres_url, schema=pg_schema) as pg:
+        pg.append(CID, [user(f"port {i} of src/billing/module_{i}.py") for i in range(300)])
+        before = [h.id for h in pg.recall(CID, "src/billing/module_17.py")]
+        pg.optimize()
+        assert [h.id for h in pg.recall(CID, "src/billing/module_17.py")] == before
+        assert len(before) == 1
+
+
 def test_postgres_reopen_keeps_everything(postgres_url: str, pg_schema: str) -> None:
     from precis.stores.postgres import PostgresStore
 
