@@ -147,12 +147,7 @@ class PostgresDialect(Dialect):
         db.execute("DROP INDEX IF EXISTS messages_trgm")
         # Long texts are compressed with lz4 where the server has it: recall reads each
         # candidate's text, and lz4 gives it back several times faster than the default pglz.
-        db.execute("SAVEPOINT precis_lz4")
-        try:
-            db.execute("ALTER TABLE messages ALTER COLUMN content SET COMPRESSION lz4")
-        except psycopg.Error:
-            db.execute("ROLLBACK TO SAVEPOINT precis_lz4")
-        db.execute("RELEASE SAVEPOINT precis_lz4")
+        _try(db, "ALTER TABLE messages ALTER COLUMN content SET COMPRESSION lz4")
         db.execute("ALTER TABLE messages ADD COLUMN grams TEXT[]")
         rows = db.execute(
             self.sql(
@@ -265,13 +260,19 @@ class PostgresDialect(Dialect):
         default), and every read of the index reads all of it: after a bulk load a few
         milliseconds of every recall query (autovacuum empties it too, in its own time). Only
         the index's owner may: anyone else leaves it to autovacuum."""
-        db.execute("SAVEPOINT precis_gin_pending")
-        try:
-            db.execute("SELECT gin_clean_pending_list('messages_recall'::regclass)")
-        except psycopg.Error:
-            db.execute("ROLLBACK TO SAVEPOINT precis_gin_pending")
-        db.execute("RELEASE SAVEPOINT precis_gin_pending")
+        _try(db, "SELECT gin_clean_pending_list('messages_recall'::regclass)")
         db.execute("ANALYZE conversations, messages, in_context, events, pins")
+
+
+def _try(db: Handle, statement: str) -> None:
+    """Run a statement the server may refuse (a missing feature, a missing right) without
+    aborting the transaction around it."""
+    db.execute("SAVEPOINT precis_try")
+    try:
+        db.execute(statement)
+    except psycopg.Error:
+        db.execute("ROLLBACK TO SAVEPOINT precis_try")
+    db.execute("RELEASE SAVEPOINT precis_try")
 
 
 def _windows(conversation_id: str, high: int, low: int) -> tuple[int, list[str]]:
@@ -290,12 +291,7 @@ def _trigram_schema(db: Handle) -> str | None:
 
     Never into the store's own schema: dropping that schema would drop the extension for all.
     """
-    db.execute("SAVEPOINT precis_trgm")
-    try:
-        db.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public")
-    except psycopg.Error:
-        db.execute("ROLLBACK TO SAVEPOINT precis_trgm")
-    db.execute("RELEASE SAVEPOINT precis_trgm")
+    _try(db, "CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA public")
     row = db.execute(
         "SELECT n.nspname FROM pg_extension AS e JOIN pg_namespace AS n "
         "ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'"

@@ -161,19 +161,24 @@ class _Brief:
                     self._show(section, item, variant, overhead + utf16_len(variant))
                     break
 
+    def _share(self, key: str) -> int:
+        """A section's first-pass room: its share of the budget, its floor, more if boosted."""
+        share = max(self.shares[key] * self.budget, FLOORS.get(key, 0))
+        if key in self.boosted:
+            share = max(share, 0.3 * self.budget)
+        return int(share)
+
     def fill_shares(self, keys: Sequence[str], limit: int) -> None:
         """The first pass of `fill` for `keys` alone: each up to its share."""
         for key in keys:
             section = self.sections.get(key)
             if section is None:
                 continue
-            share = max(self.shares[key] * self.budget, FLOORS.get(key, 0))
-            if key in self.boosted:
-                share = max(share, 0.3 * self.budget)
+            share = self._share(key)
             for item in section.items:
                 if item.shown is not None:
                     continue
-                room = min(limit - self.used, int(share) - section.used)
+                room = min(limit - self.used, share - section.used)
                 if room <= 0:
                     break
                 if not item.late:
@@ -206,10 +211,7 @@ class _Brief:
                 section = self.sections.get(key)
                 if section is None:
                     continue
-                share = max(self.shares[key] * self.budget, FLOORS.get(key, 0))
-                if key in self.boosted:
-                    share = max(share, 0.3 * self.budget)
-                cap = int(share) if first_pass else limit
+                cap = self._share(key) if first_pass else limit
                 for item in section.items:
                     if item.shown is not None:
                         if not first_pass:
