@@ -10,17 +10,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window
 from precis.core.steps import Steps
-from precis.core.tokens import MESSAGE_OVERHEAD_TOKENS, TextEstimator, TokenCounter, count_all
+from precis.core.tokens import TextEstimator, TokenCounter, count_all
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.audit import audited
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
+from precis.engine.packing import settle_tokens_after
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.results import CompactionResult, CompactionStats, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
@@ -63,8 +64,6 @@ REQUIRED_SHARE = 0.6
 FIT_CHARS_PER_TOKEN = 3
 # Times a summary over the room is asked again, smaller.
 FIT_RETRIES = 3
-# Where the summary's stats give the tokens after: the one number the stats fixed point changes.
-_AFTER_KEY = '"context_tokens_after":'
 # Fact kinds a compaction must keep verbatim (else it is rolled back).
 REQUIRED_KINDS = ("task", "constraint")
 _REQUIRED_RANK = {kind: i for i, kind in enumerate(REQUIRED_KINDS)}
@@ -470,29 +469,8 @@ class Compactor:
         # Only the token count differs between the packings: the summary is encoded once.
         head = packed_head(text, stats_of(kept_tokens), mode, time=now)
 
-        counter = self.counter
-        split = type(counter) is TextEstimator
-
-        def total(tokens_after: int) -> int:
-            """The context's tokens as a reader counts them: the summary is a message too."""
-            content = with_stats(head, stats_of(tokens_after))
-            if split:
-                # Only the stats differ between the packings: the text before the count of
-                # tokens after is read once (the same count, see `count_text_split`).
-                at = content.find(_AFTER_KEY, len(head)) + len(_AFTER_KEY)
-                text = cast(TextEstimator, counter).count_text_split(content, at)
-                return kept_tokens + MESSAGE_OVERHEAD_TOKENS + text
-            return kept_tokens + counter.count(Message(role="user", content=content))
-
         # The stats the summary carries count the summary itself: settle on the fixed point.
-        after = total(kept_tokens)
-        settled_on = False
-        for _ in range(3):
-            settled = total(after)
-            if settled == after:
-                settled_on = True
-                break
-            after = settled
+        after, settled = settle_tokens_after(self.counter, head, stats_of, kept_tokens)
         stats = CompactionStats(
             trigger=job.trigger,
             mode=mode,
@@ -512,9 +490,10 @@ class Compactor:
             metadata={**metadata, "stats": stats.as_dict()},
         )
         remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
-        if split and settled_on:
+        counter = self.counter
+        if settled and type(counter) is TextEstimator:
             # Counted above as a reader counts it: the view after and the next check look it up.
-            cast(TextEstimator, counter).remember(summary, after - kept_tokens)
+            counter.remember(summary, after - kept_tokens)
         pinned_text, keep_text = kept_texts
         context = [*pinned, summary, *keep]
         return Candidate(
