@@ -107,13 +107,8 @@ class Tally:
     def keyed(self, min_weight: int = 0) -> list[tuple[str, TermEntry]]:
         """The ranked terms with the key each is filed under; with `min_weight`, only those
         weighing that much (the same order: the sort is stable, the filter keeps order)."""
-        # `_shown` inlined: this reads every term the span's outputs named.
         return sorted(
-            (
-                (k, t)
-                for k, t in self.terms.items()
-                if t.weight >= min_weight and (t.weight > W_OUTPUT or t.kind in TELLING_KINDS)
-            ),
+            ((k, t) for k, t in self.terms.items() if t.weight >= min_weight and _shown(t)),
             key=_rank_keyed,
         )
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from operator import is_
-from typing import Any
+from typing import Any, NamedTuple
 
 from precis.core.errors import InvalidInput, InvalidMessage
 from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
@@ -61,6 +61,18 @@ def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
         item if isinstance(item, Message) else Message.from_openai(item, index=i)
         for i, item in enumerate(items)
     ]
+
+
+class _View(NamedTuple):
+    """The last view a session made (see `BaseSession.view_of`): by what (settings, counter),
+    for which floor, of which messages; each shown on its own, the turn budget, and the view."""
+
+    made_by: tuple[object, object]
+    floor_tokens: int
+    messages: list[Message]
+    displayed: list[Message]
+    budget: int | None
+    shown: list[Message]
 
 
 def _remember(
@@ -151,11 +163,7 @@ class BaseSession:
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._created = False
         self._floor_counts: dict[str, int] = {}
-        # The last view made: by what (settings, counter), its floor, the messages, each shown
-        # on its own, the turn budget, and the view (see `view_of`).
-        self._last_view: (
-            tuple[object, int, list[Message], list[Message], int | None, list[Message]] | None
-        ) = None
+        self._last_view: _View | None = None
 
     # --- pure ---------------------------------------------------------------------------------
 
@@ -170,8 +178,8 @@ class BaseSession:
         """
         made_by = (self.settings, self.counter)
         last = self._last_view
-        if last is not None and last[0] == made_by and last[1] == floor_tokens:
-            seen, displayed, budget, shown = last[2], last[3], last[4], last[5]
+        if last is not None and last.made_by == made_by and last.floor_tokens == floor_tokens:
+            seen, displayed, budget, shown = last.messages, last.displayed, last.budget, last.shown
             k = len(seen)
             if len(messages) == k and all(map(is_, seen, messages)):
                 return list(shown)
@@ -187,13 +195,8 @@ class BaseSession:
                 if self.turn_budget(displayed, floor_tokens) == budget:
                     t = next((i for i in range(k - 1, -1, -1) if displayed[i].role != "tool"), 0)
                     shown = shown[:t] + self._fit(displayed[t:], budget)
-                    self._last_view = (
-                        made_by,
-                        floor_tokens,
-                        list(messages),
-                        displayed,
-                        budget,
-                        shown,
+                    self._last_view = _View(
+                        made_by, floor_tokens, list(messages), displayed, budget, shown
                     )
                     return list(shown)
         displayed = self._display(messages)
@@ -201,7 +204,7 @@ class BaseSession:
             displayed = mask_observations(displayed, keep_last_turns=self.settings.mask_after_turns)
         budget = self.turn_budget(displayed, floor_tokens)
         shown = self._fit(displayed, budget)
-        self._last_view = (made_by, floor_tokens, list(messages), displayed, budget, shown)
+        self._last_view = _View(made_by, floor_tokens, list(messages), displayed, budget, shown)
         return list(shown)
 
     def _display(self, messages: Sequence[Message]) -> list[Message]:
