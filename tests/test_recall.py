@@ -270,7 +270,9 @@ def test_postgres_reads_windows_then_spans_then_the_rest(postgres_url: str, pg_s
 
 def test_postgres_asks_the_index_for_the_rare_pieces_of_a_long_term() -> None:
     """pg_trgm's keys of a term, and the pieces of it a long term is asked by (no database)."""
-    from precis.stores.postgres import _index_patterns, _index_pieces, _term_trigrams
+    from precis.stores.pg_terms import index_patterns as _index_patterns
+    from precis.stores.pg_terms import index_pieces as _index_pieces
+    from precis.stores.pg_terms import term_trigrams as _term_trigrams
 
     term = "src/billing/module_17.py"
     keys = _term_trigrams(term)
@@ -306,13 +308,13 @@ def test_postgres_recalls_a_long_term_by_its_pieces_alike(
     from precis.stores.postgres import PostgresStore
 
     asked: list[list[str]] = []
-    index_patterns = postgres._index_patterns
+    index_patterns = postgres.index_patterns
 
     def spy(pieces: list[str]) -> list[tuple[str, str]]:
         asked.append(list(pieces))
         return index_patterns(pieces)
 
-    monkeypatch.setattr(postgres, "_index_patterns", spy)
+    monkeypatch.setattr(postgres, "index_patterns", spy)
     rng = random.Random(5)
     decoys = [
         "src/billing/module_3.py beside src/auth/module_17.py",

@@ -6,7 +6,8 @@ numbers and a compaction's compare-and-set on `version` cannot interleave with a
 touches the same conversation; reads run in REPEATABLE READ so a snapshot is consistent.
 Recall (stores/recall.py) reads one GIN index a window of messages at a time, newest first: each
 message's window, its grams (one or two CJK characters) and, with pg_trgm, its trigrams; a long
-term is asked of the index by its rare pieces only, each row found checked for the whole term.
+term is asked of the index by its rare pieces only (stores/pg_terms.py), each row found checked
+for the whole term.
 
 The queries are the shared ones of `SQLStore`; this module adds PostgreSQL's dialect and the pool.
 """
@@ -15,9 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,11 +29,15 @@ from precis.core.errors import StoreError
 from precis.core.messages import Message
 from precis.stores.dialect import Dialect, Handle
 from precis.stores.migrations import bind, migrate
+from precis.stores.pg_terms import (
+    Samples,
+    doc_text,
+    index_patterns,
+    index_pieces,
+    like_pattern,
+)
 from precis.stores.recall import (
     IDEOGRAPHIC_RANGES,
-    MOST_TRIGRAMS,
-    RARE_SHARE,
-    TRIGRAM_CHARS,
     Found,
     found,
     holds_all,
@@ -68,6 +71,9 @@ _WINDOW = (
 )
 # Recall reads this many windows first: a common word has enough in them.
 FIRST_WINDOWS = 4
+# The first read walks those windows row by row (the primary key) when the sample expects at
+# least one row in this many to match the phase; rarer, it asks the recall index for them.
+RARE_ROWS = 32
 # When no more than this many matches are expected in all the history left, it is read at once.
 FEW_LEFT = 2
 # The same text as an expression the recall index does not hold: a term none of its trigrams
@@ -75,18 +81,6 @@ FEW_LEFT = 2
 _UNINDEXED_DOC = "(content || E'\\n' || calls_text || '')"
 # Any character `recall.text_grams` indexes, as a PostgreSQL regular expression.
 _GRAM_PATTERN = "[" + "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in IDEOGRAPHIC_RANGES) + "]"
-# A long term is asked of the index by its rare trigrams only (`_index_pieces`); which are rare
-# is counted in this many of the conversation's newest messages, read again once as many more
-# have been appended, and kept for this many conversations (some 200 KB each).
-SAMPLE = 128
-SAMPLED_CONVERSATIONS = 32
-# What pg_trgm makes trigrams of: runs of letters and digits; and, to count them in a sample
-# quickly, ASCII punctuation to spaces (other punctuation stays in words: an estimate only).
-_TRGM_WORD = re.compile(r"[^\W_]+")
-_ASCII_NON_WORD = {c: " " for c in range(128) if not chr(c).isalnum()}
-# A piece of a term without letters: ASCII digits and punctuation.
-_CASELESS = re.compile(r"[!-@\[-`{-~]+")
-
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 
@@ -119,7 +113,7 @@ class PostgresDialect(Dialect):
 
     def __init__(self) -> None:
         super().__init__()
-        self._samples = _Samples()
+        self._samples = Samples()
 
     def sql(self, statement: str) -> str:
         return _pyformat(statement)
@@ -160,7 +154,7 @@ class PostgresDialect(Dialect):
             db.execute("ALTER TABLE messages DISABLE TRIGGER messages_are_immutable")
             db.executemany(
                 self.sql("UPDATE messages SET grams = ? WHERE conversation_id = ? AND seq = ?"),
-                [(text_grams(_doc_text(row[2], row[3])), row[0], row[1]) for row in rows],
+                [(text_grams(doc_text(row[2], row[3])), row[0], row[1]) for row in rows],
             )
             db.execute("ALTER TABLE messages ENABLE TRIGGER messages_are_immutable")
         columns = [f"({_WINDOW})", "grams"]
@@ -177,7 +171,7 @@ class PostgresDialect(Dialect):
         extras: list[tuple[Any, ...]] = []
         for m in messages:
             calls = " ".join(f"{tc.name} {tc.arguments}" for tc in m.tool_calls)
-            extras.append((calls, text_grams(_doc_text(m.content, calls)) or None))
+            extras.append((calls, text_grams(doc_text(m.content, calls)) or None))
         return extras
 
     def newest(
@@ -194,7 +188,9 @@ class PostgresDialect(Dialect):
         reads all the matches of a common term, nor walks the whole history for a rare one.
         Each read is sized from the rate of matches in those before it, to hold what is missing
         (asked by spans of 64 windows when it is long); once few matches are expected in all
-        that is left, that is read at once.
+        that is left, that is read at once. The first read walks its windows row by row unless
+        the conversation's newest messages show the terms to be rare together; then it too asks
+        the index (checking every row of four windows for two words costs some 12 ms).
 
         Each term is a bound parameter (an escaped ILIKE pattern, an array), so no query syntax
         can raise. A term no index answers is checked on the rows of the window only.
@@ -209,16 +205,16 @@ class PostgresDialect(Dialect):
         scanned = [t for t, kind in zip(terms, kinds, strict=True) if kind == "scan"]
         # A long term alone is asked of the index by its rare trigrams, each row checked for it
         # all; several terms narrow each other, and checking each row for each costs more.
-        share = self._samples.share(db, conversation_id, last)
+        share, held = self._samples.share(db, conversation_id, last)
         asked: list[tuple[str, str]] = []
-        checked = [_like_pattern(t) for t in scanned]
+        checked = [like_pattern(t) for t in scanned]
         for term in indexed:
-            pieces = _index_pieces(term, share) if len(terms) == 1 else None
+            pieces = index_pieces(term, share) if len(terms) == 1 else None
             if pieces is None:
-                asked.append(("ILIKE", _like_pattern(term)))
+                asked.append(("ILIKE", like_pattern(term)))
             else:
-                asked += _index_patterns(pieces)
-                checked.append(_like_pattern(term))
+                asked += index_patterns(pieces)
+                checked.append(like_pattern(term))
         where = [f"{_DOC} {operator} ?" for operator, _ in asked]
         where += [f"{_UNINDEXED_DOC} ILIKE ?" for _ in checked]
         if grams:
@@ -226,6 +222,9 @@ class PostgresDialect(Dialect):
         select = "SELECT id, role, seq, content, calls_text FROM messages WHERE conversation_id = ?"
         rest = f" AND seq >= ? AND seq <= ? AND {' AND '.join(where)} ORDER BY seq"
         windowed = self.sql(f"{select} AND {_WINDOW} && ?{rest} DESC LIMIT ?")
+        # The same through the recall index only: `seq + 0`, a range the primary key cannot give.
+        indexed_rest = rest.replace("seq >= ? AND seq <= ?", "seq + 0 >= ? AND seq + 0 <= ?")
+        through_index = self.sql(f"{select} AND {_WINDOW} && ?{indexed_rest} DESC LIMIT ?")
         # `seq + 0`: an order the primary key cannot give, or the planner, which cannot know a
         # term is rare, may walk the history backwards through it checking every row.
         everything = self.sql(f"{select}{rest} + 0 DESC LIMIT ?")
@@ -233,6 +232,11 @@ class PostgresDialect(Dialect):
         floor = scan_bound(terms, last) + 1  # the oldest seq a match may have
         out: list[Found] = []
         high, wanted = last, FIRST_WINDOWS * WINDOW_ROWS
+        # Reading the first windows row by row checks each row's text for each term: cheap
+        # when many rows match, wasted when few do. Which is so, the sample of the newest says.
+        first = windowed
+        if (asked or grams) and held(terms) * RARE_ROWS < 1:
+            first = through_index
         window: tuple[Any, ...]
         while high >= floor and len(out) < n:
             rate = (len(out) + 1) / max(1, last - high)
@@ -241,10 +245,10 @@ class PostgresDialect(Dialect):
                 low, query, window = floor, everything, ()
             else:
                 low, keys = _windows(conversation_id, high, max(floor, high - wanted + 1))
-                low, query, window = max(low, floor), windowed, (keys,)
+                low, query, window = max(low, floor), first if high == last else windowed, (keys,)
             params = (conversation_id, *window, low, high, *conditions, n - len(out))
             for row in db.execute(query, params).fetchall():
-                hit = found(str(row[0]), str(row[1]), int(row[2]), _doc_text(row[3], row[4]))
+                hit = found(str(row[0]), str(row[1]), int(row[2]), doc_text(row[3], row[4]))
                 if holds_all(hit, terms):
                     out.append(hit)
             high = low - 1
@@ -299,178 +303,6 @@ def _trigram_schema(db: Handle) -> str | None:
     return None if row is None else str(row[0])
 
 
-def _like_pattern(term: str) -> str:
-    """An ILIKE pattern matching `term` anywhere, with its own %, _ and \\ taken literally."""
-    return f"%{_like_escaped(term)}%"
-
-
-def _like_escaped(text: str) -> str:
-    """`text` in an ILIKE pattern, its %, _ and \\ taken literally."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _term_trigrams(term: str) -> dict[str, tuple[int, int]]:
-    """What pg_trgm asks its index for `ILIKE '%term%'`, each with the piece of the term
-    (start, end) that asks for it alone: trigrams, and short words whole.
-
-    pg_trgm takes each run of letters and digits, lower-cased; where the term bounds a run with
-    another character, it is padded as in the text (two spaces before, one after), so `module`
-    in `%module%` asks for its four inner trigrams, and `.py` for `  p` and ` py`. A word of one
-    or two characters the term bounds on the left is one key, padded so (`  17 ` for `_17.`:
-    its trigrams `  1`, ` 17`, `17 ` together); alone, each is in a great many messages.
-    """
-    out: dict[str, tuple[int, int]] = {}
-    for match in _TRGM_WORD.finditer(term):
-        start, end = match.span()
-        word = match.group()
-        lower = word.lower()
-        left = 2 if start > 0 else 0
-        padded = " " * left + (lower if len(lower) == len(word) else word)
-        padded += " " if end < len(term) else ""
-        if left and len(word) < TRIGRAM_CHARS and len(padded) > TRIGRAM_CHARS:
-            out.setdefault(padded, (start - 1, min(len(term), end + 1)))
-            continue
-        for i in range(len(padded) - 2):
-            first = start - left + i  # where in the term the trigram's first character is
-            out.setdefault(padded[i : i + 3], (max(first, start - 1), first + 3))
-    return out
-
-
-def _index_pieces(term: str, share: Callable[[str], float]) -> list[str] | None:
-    """Pieces of a term, in its order, to ask the index for instead of the whole term; None for
-    a term of MOST_TRIGRAMS trigrams or fewer, or a common one.
-
-    Reading the index costs what the lists of the trigrams asked hold, all of them together, so
-    a long term is asked by its rare ones (`share`: of recent messages holding the trigram): the
-    rarest, then others rarer than RARE_SHARE, each adding two characters of the term the others
-    do not cover (one, at the edge of a word), two at least, rare or not; at most MOST_TRIGRAMS.
-    Their pieces are the parts of the term that ask for them (`src/billing/module_17.py` is
-    asked as `billi` and `_17.`: `bil`, `lli`, and ` 17`, `17 ` with `  1`), so every row the
-    term is in holds them; the rows they let through are checked for the term.
-    """
-    grams = _term_trigrams(term)
-    if len(grams) <= MOST_TRIGRAMS:
-        return None
-    # ` bi` cannot be asked without `  b` (its piece `/bi` asks both): it costs what that does.
-    shares = {gram: share(gram) for gram in grams}
-    for gram in grams:
-        if len(gram) == TRIGRAM_CHARS and gram[0] == " " and gram[1] != " ":
-            shares[gram] = max(shares[gram], share(f"  {gram[1]}"))
-    # On a tie, a trigram inside a word first: one at its edge brings the like of `  b` along.
-    ranked = sorted(grams, key=lambda gram: (shares[gram], gram.count(" "), grams[gram]))
-    if shares[ranked[0]] >= RARE_SHARE:
-        return None  # a common term: the newest windows hold its matches, at little cost
-    picked: list[tuple[int, int]] = []
-    covered: set[int] = set()
-    for gram in ranked:
-        low, high = grams[gram]
-        new = set(range(low, high)) - covered
-        rare_enough = shares[gram] < RARE_SHARE or len(picked) < 2
-        # A trigram at a word's edge tells where the word ends: one more character is enough.
-        enough = len(new) >= (1 if " " in gram else 2)
-        if len(picked) < MOST_TRIGRAMS and (not picked or (rare_enough and enough)):
-            picked.append((low, high))
-            covered |= new
-    pieces: list[list[int]] = []
-    for low, high in sorted(picked):
-        if pieces and low <= pieces[-1][1]:  # overlapping or adjacent: one piece
-            pieces[-1][1] = max(pieces[-1][1], high)
-        else:
-            pieces.append([low, high])
-    if pieces == [[0, len(term)]]:
-        return None
-    return [term[low:high] for low, high in pieces]
-
-
-def _index_patterns(pieces: Sequence[str]) -> list[tuple[str, str]]:
-    """The conditions that ask the index for the pieces of a term, each (operator, pattern):
-    those without letters through LIKE, first, which need not fold the text's case to check a
-    row (no character folds to an ASCII digit or punctuation); the others through ILIKE."""
-    caseless = [piece for piece in pieces if _CASELESS.fullmatch(piece)]
-    cased = [piece for piece in pieces if not _CASELESS.fullmatch(piece)]
-    return [
-        (operator, "%" + "%".join(_like_escaped(piece) for piece in group) + "%")
-        for operator, group in (("LIKE", caseless), ("ILIKE", cased))
-        if group
-    ]
-
-
-# A sample: the last seq when it was read, how many messages it holds, how many of them hold
-# each trigram and each word.
-_Sample = tuple[int, int, dict[str, int], Counter[str]]
-
-
-class _Samples:
-    """For each conversation, how many of its newest SAMPLE messages hold each trigram and word;
-    read again once SAMPLE more messages have been appended, kept for SAMPLED_CONVERSATIONS."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[str, _Sample] = {}
-
-    def share(self, db: Handle, conversation_id: str, last: int) -> Callable[[str], float]:
-        """The share of the sample holding a key of `_term_trigrams`: a trigram; a short word
-        padded on both sides (that word) or on the left (a word starting so). The sample is
-        read when first needed."""
-        entry: _Sample | None = None
-
-        def share(key: str) -> float:
-            nonlocal entry
-            if entry is None:
-                entry = self._sample(db, conversation_id, last)
-            _, size, grams, words = entry
-            if not size:
-                return 0.0
-            if len(key) == TRIGRAM_CHARS:
-                return grams.get(key, 0) / size
-            word = key.strip()
-            if key.endswith(" "):
-                return words[word] / size
-            return sum(n for held, n in words.items() if held.startswith(word)) / size
-
-        return share
-
-    def _sample(self, db: Handle, conversation_id: str, last: int) -> _Sample:
-        with self._lock:
-            entry = self._counts.get(conversation_id)
-        if entry is not None and entry[0] <= last < entry[0] + SAMPLE:
-            return entry
-        rows = db.execute(
-            _pyformat(
-                "SELECT content, calls_text FROM messages WHERE conversation_id = ? "
-                "ORDER BY seq DESC LIMIT ?"
-            ),
-            (conversation_id, SAMPLE),
-        ).fetchall()
-        # Messages holding each word, then each trigram of those: a message holding a trigram
-        # in two words counts twice, which ranks trigrams all the same and costs a tenth.
-        words: Counter[str] = Counter()
-        for row in rows:
-            text = _doc_text(row[0], row[1]).lower().translate(_ASCII_NON_WORD)
-            words.update(set(text.split()))
-        counts: dict[str, int] = {}
-        for word, held in words.items():
-            padded = f"  {word} "
-            for i in range(len(padded) - 2):
-                gram = padded[i : i + 3]
-                counts[gram] = counts.get(gram, 0) + held
-        entry = (last, len(rows), counts, words)
-        with self._lock:
-            self._counts.pop(conversation_id, None)
-            while len(self._counts) >= SAMPLED_CONVERSATIONS:
-                self._counts.pop(next(iter(self._counts)))
-            self._counts[conversation_id] = entry
-        return entry
-
-
-def _doc_text(content: str, calls_text: str) -> str:
-    """base.search_text rebuilt from the stored columns, for snippets."""
-    if not calls_text:
-        return content
-    return f"{content}\n{calls_text}" if content else calls_text
-
-
-# The context read, and the migration steps schema_version counts, as PostgreSQL runs them.
 CONTEXT_SQL = PostgresDialect().context_sql
 MIGRATIONS = bind(PostgresDialect())
 
