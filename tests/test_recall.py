@@ -354,3 +354,48 @@ def test_postgres_recalls_a_long_term_by_its_pieces_alike(
                 assert got == want, (query, limit)
     # The long terms were asked by pieces: a part of `billing`, and the word 17 whole.
     assert any(len(p) == 2 and p[0] in "billing" and p[1] == "_17." for p in asked), asked
+
+
+def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
+    postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terms the newest messages never hold together are asked of the index from the first read
+    (`seq + 0` keeps the primary key out); terms often together walk the first windows row by
+    row. Either way the answers are a MemoryStore's."""
+    from contextlib import contextmanager
+
+    from precis.stores.postgres import PostgresStore
+
+    messages = []
+    for i in range(1_200):
+        words = ["alpha" if i % 2 else "omega", "beta gamma"]
+        if i in (40, 41):
+            words.append("alpha omega")  # the only messages holding both, long ago
+        messages.append(user(" ".join(words)))
+    reads: list[str] = []
+    with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
+        store.append(CID, messages)
+        reference = MemoryStore()
+        reference.append(CID, store.history(CID))
+        opened = store._transaction
+
+        class Spy:
+            def __init__(self, db: Any) -> None:
+                self._db = db
+
+            def execute(self, statement: str, params: Any = ()) -> Any:
+                if "FROM messages WHERE" in statement and " >= " in statement:
+                    reads.append(statement)
+                return self._db.execute(statement, params)
+
+        @contextmanager
+        def spied(*, write: bool) -> Any:
+            with opened(write=write) as db:
+                yield Spy(db)
+
+        monkeypatch.setattr(store, "_transaction", spied)
+        for query, through_index in (("alpha omega", True), ("beta gamma", False)):
+            reads.clear()
+            got = [(h.id, h.score) for h in store.recall(CID, query, 10)]
+            assert got == [(h.id, h.score) for h in reference.recall(CID, query, 10)], query
+            assert ("seq + 0 >=" in reads[0]) is through_index, (query, reads[0])
