@@ -232,6 +232,109 @@ def missing_from_folded(facts: Iterable[Fact], folded: str) -> list[Fact]:
     return [fact for fact in facts if not matcher(fact.kind, fact.text)(folded)]
 
 
+# Characters around an occurrence that its presence test reads besides the needle: a boundary
+# on each side, a path's "." after it, a ticket's "issue #" before its number.
+_AROUND: Final = 16
+# What `KeptFacts` remembers of a fact: the index of a part that holds it, or one of these.
+_ABSENT: Final = -1
+_SPREAD: Final = -2  # held, but by no one part alone
+
+
+@lru_cache(maxsize=8192)
+def _reach(kind: str, text: str) -> int:
+    """The most characters one occurrence's presence test reads: the needle, what it checks
+    around it, and a state's status words within `_STATE_WINDOW` on either side; rounded up to
+    a multiple of 128, so that facts of about one size share their windows."""
+    size = len(fold(text)) + _AROUND + (2 * _STATE_WINDOW if kind == "state" else 0)
+    return -(-size // 128) * 128
+
+
+class KeptFacts:
+    """`missing_from_folded` over a context's kept parts, carried from one check to the next.
+
+    Most kept messages and most facts are the same as at the last compaction, so a fact is
+    tested again only where the text changed: an occurrence whose reach lies within a run of
+    parts that stood together last time would have been found then (the runs are bounded by
+    joining spaces or the text's ends, which every test reads alike, and a state's window only
+    grows where the run is cut off). So a fact absent last time is looked for only around the
+    new parts and new joins; one a part held alone is held while that part is kept; the rest
+    are tested on the whole. A window can only say yes wrongly (its ends cut a test short), so
+    a yes is confirmed on the whole. The answers are those of `missing_from_folded`.
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[str, ...], dict[tuple[str, str], int]] = ((), {})
+
+    def missing(
+        self, facts: Iterable[Fact], parts: Sequence[str], whole: str | None = None
+    ) -> list[Fact]:
+        """The facts that `whole`, the non-empty folded `parts` joined by spaces, lacks."""
+        parts = tuple(parts)
+        text = " ".join(parts) if whole is None else whole
+        old_parts, old_found = self._last  # read once: another thread may replace it
+        old_at = {id(p): i for i, p in enumerate(old_parts)}
+        at_now = {id(p): i for i, p in enumerate(parts)}
+        fresh: list[tuple[int, int]] = []  # spans an old run of parts did not hold as they are
+        start, previous = 0, -2
+        for i, part in enumerate(parts):
+            old = old_at.get(id(part), -2)
+            if old < 0:
+                fresh.append((max(start - 1, 0), start + len(part)))
+            elif i and old != previous + 1:
+                fresh.append((start - 1, start))
+            previous = old
+            start += len(part) + 1
+        windows: dict[int, list[str]] = {}
+        found: dict[tuple[str, str], int] = {}
+        missing: list[Fact] = []
+        for fact in facts:
+            key = (fact.kind, fact.text)
+            test = _matcher(fact.kind, fact.text)
+            state = old_found.get(key, _SPREAD)
+            if state >= 0:
+                holder = at_now.get(id(old_parts[state]))
+                if holder is not None:
+                    found[key] = holder
+                    continue
+            elif state == _ABSENT:
+                reach = _reach(fact.kind, fact.text)
+                near = windows.get(reach)
+                if near is None:
+                    near = windows[reach] = _windows(text, fresh, reach)
+                if not any(map(test, near)):
+                    found[key] = _ABSENT
+                    missing.append(fact)
+                    continue
+            if test(text):
+                # Which part holds it alone, looked for once (a spread one is not looked for).
+                spread = state == _SPREAD and key in old_found
+                held = (i for i, p in enumerate(parts) if not spread and test(p))
+                found[key] = next(held, _SPREAD)
+            else:
+                found[key] = _ABSENT
+                missing.append(fact)
+        self._last = (parts, found)
+        return missing
+
+
+def _windows(text: str, spans: Sequence[tuple[int, int]], reach: int) -> list[str]:
+    """The pieces of `text` within `reach` of the spans, overlapping ones merged."""
+    out: list[str] = []
+    low = high = -1
+    for a, b in spans:
+        a, b = max(a - reach, 0), b + reach
+        if a > high:
+            if high > low:
+                out.append(text[low:high])
+            low = a
+        high = max(high, b)
+    if high > low:
+        out.append(text[low:high])
+    return out
+
+
 def retention(facts: Iterable[Fact], context_text: str) -> dict[str, float]:
     """Share of facts the context keeps, per kind and "overall": the measure `precis eval` uses."""
     folded = folded_text(context_text)
