@@ -135,12 +135,19 @@ def test_kept_facts_answer_as_the_whole_text_does(
 
     kept = KeptFacts()
     parts: list[str] = []
+    seen: list[Message] = []
     for repin, drop, added, asked in steps:
         new = [p for p in (fold(" ".join(words)) for words in added) if p]
         first = new[:1] if repin else parts[:1]
         parts = first + parts[1 + drop :] + new[1 if repin else 0 :]
         facts = sorted(asked, key=KEPT_FACTS.index)
         assert kept.missing(facts, parts) == missing_from_folded(facts, " ".join(parts))
+        # Messages observed as they come (here: the parts as messages) change no answer.
+        seen = seen[drop:] + [Message(role="user", content=p, id=f"m{id(p)}") for p in new]
+        kept.observe(seen)
+        kept.observe_more(seen[-1:])
+        again = [m.content for m in seen]
+        assert kept.missing(facts, again) == missing_from_folded(facts, " ".join(again))
 
 
 def test_kept_facts_look_across_a_join_an_eviction_made() -> None:
@@ -153,3 +160,19 @@ def test_kept_facts_look_across_a_join_an_eviction_made() -> None:
     assert kept.missing([fact], [first, middle, last]) == [fact]
     assert kept.missing([fact], [first, last]) == []
     assert kept.missing([fact], [first, middle, last]) == [fact]
+
+
+def test_kept_facts_observed_as_messages_come_see_across_their_joins() -> None:
+    """A fact that the last message and the one appended after it hold between them is held."""
+    from precis.facts import KeptFacts, folded_parts
+
+    fact = Fact("constraint", "never use npm", "s")
+    older = [Message(role="user", content=f"step {i}", id=f"o{i}") for i in range(3)]
+    kept = KeptFacts()
+    assert kept.missing([fact], [fold(m.content) for m in older]) == [fact]
+    said = Message(role="user", content="We never use", id="s1")
+    kept.observe([*older, said])
+    added = Message(role="user", content="NPM here.", id="s2")
+    kept.observe_more([added])
+    parts = [part for m in (*older, said, added) for part in folded_parts(m) if part]
+    assert kept.missing([fact], parts) == []

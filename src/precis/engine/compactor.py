@@ -106,7 +106,7 @@ class Compactor:
         self._progress = progress
         self._view = view
         self._ids = MessageIds()
-        self._kept = KeptFacts()  # what the last guard found: the same answers, sooner
+        self.kept = KeptFacts()  # what the last guard found: the same answers, sooner
 
     def tokens(self, messages: Sequence[Message]) -> int:
         return sum(self.counter.count(m) for m in messages)
@@ -403,7 +403,7 @@ class Compactor:
             # Facts the kept messages already hold need not be repeated in the summary.
             kept = (*pinned_parts, *keep_parts)
             whole = joined(pinned_text, keep_text)
-            needed = Ledger(tuple(self._kept.missing(ledger.facts, kept, whole)))
+            needed = Ledger(tuple(self.kept.missing(ledger.facts, kept, whole)))
             text = apply_guard(text, needed, clip_chars=self._guard_budget(required, clip)).text
         self._step("summarized")
         metadata: dict[str, Any] = {

@@ -25,7 +25,7 @@ from precis.engine.requests import Call, Request, Summarize
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
-from precis.facts import folded_parts, prepare, read_ahead
+from precis.facts import KeptFacts, folded_parts, prepare, read_ahead
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -76,7 +76,10 @@ class _View(NamedTuple):
 
 
 def _remember(
-    messages: Sequence[Message], counter: TokenCounter, earlier: Sequence[Message] = ()
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    earlier: Sequence[Message] = (),
+    kept: KeptFacts | None = None,
 ) -> None:
     for message in messages:
         prepare(message)  # its facts
@@ -84,6 +87,8 @@ def _remember(
         folded_parts(message)  # the text facts are looked for in, folded
     # What a result says about the work its call did (earlier in the turn or in this batch).
     read_ahead(earlier, messages)
+    if kept is not None:
+        kept.observe_more(messages)  # which of the guard's facts they hold
 
 
 def answers_outside(turn: Sequence[Message], messages: Sequence[Message]) -> bool:
@@ -325,8 +330,13 @@ class BaseSession:
         appended: list[Message] = yield self._call(self.store.append, messages)
         # Each message's facts, tokens and folded text are found once, now, so no compaction has
         # to scan, count or fold it again; an async session does this off its loop.
-        yield Call(_remember, (self.view_alone(appended), self.counter, tail.turn))
-        yield from self._sample_steps("append", added=appended)
+        # Viewed once, as a check views them (the system prompt and tools beside them), for
+        # these and for the sample.
+        floor = yield from self._floor_parts_steps()
+        shown = self.view_alone(appended, sum(floor))
+        kept = self.compactor.kept if self.settings.guard else None
+        yield Call(_remember, (shown, self.counter, tail.turn, kept))
+        yield from self._sample_steps("append", added=appended, floor=floor, shown=shown)
         return appended
 
     def _set_task_steps(self, text: str) -> Steps[Request, Message]:
@@ -410,14 +420,20 @@ class BaseSession:
         *,
         added: Sequence[Message] = (),
         context: Sequence[Message] | None = None,
+        floor: tuple[int, int] | None = None,
+        shown: Sequence[Message] | None = None,
     ) -> Steps[Request, Sample]:
         """Record what fills the window after this turn: an append's messages on top of the
         latest sample (no context read), or the whole context when there is none yet or a
-        compaction changed it."""
-        system, tools = yield from self._floor_parts_steps()
+        compaction changed it. `floor` (system prompt and tools) and `shown` (the appended
+        messages viewed alone) spare what the caller already has."""
+        system, tools = floor if floor is not None else (yield from self._floor_parts_steps())
 
         def sample_of(messages: Sequence[Message], alone: bool = False) -> Call:
-            view = (self.view_alone if alone else self.view_of)(list(messages), system + tools)
+            if alone and shown is not None:
+                view = list(shown)
+            else:
+                view = (self.view_alone if alone else self.view_of)(list(messages), system + tools)
             options = {"kind": kind, "at": utc_now(), "settings": self.settings}
             options |= {"system_tokens": system, "tool_tokens": tools}
             return Call(measure, (view, self.counter), options)
@@ -456,6 +472,9 @@ class BaseSession:
         yield from self._ensure_steps()
         snapshot: ContextSnapshot = yield self._call(self.store.context)
         view = self.view_of([*snapshot.messages, *pending], floor)
+        if self.settings.guard:
+            # The guard's facts, asked of the messages as they come: a compaction keeps them.
+            self.compactor.kept.observe(view)
         estimate = estimate_context(view, self.counter)
         if estimate.last_usage_index is not None:
             # The reported usage already counted system prompt and tools.
@@ -501,6 +520,8 @@ class BaseSession:
         )
         if result.compacted:  # a no-op changed nothing to sample
             yield from self._sample_steps("compaction", context=result.context)
+            if self.settings.guard:  # what is kept, as the guard just asked of it
+                self.compactor.kept.observe(self.view_of(list(result.context), floor))
         return result
 
     def _maybe_compact_steps(
