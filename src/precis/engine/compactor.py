@@ -60,7 +60,6 @@ FIT_CHARS_PER_TOKEN = 3
 FIT_RETRIES = 3
 # Fact kinds a compaction must keep verbatim (else it is rolled back).
 REQUIRED_KINDS = ("task", "constraint")
-_REQUIRED_RANK = {kind: i for i, kind in enumerate(REQUIRED_KINDS)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,10 +319,8 @@ class Compactor:
             # Without a stated task the span's first request stands in for it; keep it if
             # there is room, but do not roll back over it.
             ledger = Ledger(tuple(f for f in ledger.facts if f.kind != "task"))
-        rank = _REQUIRED_RANK.get
-        for fact in sorted(ledger.facts, key=lambda f: rank(f.kind, len(REQUIRED_KINDS))):
-            if fact.kind not in REQUIRED_KINDS:
-                break
+        # The required kinds in their order, each kind's facts in ledger order (a stable sort).
+        for fact in [f for kind in REQUIRED_KINDS for f in ledger.facts if f.kind == kind]:
             room -= len(fact.text) + 3
             if room < 0 and required:
                 break
