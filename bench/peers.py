@@ -10,7 +10,9 @@ What the table reports, for the context each system would send (measured with pr
 `TextEstimator` for all, checked with `precis.core.validity.check`): tool-pair violations, the
 share of model calls over the window, tokens after a compaction (median, as a share of the
 window), the number of compactions, the share of compactions that removed the newest message, and
-the median time of one compaction as a ratio to precis's.
+the median time of one compaction as a ratio to precis's. Under it, per system, that median in
+milliseconds and the whole loop: every consult (compacting or not) plus, for precis, every
+append, where it scans and counts each message once so that compactions need not.
 
 The peers need their own interpreters (LangChain 1.x; OpenHands SDK wants Python >= 3.12), so
 this script re-runs itself under each peer's venv and reads back JSON:
@@ -80,6 +82,8 @@ class ConversationRun:
     violating_calls: int = 0
     empty: int = 0  # calls whose context held nothing but (at most) the system prompt
     consult_ms: list[float] = field(default_factory=list)
+    # Time spent handing the system its messages (precis's appends), outside the consults.
+    append_ms: list[float] = field(default_factory=list)
     compactions: list[Compaction] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -185,11 +189,13 @@ def _precis_conversation(path: Path, window: int, meter: Meter) -> ConversationR
     calls = set(model_calls(items))
     newest = ""
     for i, item in enumerate(items):
+        start = time.perf_counter()
         if i == 0 and has_system(items):
             session.set_system_prompt(item["content"])
         else:
             (appended,) = session.append(item)
             newest = appended.id
+        run.append_ms.append((time.perf_counter() - start) * 1000)
         if i not in calls:
             continue
         start = time.perf_counter()
@@ -669,6 +675,10 @@ def summarize(system: SystemRun, window: int) -> dict[str, Any]:
         ),
         "compaction_ms_median": _median([c.ms for c in compactions]),
         "consult_ms_median": _median([ms for r in system.runs for ms in r.consult_ms]),
+        # The whole loop: every consult, compacting or not, and every append (precis stores and
+        # scans each message as it comes, so work moved there is counted here too).
+        "consult_ms_total": sum(ms for r in system.runs for ms in r.consult_ms),
+        "append_ms_total": sum(ms for r in system.runs for ms in r.append_ms),
         "errors": [e for r in system.runs for e in r.errors][:20],
         "per_conversation": {
             r.name: {
@@ -738,8 +748,17 @@ def render(rows: Sequence[Mapping[str, Any]], window: int) -> str:
         line(["-" * w for w in widths]),
         *(line(row) for row in table),
     ]
-    if base:
-        out.append(f"precis: median {base:.2f} ms per compaction (this machine)")
+    for r in rows:
+        if "not_run" in r:
+            continue
+        median = r["compaction_ms_median"]
+        shown = "–" if median is None else f"{median:.3f} ms"
+        loop = r["consult_ms_total"] + r["append_ms_total"]
+        out.append(
+            f"{r['system']}: median {shown} per compaction (this machine); whole loop "
+            f"{loop:.1f} ms (consults {r['consult_ms_total']:.1f} + appends "
+            f"{r['append_ms_total']:.1f})"
+        )
     for r in rows:
         if r.get("empty_context_share"):
             share = _share(r["empty_context_share"])

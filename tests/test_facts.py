@@ -92,3 +92,87 @@ def test_a_ticket_is_found_as_the_one_pattern_finds_it(pieces: list[str], number
     assert fact_present(Fact("identifier", f"#{number}", "x"), text) == (
         one.search(fold(text)) is not None
     )
+
+
+# Pieces of folded text that make facts stand, almost stand, and stand across a join; the long
+# ones put an occurrence past the windows a fact absent last time is looked for in.
+PIECES = ("a", "1", "-", ".", "/", "#1", "pr", "x/a.py", "done", "web-1:", "1a2b3c4", " ")
+FILLERS = ("z" * 130, "y " * 450)
+KEPT_FACTS = (
+    Fact("file_read", "x/a.py", "s"),
+    Fact("file_read", "a.py", "s"),
+    Fact("identifier", "#1", "s"),
+    Fact("identifier", "1a2b3c4", "s"),
+    Fact("state", "web-1: done", "s"),
+    Fact("state", "web-1: done, committed 1a2b3c4", "s"),
+    Fact("constraint", "a 1", "s"),
+    Fact("constraint", "done x/a.py", "s"),
+    Fact("task", "1 - a", "s"),
+)
+
+
+@pytest.mark.property
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.booleans(),  # a new first part (another task pinned)
+            st.integers(0, 4),  # parts dropped after the first, as a compaction evicts them
+            st.lists(
+                st.lists(st.sampled_from(PIECES + FILLERS), min_size=1, max_size=8), max_size=4
+            ),
+            st.sets(st.sampled_from(KEPT_FACTS), min_size=1),  # the facts asked about
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_kept_facts_answer_as_the_whole_text_does(
+    steps: list[tuple[bool, int, list[list[str]], set[Fact]]],
+) -> None:
+    """What `KeptFacts` carries from one check to the next never changes an answer: each check
+    finds missing exactly the facts that the parts joined by spaces lack."""
+    from precis.facts import KeptFacts, missing_from_folded
+
+    kept = KeptFacts()
+    parts: list[str] = []
+    seen: list[Message] = []
+    for repin, drop, added, asked in steps:
+        new = [p for p in (fold(" ".join(words)) for words in added) if p]
+        first = new[:1] if repin else parts[:1]
+        parts = first + parts[1 + drop :] + new[1 if repin else 0 :]
+        facts = sorted(asked, key=KEPT_FACTS.index)
+        assert kept.missing(facts, parts) == missing_from_folded(facts, " ".join(parts))
+        # Messages observed as they come (here: the parts as messages) change no answer.
+        seen = seen[drop:] + [Message(role="user", content=p, id=f"m{id(p)}") for p in new]
+        kept.observe(seen)
+        kept.observe_more(seen[-1:])
+        again = [m.content for m in seen]
+        assert kept.missing(facts, again) == missing_from_folded(facts, " ".join(again))
+
+
+def test_kept_facts_look_across_a_join_an_eviction_made() -> None:
+    """Parts that stood apart last time and now stand together may hold a fact between them."""
+    from precis.facts import KeptFacts
+
+    fact = Fact("constraint", "never use npm", "s")
+    first, middle, last = fold("Never use"), fold("x" * 300), fold("npm, only pnpm")
+    kept = KeptFacts()
+    assert kept.missing([fact], [first, middle, last]) == [fact]
+    assert kept.missing([fact], [first, last]) == []
+    assert kept.missing([fact], [first, middle, last]) == [fact]
+
+
+def test_kept_facts_observed_as_messages_come_see_across_their_joins() -> None:
+    """A fact that the last message and the one appended after it hold between them is held."""
+    from precis.facts import KeptFacts, folded_parts
+
+    fact = Fact("constraint", "never use npm", "s")
+    older = [Message(role="user", content=f"step {i}", id=f"o{i}") for i in range(3)]
+    kept = KeptFacts()
+    assert kept.missing([fact], [fold(m.content) for m in older]) == [fact]
+    said = Message(role="user", content="We never use", id="s1")
+    kept.observe([*older, said])
+    added = Message(role="user", content="NPM here.", id="s2")
+    kept.observe_more([added])
+    parts = [part for m in (*older, said, added) for part in folded_parts(m) if part]
+    assert kept.missing([fact], parts) == []

@@ -319,7 +319,8 @@ def call_groups(messages: Sequence[Message]) -> list[tuple[int, ...]]:
 def pinned_mask(messages: Sequence[Message]) -> list[bool]:
     """Pinned flags, widened so a pinned call keeps its results and a pinned result its call."""
     mask = list(map(_PINNED, messages))
-    if any(mask):
+    # Only a pinned call or result has others in its group (a pinned task stands alone).
+    if any(m.pinned and (m.tool_calls or m.role == "tool") for m in messages):
         for group in call_groups(messages):
             if any(mask[i] for i in group):
                 for i in group:

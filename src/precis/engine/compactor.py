@@ -27,7 +27,7 @@ from precis.engine.results import CompactionResult, CompactionStats, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
 from precis.engine.truncation import plan_truncation
 from precis.engine.work import Candidate, NoOp, Work, capped_ledger, joined, smaller
-from precis.facts import missing_from_folded, present, remember_ledger
+from precis.facts import KeptFacts, missing_from_folded, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -45,13 +45,7 @@ from precis.summarize.guard import (
 )
 from precis.summarize.packaging import MIN_CLIP_CHARS, clip_summary, packed_head, with_stats
 
-__all__ = [
-    "CompactionJob",
-    "CompactionResult",
-    "CompactionStats",
-    "Compactor",
-    "NoOp",
-]
+__all__ = ["CompactionJob", "CompactionResult", "CompactionStats", "Compactor", "NoOp"]
 
 # What the model sees of messages, given what each request carries besides them (floor tokens).
 View = Callable[[list[Message], int], list[Message]]
@@ -66,7 +60,6 @@ FIT_CHARS_PER_TOKEN = 3
 FIT_RETRIES = 3
 # Fact kinds a compaction must keep verbatim (else it is rolled back).
 REQUIRED_KINDS = ("task", "constraint")
-_REQUIRED_RANK = {kind: i for i, kind in enumerate(REQUIRED_KINDS)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +77,7 @@ class CompactionJob:
 
 
 class Compactor:
-    """Runs §6 of the design against one store; stateless between calls.
+    """Runs §6 of the design against one store; what it keeps between calls only saves work.
 
     `view` turns stored messages into what the model sees (tool outputs shown head+tail, old
     observations masked); planning, summarizing and verifying all work on that view, and the
@@ -112,6 +105,7 @@ class Compactor:
         self._progress = progress
         self._view = view
         self._ids = MessageIds()
+        self.kept = KeptFacts()  # what the last guard found: the same answers, sooner
 
     def tokens(self, messages: Sequence[Message]) -> int:
         return sum(self.counter.count(m) for m in messages)
@@ -325,10 +319,8 @@ class Compactor:
             # Without a stated task the span's first request stands in for it; keep it if
             # there is room, but do not roll back over it.
             ledger = Ledger(tuple(f for f in ledger.facts if f.kind != "task"))
-        rank = _REQUIRED_RANK.get
-        for fact in sorted(ledger.facts, key=lambda f: rank(f.kind, len(REQUIRED_KINDS))):
-            if fact.kind not in REQUIRED_KINDS:
-                break
+        # The required kinds in their order, each kind's facts in ledger order (a stable sort).
+        for fact in [f for kind in REQUIRED_KINDS for f in ledger.facts if f.kind == kind]:
             room -= len(fact.text) + 3
             if room < 0 and required:
                 break
@@ -402,11 +394,13 @@ class Compactor:
         text = clip_summary(text, clip)
         ledger = self._ledger(plan.summarize, job, work)
         required = self._required(ledger, job.task is not None, clip)
-        pinned_text, keep_text = work.folded(plan.pinned), work.folded(plan.keep)
+        pinned_parts, keep_parts = work.folded_parts(plan.pinned), work.folded_parts(plan.keep)
+        pinned_text, keep_text = " ".join(pinned_parts), " ".join(keep_parts)
         if s.guard:
             # Facts the kept messages already hold need not be repeated in the summary.
-            kept_text = joined(pinned_text, keep_text)
-            needed = Ledger(tuple(missing_from_folded(ledger.facts, kept_text)))
+            kept = (*pinned_parts, *keep_parts)
+            whole = joined(pinned_text, keep_text)
+            needed = Ledger(tuple(self.kept.missing(ledger.facts, kept, whole)))
             text = apply_guard(text, needed, clip_chars=self._guard_budget(required, clip)).text
         self._step("summarized")
         metadata: dict[str, Any] = {

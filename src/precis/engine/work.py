@@ -75,6 +75,10 @@ class Work:
 
     def folded(self, messages: Sequence[Message]) -> str:
         """`context_text(messages).folded`, from parts already folded."""
+        return " ".join(self.folded_parts(messages))
+
+    def folded_parts(self, messages: Sequence[Message]) -> list[str]:
+        """The messages' non-empty folded parts, which `folded` joins by spaces."""
         parts = self.parts
         out: list[str] = []
         for message in messages:
@@ -82,7 +86,7 @@ class Work:
             if entry is None:
                 entry = parts[id(message)] = (message, folded_parts(message))
             out.extend(entry[1])
-        return " ".join(filter(None, out))
+        return list(filter(None, out))
 
 
 def joined(*folded: str) -> str:

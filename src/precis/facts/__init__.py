@@ -48,6 +48,7 @@ from precis.facts.text import (
     shorten,
 )
 from precis.facts.verify import (
+    KeptFacts,
     context_text,
     fact_present,
     fold,
@@ -70,6 +71,7 @@ __all__ = [
     "ErrorEntry",
     "Fact",
     "Facts",
+    "KeptFacts",
     "Ledger",
     "Note",
     "SummaryReader",

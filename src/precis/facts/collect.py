@@ -566,6 +566,8 @@ def read_ahead(earlier: Sequence[Message], messages: Sequence[Message]) -> None:
     """Replay `messages` after the calls `earlier` made, into facts thrown away: what a result
     says about its call's work (a tracker's rules, titles, sub-items, a commit, a test tally) is
     read now and kept on the result's scan, so the compaction that evicts it only replays it."""
+    if all(m.role != "tool" for m in messages):
+        return  # no result: the replay would keep nothing
     collector = Collector(full=False)
     for message in earlier:
         if message.tool_calls:

@@ -19,7 +19,7 @@ def raw_summary_text(message: Message) -> str | None:
     if isinstance(ours, str):
         return ours
     compaction = message.metadata.get("compaction")
-    if isinstance(compaction, Mapping):
+    if compaction is not None and isinstance(compaction, Mapping):  # (most have none)
         letta_summary = compaction.get("summary")
         if isinstance(letta_summary, str):
             return letta_summary

@@ -6,9 +6,10 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from operator import is_
 from typing import Any, Final
 
-from precis.core.messages import Message
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.facts.language import raw_summary_text
 from precis.facts.model import KINDS, Fact
 from precis.facts.scan import MEMO_SIZE
@@ -116,14 +117,20 @@ _STATE_SYNONYMS: Final = {
 _STATE_WINDOW: Final = 400
 
 
-def _state_matcher(needle: str) -> Callable[[str], bool]:
-    """A state fact is kept when its item is named, and near it (within 400 characters) its
-    commit hash, if any, and a word for its status."""
+def _state_terms(needle: str) -> tuple[str, tuple[str, ...], list[str]]:
+    """A state fact's item, the words for its status and its commit hashes; no item when the
+    fact is not "item: status" (it is then looked for as it is)."""
     subject, _, rest = needle.partition(": ")
     status = next((s for s in _STATE_SYNONYMS if rest.startswith(s)), "")
     words = _STATE_SYNONYMS.get(status, ())
-    hashes = _HASH_RE.findall(rest)
-    if not subject or not words:
+    return (subject if words else ""), words, _HASH_RE.findall(rest)
+
+
+def _state_matcher(needle: str) -> Callable[[str], bool]:
+    """A state fact is kept when its item is named, and near it (within 400 characters) its
+    commit hash, if any, and a word for its status."""
+    subject, words, hashes = _state_terms(needle)
+    if not subject:
         return lambda folded: bool(needle) and needle in folded
 
     def kept(folded: str) -> bool:
@@ -230,6 +237,227 @@ def missing_from_folded(facts: Iterable[Fact], folded: str) -> list[Fact]:
     """`missing_facts` for a text already folded."""
     matcher = _matcher
     return [fact for fact in facts if not matcher(fact.kind, fact.text)(folded)]
+
+
+# Characters around an occurrence that its presence test reads besides the needle: a boundary
+# on each side, a path's "." after it, a ticket's "issue #" before its number.
+_AROUND: Final = 16
+# What `KeptFacts` remembers of a fact: the index of a part that holds it, or one of these.
+_ABSENT: Final = -1
+_SPREAD: Final = -2  # held, but by no one part alone
+
+
+@lru_cache(maxsize=8192)
+def _probe(kind: str, text: str) -> tuple[Callable[[str], bool], str, int]:
+    """A fact's presence test; a string every text it passes holds (what it looks for first);
+    and its reach: the most characters one occurrence's test reads (the needle, what it checks
+    around it, a state's status words within `_STATE_WINDOW` on either side), rounded up to a
+    multiple of 128 so that facts of about one size share their windows."""
+    needle = fold(text)
+    anchor = needle
+    if kind in {"file_modified", "file_read"}:
+        anchor = needle.removeprefix("./")
+    elif kind == "identifier":
+        ticket = _TICKET_FACT_RE.fullmatch(needle)
+        anchor = needle if ticket is None else ticket.group(1)
+    elif kind == "state":
+        anchor = _state_terms(needle)[0] or needle
+    size = len(needle) + _AROUND + (2 * _STATE_WINDOW if kind == "state" else 0)
+    return _matcher(kind, text), anchor, -(-size // 128) * 128
+
+
+class KeptFacts:
+    """`missing_from_folded` over a context's kept parts, carried from one check to the next.
+
+    Most kept messages and most facts are the same as at the last compaction, so a fact is
+    tested again only where the text changed: an occurrence whose reach lies within a run of
+    parts that stood together last time would have been found then (the runs are bounded by
+    joining spaces or the text's ends, which every test reads alike, and a state's window only
+    grows where the run is cut off). So a fact absent last time is looked for only around the
+    new parts and new joins; one a part held alone is held while that part is kept; the rest
+    are tested on the whole. A window can only say yes wrongly (its ends cut a test short), so
+    a yes is confirmed on the whole. The answers are those of `missing_from_folded`.
+
+    `observe` asks the same of the context as messages come (the last facts asked about, of
+    the messages a summary did not write), so that a compaction finds its kept messages seen.
+    """
+
+    __slots__ = ("_last", "_seen")
+
+    def __init__(self) -> None:
+        # The parts last asked about, what was found of each fact, the facts, and the answer.
+        self._last: tuple[
+            tuple[str, ...], dict[tuple[str, str], int], tuple[Fact, ...], tuple[Fact, ...]
+        ] = ((), {}, (), ())
+        # The messages last observed, how many parts those up to each one have, and the parts.
+        self._seen: tuple[tuple[Message, ...], tuple[int, ...], tuple[str, ...]] = ((), (), ())
+
+    def missing(
+        self, facts: Iterable[Fact], parts: Sequence[str], whole: str | None = None
+    ) -> list[Fact]:
+        """The facts that `whole`, the non-empty folded `parts` joined by spaces, lacks."""
+        parts, facts = tuple(parts), tuple(facts)
+        old_parts, old_found, old_facts, old_missing = self._last  # read once: see `observe`
+        k = len(old_parts)
+        grown = k <= len(parts) and all(map(is_, old_parts, parts))
+        if grown and len(facts) == len(old_facts) and all(map(is_, facts, old_facts)):
+            if k == len(parts):
+                return list(old_missing)  # the same question
+            return self._grown(parts, whole)
+        text = " ".join(parts) if whole is None else whole
+        at_now: dict[int, int] | None = None
+        if grown:  # every holder is where it was
+            added = sum(map(len, parts[k:])) + len(parts) - k  # with the joins before them
+            fresh = [(len(text) - added, len(text))] if added else []
+        else:
+            at_now = {id(p): i for i, p in enumerate(parts)}
+            fresh = _fresh(parts, {id(p): i for i, p in enumerate(old_parts)})
+        windows: dict[int, list[str]] = {}
+        found: dict[tuple[str, str], int] = {}
+        missing: list[Fact] = []
+        for fact in facts:
+            key = (fact.kind, fact.text)
+            test, anchor, reach = _probe(fact.kind, fact.text)
+            state = old_found.get(key, _SPREAD)
+            if state >= 0:
+                holder = state if at_now is None else at_now.get(id(old_parts[state]))
+                if holder is not None:
+                    found[key] = holder
+                    continue
+            elif state == _ABSENT:
+                near = windows.get(reach)
+                if near is None:
+                    near = windows[reach] = _windows(text, fresh, reach)
+                for w in near:
+                    if anchor in w and test(w):
+                        break
+                else:
+                    found[key] = _ABSENT
+                    missing.append(fact)
+                    continue
+            found[key] = _held(test, anchor, parts, text, state == _SPREAD and key in old_found)
+            if found[key] == _ABSENT:
+                missing.append(fact)
+        self._last = (parts, found, facts, tuple(missing))
+        return missing
+
+    def _grown(self, parts: tuple[str, ...], whole: str | None) -> list[Fact]:
+        """`missing` of the last facts in the last parts and more after them: only the facts
+        found missing then are looked for, and only around what was added."""
+        old_parts, found, facts, old_missing = self._last
+        added = " ".join(parts[len(old_parts) :])
+        tails: dict[int, str] = {}
+        missing: list[Fact] = []
+        copied = False  # the published answer is never changed
+        for fact in old_missing:
+            test, anchor, reach = _probe(fact.kind, fact.text)
+            near = tails.get(reach)
+            if near is None:
+                near = tails[reach] = _tail(old_parts, reach) + added
+            if anchor in near and test(near):
+                whole = " ".join(parts) if whole is None else whole
+                state = _held(test, anchor, parts, whole, False)
+                if state != _ABSENT:
+                    if not copied:
+                        found, copied = dict(found), True
+                    found[(fact.kind, fact.text)] = state
+                    continue
+            missing.append(fact)
+        self._last = (parts, found, facts, tuple(missing))
+        return missing
+
+    def observe_more(self, messages: Sequence[Message]) -> None:
+        """`observe` of the messages last observed and these after them (a batch appended)."""
+        self.observe((*self._seen[0], *messages))
+
+    def observe(self, messages: Sequence[Message]) -> None:
+        """Ask the last facts of these messages' parts, summaries and markers aside (what the
+        next compaction keeps, as it will ask); nothing before the first compaction."""
+        asked, _, facts, _ = self._last
+        if not facts:
+            return
+        seen, ends, then = self._seen
+        same = 0
+        if then is asked:  # the parts last asked about are these messages'
+            if len(seen) <= len(messages) and all(map(is_, seen, messages)):
+                if len(seen) == len(messages):
+                    return  # asked already
+                same = len(seen)
+            else:
+                while same < min(len(seen), len(messages)) and seen[same] is messages[same]:
+                    same += 1
+        parts = list(asked[: ends[same - 1] if same else 0])
+        now = list(ends[:same])
+        for message in messages[same:]:
+            if message.kind not in _CARRIERS:
+                parts.extend(filter(None, folded_parts(message)))
+            now.append(len(parts))
+        shown = tuple(parts)
+        self.missing(facts, shown)
+        self._seen = (tuple(messages), tuple(now), shown)
+
+
+_CARRIERS: Final = frozenset({KIND_SUMMARY, KIND_MARKER})
+
+
+def _tail(parts: Sequence[str], reach: int) -> str:
+    """The last `reach` characters of the parts joined by spaces, and the space after them
+    (nothing when there are no parts)."""
+    out: list[str] = []
+    size = 0
+    for part in reversed(parts):
+        out.append(part)
+        size += len(part) + 1
+        if size > reach:
+            break
+    return (" ".join(reversed(out)) + " ")[-reach - 1 :] if out else ""
+
+
+def _held(
+    test: Callable[[str], bool], anchor: str, parts: Sequence[str], text: str, spread: bool
+) -> int:
+    """What `KeptFacts` notes of a fact tested on the whole: absent, or the newest part that
+    holds it alone (the newest stays longest), or spread when none does or, for a fact spread
+    last time, without looking again."""
+    if not test(text):
+        return _ABSENT
+    if not spread:
+        for i in range(len(parts) - 1, -1, -1):
+            if anchor in parts[i] and test(parts[i]):
+                return i
+    return _SPREAD
+
+
+def _fresh(parts: Sequence[str], old_at: dict[int, int]) -> list[tuple[int, int]]:
+    """The spans of the joined `parts` that no run of the old parts (by `old_at`, each one's
+    place among them) held as they are: new parts, and joins of parts that stood apart."""
+    fresh: list[tuple[int, int]] = []
+    start, previous = 0, -2
+    for i, part in enumerate(parts):
+        old = old_at.get(id(part), -2)
+        if old < 0:
+            fresh.append((max(start - 1, 0), start + len(part)))
+        elif i and old != previous + 1:
+            fresh.append((start - 1, start))
+        previous = old
+        start += len(part) + 1
+    return fresh
+
+
+def _windows(text: str, spans: Sequence[tuple[int, int]], reach: int) -> list[str]:
+    """The pieces of `text` within `reach` of the spans, overlapping ones merged."""
+    out: list[str] = []
+    low = high = -1
+    for a, b in spans:
+        a, b = max(a - reach, 0), b + reach
+        if a > high:
+            if high > low:
+                out.append(text[low:high])
+            low = a
+        high = max(high, b)
+    if high > low:
+        out.append(text[low:high])
+    return out
 
 
 def retention(facts: Iterable[Fact], context_text: str) -> dict[str, float]:

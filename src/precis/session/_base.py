@@ -25,7 +25,7 @@ from precis.engine.requests import Call, Request, Summarize
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
-from precis.facts import folded_parts, prepare, read_ahead
+from precis.facts import KeptFacts, folded_parts, prepare, read_ahead
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -76,7 +76,10 @@ class _View(NamedTuple):
 
 
 def _remember(
-    messages: Sequence[Message], counter: TokenCounter, earlier: Sequence[Message] = ()
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    earlier: Sequence[Message] = (),
+    kept: KeptFacts | None = None,
 ) -> None:
     for message in messages:
         prepare(message)  # its facts
@@ -84,6 +87,8 @@ def _remember(
         folded_parts(message)  # the text facts are looked for in, folded
     # What a result says about the work its call did (earlier in the turn or in this batch).
     read_ahead(earlier, messages)
+    if kept is not None:
+        kept.observe_more(messages)  # which of the guard's facts they hold
 
 
 def answers_outside(turn: Sequence[Message], messages: Sequence[Message]) -> bool:
@@ -173,8 +178,9 @@ class BaseSession:
         room (`turn_budget`) cut to fit it (the originals stay stored).
 
         A compaction views the context the check just viewed: the same messages (the same
-        objects) give the same view, so the last one is handed out again; and a check views the
-        context the last view showed with a few messages after it, which are all it shows anew.
+        objects) give the same view, so the last one is handed out again; a check views the
+        context the last view showed with a few messages after it, which are all it shows anew;
+        and the context a compaction left ends in the messages it kept, already shown.
         """
         made_by = (self.settings, self.counter)
         last = self._last_view
@@ -183,29 +189,57 @@ class BaseSession:
             k = len(seen)
             if len(messages) == k and all(map(is_, seen, messages)):
                 return list(shown)
-            if (
-                len(messages) > k
-                and self.settings.mask_after_turns is None
-                and all(map(is_, seen, messages))  # (zip stops at the shorter: the old ones)
-            ):
-                # The last view and messages after it: show only those, and fit again only the
-                # turn the old messages end in (a turn starts at every message but a tool result,
-                # and each turn is fitted on its own, so the turns before it stay as they were).
-                displayed = displayed + self._display(messages[k:])
-                if self.turn_budget(displayed, floor_tokens) == budget:
-                    t = next((i for i in range(k - 1, -1, -1) if displayed[i].role != "tool"), 0)
-                    shown = shown[:t] + self._fit(displayed[t:], budget)
-                    self._last_view = _View(
-                        made_by, floor_tokens, list(messages), displayed, budget, shown
-                    )
-                    return list(shown)
+            if self.settings.mask_after_turns is None:
+                # A turn starts at every message but a tool result, and each turn is fitted on
+                # its own: the turns the two views share are shown as they were.
+                if len(messages) > k and all(map(is_, seen, messages)):  # (zip stops at k)
+                    # The last view and messages after it: show only those, and fit again
+                    # only the turn the old messages end in.
+                    displayed = displayed + self._display(messages[k:])
+                    if self.turn_budget(displayed, floor_tokens) == budget:
+                        t = next(
+                            (i for i in range(k - 1, -1, -1) if displayed[i].role != "tool"), 0
+                        )
+                        shown = shown[:t] + self._fit(displayed[t:], budget)
+                        self._last_view = _View(
+                            made_by, floor_tokens, list(messages), displayed, budget, shown
+                        )
+                        return list(shown)
+                else:
+                    # New messages before the last view's tail (a summary before what it kept):
+                    # show those, and the tail from its first whole turn as it was shown.
+                    j = 0
+                    while j < min(k, len(messages)) and messages[-1 - j] is seen[-1 - j]:
+                        j += 1
+                    while j and messages[-j].role == "tool":
+                        j -= 1
+                    if j:
+                        head = self._display(messages[:-j])
+                        displayed = head + displayed[-j:]
+                        if self.turn_budget(displayed, floor_tokens) == budget:
+                            shown = self._fit(head, budget) + shown[-j:]
+                            self._last_view = _View(
+                                made_by, floor_tokens, list(messages), displayed, budget, shown
+                            )
+                            return list(shown)
+        displayed, budget, shown = self._viewed(messages, floor_tokens)
+        self._last_view = _View(made_by, floor_tokens, list(messages), displayed, budget, shown)
+        return list(shown)
+
+    def view_alone(self, messages: Sequence[Message], floor_tokens: int = 0) -> list[Message]:
+        """`view_of` that does not remember the view: a batch just appended, viewed on its own,
+        would push out the whole context's view, which the next check only extends."""
+        return self._viewed(messages, floor_tokens)[2]
+
+    def _viewed(
+        self, messages: Sequence[Message], floor_tokens: int
+    ) -> tuple[list[Message], int | None, list[Message]]:
+        """The view from scratch: each message as displayed, the turn budget, what is shown."""
         displayed = self._display(messages)
         if self.settings.mask_after_turns is not None:
             displayed = mask_observations(displayed, keep_last_turns=self.settings.mask_after_turns)
         budget = self.turn_budget(displayed, floor_tokens)
-        shown = self._fit(displayed, budget)
-        self._last_view = _View(made_by, floor_tokens, list(messages), displayed, budget, shown)
-        return list(shown)
+        return displayed, budget, self._fit(displayed, budget)
 
     def _display(self, messages: Sequence[Message]) -> list[Message]:
         """Each message as shown on its own: long tool outputs head+tail, any message too big
@@ -296,8 +330,13 @@ class BaseSession:
         appended: list[Message] = yield self._call(self.store.append, messages)
         # Each message's facts, tokens and folded text are found once, now, so no compaction has
         # to scan, count or fold it again; an async session does this off its loop.
-        yield Call(_remember, (self.view_of(appended), self.counter, tail.turn))
-        yield from self._sample_steps("append", added=appended)
+        # Viewed once, as a check views them (the system prompt and tools beside them), for
+        # these and for the sample.
+        floor = yield from self._floor_parts_steps()
+        shown = self.view_alone(appended, sum(floor))
+        kept = self.compactor.kept if self.settings.guard else None
+        yield Call(_remember, (shown, self.counter, tail.turn, kept))
+        yield from self._sample_steps("append", added=appended, floor=floor, shown=shown)
         return appended
 
     def _set_task_steps(self, text: str) -> Steps[Request, Message]:
@@ -381,21 +420,27 @@ class BaseSession:
         *,
         added: Sequence[Message] = (),
         context: Sequence[Message] | None = None,
+        floor: tuple[int, int] | None = None,
+        shown: Sequence[Message] | None = None,
     ) -> Steps[Request, Sample]:
         """Record what fills the window after this turn: an append's messages on top of the
         latest sample (no context read), or the whole context when there is none yet or a
-        compaction changed it."""
-        system, tools = yield from self._floor_parts_steps()
+        compaction changed it. `floor` (system prompt and tools) and `shown` (the appended
+        messages viewed alone) spare what the caller already has."""
+        system, tools = floor if floor is not None else (yield from self._floor_parts_steps())
 
-        def sample_of(messages: Sequence[Message]) -> Call:
-            view = self.view_of(list(messages), system + tools)
+        def sample_of(messages: Sequence[Message], alone: bool = False) -> Call:
+            if alone and shown is not None:
+                view = list(shown)
+            else:
+                view = (self.view_alone if alone else self.view_of)(list(messages), system + tools)
             options = {"kind": kind, "at": utc_now(), "settings": self.settings}
             options |= {"system_tokens": system, "tool_tokens": tools}
             return Call(measure, (view, self.counter), options)
 
         stored: Sample | None
         if context is None:
-            partial: Sample = yield sample_of(added)
+            partial: Sample = yield sample_of(added, alone=True)
             stored = yield self._call(self.store.add_sample, partial, grow=True)
             if stored is not None:
                 return stored
@@ -427,6 +472,9 @@ class BaseSession:
         yield from self._ensure_steps()
         snapshot: ContextSnapshot = yield self._call(self.store.context)
         view = self.view_of([*snapshot.messages, *pending], floor)
+        if self.settings.guard:
+            # The guard's facts, asked of the messages as they come: a compaction keeps them.
+            self.compactor.kept.observe(view)
         estimate = estimate_context(view, self.counter)
         if estimate.last_usage_index is not None:
             # The reported usage already counted system prompt and tools.
@@ -472,6 +520,8 @@ class BaseSession:
         )
         if result.compacted:  # a no-op changed nothing to sample
             yield from self._sample_steps("compaction", context=result.context)
+            if self.settings.guard:  # what is kept, as the guard just asked of it
+                self.compactor.kept.observe(self.view_of(list(result.context), floor))
         return result
 
     def _maybe_compact_steps(

@@ -20,7 +20,6 @@ from precis.stores.base import (
     normalize_batch,
     query_terms,
     search_text,
-    tail_of,
 )
 from precis.stores.recall import CANDIDATES, Found, found, holds_all, recall, scan_bound
 from precis.stores.samples import Sample, check_sample, grown
@@ -121,8 +120,15 @@ class MemoryStore(StoreBase):
         """The context's last turn and its pinned messages."""
         with self._lock:
             conv = self._conversation(conversation_id)
-            if conv.id_list is not None:
-                return tail_of(self._snapshot(conv).messages)
+            ids = conv.id_list
+            if ids is not None:
+                # `tail_of` the context, reading only the last turn's messages and the pinned.
+                log, seq_of, held = conv.log, conv.seq_of, conv.pinned
+                start = max(len(ids) - 1, 0)
+                while start > 0 and log[seq_of[ids[start]] - 1].role == "tool":
+                    start -= 1
+                turn = [log[seq_of[i] - 1] for i in ids[start:]]
+                return ContextTail(turn, start, [log[seq_of[i] - 1] for i in ids if i in held])
             start = max(len(conv.log) - 1, 0)
             while start > 0 and conv.log[start].role == "tool":
                 start -= 1

@@ -186,6 +186,23 @@ def _lines(fact: Fact) -> tuple[str, ...]:
     return (fact.text,)
 
 
+def _sized(fact: Fact) -> tuple[tuple[str, int], ...]:
+    """`_lines(fact)`, each with its UTF-16 length; remembered per fact, as most facts are the
+    ledger's of the last compaction again."""
+    hit = _SIZED.get(id(fact))
+    if hit is not None and hit[0] is fact:
+        return hit[1]
+    sized = tuple((line, utf16_len(line)) for line in _lines(fact))
+    if len(_SIZED) >= _SIZED_KEPT:
+        _SIZED.clear()
+    _SIZED[id(fact)] = (fact, sized)
+    return sized
+
+
+_SIZED: dict[int, tuple[Fact, tuple[tuple[str, int], ...]]] = {}
+_SIZED_KEPT: Final = 8192
+
+
 def _section_units(facts: Sequence[Fact], heading: str, labels: Mapping[str, str]) -> int:
     """What the section holding every one of `facts` costs, in their fullest lines: the length
     of `_render` of them, added up piece by piece (UTF-16 lengths add) without rendering."""
@@ -196,7 +213,7 @@ def _section_units(facts: Sequence[Fact], heading: str, labels: Mapping[str, str
         if fact.kind not in kinds:
             kinds.add(fact.kind)
             units += 1 + utf16_len(labels[fact.kind])
-        units += bullet + utf16_len(_lines(fact)[0])
+        units += bullet + _sized(fact)[0][1]
     return units
 
 
@@ -215,8 +232,8 @@ def _choose(
         opening = 0 if chosen else head_cost
         if fact.kind not in opened:
             opening += 1 + utf16_len(labels[fact.kind])
-        for line in _lines(fact):
-            cost = opening + bullet + utf16_len(line)
+        for line, units in _sized(fact):
+            cost = opening + bullet + units
             if used + cost <= room:
                 chosen.append((fact, line))
                 opened.add(fact.kind)
