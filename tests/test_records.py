@@ -95,3 +95,31 @@ def test_a_small_brief_of_a_booking_conversation_keeps_each_reservation_s_flight
     assert "HAT084" in line and "HAT175" in line and "gift_card_6847880" in line
     line = next(line for line in records.splitlines() if line.startswith("- BOH180:"))
     assert "credit_card_9525117" in line
+
+
+def test_rules_a_hook_s_output_lists_in_the_user_s_turn_are_kept_but_are_no_request() -> None:
+    dim, plain = "\x1b[2m", "\x1b[22m"
+    injected = "\n".join(
+        f"{dim}{line}{plain}"
+        for line in (
+            "Compacted (ctrl+o to see full summary)",
+            "PreCompact [bd prime] completed successfully: # Workflow Context",
+            "## Core Rules",
+            "- **Prohibited**: Do NOT use TodoWrite or markdown files for task tracking",
+            "- Git workflow: run `bd sync --from-main` at session end",
+            "## Essential Commands",
+            "- `bd ready` - Show issues ready to work",
+        )
+    )
+    messages = (
+        Message(role="user", content="Add the CSV export to the reports page, please."),
+        Message(role="assistant", content="Reading the reports page first."),
+        Message(role="user", content=f"<local-command-stdout>{injected}</local-command-stdout>"),
+        Message(role="assistant", content="Continuing with the export."),
+    )
+    text = _brief(messages)
+    rules = _section(text, "Constraints")
+    assert "- Prohibited: Do NOT use TodoWrite or markdown files for task tracking" in rules
+    assert "- Git workflow: run `bd sync --from-main` at session end" in rules
+    assert "bd ready" not in rules and "\x1b" not in text  # a command list is no rule
+    assert "Compacted" not in _section(text, "Requests")

@@ -296,15 +296,15 @@ class Collector:
 
     def _on_user(self, found: UserScan) -> None:
         text = found.text
-        if text is None:
-            return
         facts = self.facts
-        facts.user_texts.append(text)
-        for sentence in found.constraints:
-            facts.constraints.setdefault(sentence.lower(), sentence)
         for rule in found.listed:
             if len(facts.spec_constraints) < MAX_SPEC_CONSTRAINTS:
                 facts.spec_constraints.setdefault(rule.lower(), rule)
+        if text is None:
+            return
+        facts.user_texts.append(text)
+        for sentence in found.constraints:
+            facts.constraints.setdefault(sentence.lower(), sentence)
         self._note_decisions(found.decisions)
         proposal = facts.last_assistant_text
         if self._previous_role == "assistant" and proposal and found.confirms:

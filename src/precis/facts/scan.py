@@ -74,6 +74,7 @@ from precis.facts.text import (
     clean_user_text,
     constraint_sentences,
     fix_text,
+    injected_rules,
     listed_rules,
     one_line,
     shorten,
@@ -368,8 +369,8 @@ def prepare(message: Message) -> None:
 
 def _user(content: str) -> UserScan:
     text = clean_user_text(content)
-    if text is None:
-        return UserScan(None)
+    if text is None:  # the harness's words; a command's output it injected may list rules
+        return UserScan(None, listed=injected_rules(content))
     found = constraint_sentences(text)
     short = one_line(text)
     confirms = utf16_len(short) <= MAX_CONFIRM_UNITS and CONFIRM_RE.search(short) is not None
