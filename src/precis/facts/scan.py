@@ -35,8 +35,10 @@ from precis.facts.patterns import (
     OPEN_FILE_RE,
     PATCH_FILE_RE,
     PATH_KEYS,
+    PLAN_AFTER_RE,
     READ_SHELL_RE,
     READ_TOOLS,
+    REASON_RE,
     SENTENCE_SPLIT_RE,
     SHELL_TOOLS,
     TODO_RE,
@@ -404,7 +406,7 @@ def _assistant(message: Message) -> AssistantScan:
         text,
         fix,
         text.endswith(("?", "？")),
-        _decisions(text),
+        (*_decisions(text), *_reasons(prose)),
         _todos(text),
         tuple(terms_in(text)),
         calls,
@@ -546,6 +548,33 @@ def _decisions(text: str) -> tuple[tuple[str, str], ...]:
         if found.group(0).lower().endswith("use") and _PLAN_RE.search(sentence):
             continue  # "I'll use curl to fetch it": how the next step is taken, not a choice
         out.append((sentence.lower(), shorten(sentence, 240)))
+    return tuple(out)
+
+
+_MAX_REASONS = 2
+_REASON_UNITS = 280
+
+
+def _reasons(prose: str) -> tuple[tuple[str, str], ...]:
+    """The agent's sentences that say why (`REASON_RE`), each with the plan that follows it
+    ("… which SQLite doesn't support. I need to rewrite it …"), at most two a turn."""
+    sentences: list[str] = []
+    for part in SENTENCE_SPLIT_RE.split(prose):
+        piece = one_line(part.strip().lstrip("-*•>#").strip())
+        if sentences and (sentences[-1].endswith("...") or sentences[-1].count("`") % 2):
+            sentences[-1] = f"{sentences[-1]} {piece}"  # an ellipsis or code, not an end
+        elif piece:
+            sentences.append(piece)
+    out: list[tuple[str, str]] = []
+    for i, sentence in enumerate(sentences):
+        if len(sentence) < 20 or REASON_RE.search(sentence) is None:
+            continue
+        after = sentences[i + 1] if i + 1 < len(sentences) else ""
+        if after and PLAN_AFTER_RE.search(after):
+            sentence = f"{sentence} {after}"
+        out.append((sentence.lower(), shorten(sentence, _REASON_UNITS)))
+        if len(out) >= _MAX_REASONS:
+            break
     return tuple(out)
 
 

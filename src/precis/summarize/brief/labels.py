@@ -256,7 +256,7 @@ SHARES: Final[Mapping[str, float]] = MappingProxyType(
         DONE: 0.2,
         FINDINGS: 0.2,
         FILES: 0.12,
-        DECISIONS: 0.15,
+        DECISIONS: 0.1,
         WORK: 0.3,
         NOTES: 0.2,
         CODE: 0.0,
