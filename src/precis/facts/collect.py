@@ -517,7 +517,7 @@ class Collector:
                 why = next((s for _, s in found.signatures()), "")
                 progress.commit_failed(why or one_line(text)[:160])
         if work.push and not failed and found.pushed():
-            progress.pushed()
+            progress.pushed(found.push_target())
         if work.test:
             tally = found.tally()
             if tally is not None:

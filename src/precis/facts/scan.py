@@ -52,6 +52,7 @@ from precis.facts.progress import (
     is_action,
     is_lookup,
     push_ok,
+    push_target,
     shell_work,
     test_tally,
     todo_entries,
@@ -277,6 +278,9 @@ class ToolScan:
 
     def pushed(self) -> bool:
         return push_ok(self.text)
+
+    def push_target(self) -> str:
+        return str(self.derived("push_target", push_target))
 
     def outcome(self) -> str:
         """What came back, in a line: the first error, else the first line that says something."""
