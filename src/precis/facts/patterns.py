@@ -43,6 +43,10 @@ SELF_REPORT_RE: Final = re.compile(
     r"(?i)\b(?:I|we)(?:['’]m| am| are)? (?:do not|don['’]?t|not) (?:have|know|remember|recall|see|"
     r"think|understand|mind|care|sure)\b|\b(?:I|we|it|this|that) (?:cannot|can['’]t|couldn['’]t)\b"
     r"|\bif (?:you|u) (?:do not|don['’]?t)\b"
+    # What a text reports rather than asks: "remember that X is …", "it's always appreciated",
+    # "this could help to avoid …", "it works when you don't …".
+    r"|\bremember(?=,? that\b)|\b(?:is|are|it['’]s|was) always\b|\bhelps? (?:to )?avoid\b"
+    r"|\bwhen (?:you|u) (?:do not|don['’]?t)\b"
 )
 # A heading over a list of rules: "## Architecture Constraints", "Important Rules:", "NOTES:".
 RULE_HEADING_RE: Final = re.compile(
