@@ -105,6 +105,15 @@ def test_an_edit_is_shown_by_what_it_added() -> None:
         }
     )
     assert short == "fields.py: +return int(round(value.total_seconds() / base))"
+    # An edit aimed at a line it keeps says where it went: the rule, the function, the block.
+    aimed = short_arguments(
+        {
+            "path": "/workspace/src/libponyc/ast/parser.c",
+            "old_str": "DEF(idseqsingle);\n  AST_NODE(TK_NONE);\n  DONE();",
+            "new_str": "DEF(idseqsingle);\n  AST_NODE(TK_NONE);\n  SET_FLAG(IN_PARENS);\n  DONE();",
+        }
+    )
+    assert aimed == "parser.c [DEF(idseqsingle);]: +SET_FLAG(IN_PARENS);"
     assert short_arguments({"origin": "MSP", "destination": "EWR", "date": "2024-05-25"}) == (
         "MSP, EWR, 2024-05-25"
     )

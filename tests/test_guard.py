@@ -311,3 +311,19 @@ def test_the_section_is_measured_as_rendered(
     labels = guard._LABELS[language]
     rendered = guard._render([(f, guard._lines(f)[0]) for f in facts], heading, labels)
     assert guard._section_units(facts, heading, labels) == utf16_len(rendered)
+
+
+def test_the_guard_does_not_cut_the_body_only_to_put_back_what_the_cut_took() -> None:
+    rules = [f"Never run step {i} of the migration by hand; script it, rule {i}." for i in range(5)]
+    summary = "## Constraints\n" + "\n".join(f"- {r}" for r in rules)
+    task = "Ship the export. " + "It must stream rows from the reports table to CSV files. " * 4
+    ledger = Ledger(
+        (*(Fact("constraint", r, "u1") for r in rules), Fact("task", task.strip(), "u1"))
+    )
+    result = apply_guard(summary, ledger, clip_chars=utf16_len(summary) + 20)
+    # The task cannot fit beside the rules; cutting them would only have put them back.
+    assert result.text == summary
+    assert [f.kind for f in result.dropped] == ["task"] and not result.appended
+    # With room for it, the task is appended as before.
+    roomy = apply_guard(summary, ledger, clip_chars=utf16_len(summary) + 400)
+    assert [f.kind for f in roomy.appended] == ["task"] and roomy.text.startswith(summary)

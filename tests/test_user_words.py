@@ -37,6 +37,22 @@ def test_a_rule_is_one_sentence_across_semicolons_and_abbreviations(
     assert constraint_sentences(text) == sentences
 
 
+def test_a_sentence_that_reports_rather_than_rules_is_no_red_line() -> None:
+    reported = (
+        "Please remember that the container is exposed to the internet, so use what you like. "
+        "If you have any suggestions on where to begin, it's always appreciated. "
+        "This could help to avoid confusion. "
+        "As expected, it works when you don't use the tuple syntax in the match."
+    )
+    assert constraint_sentences(reported) == []
+    ruled = "Remember to run the tests. Always run make lint. Avoid touching legacy/."
+    assert constraint_sentences(ruled) == [
+        "Remember to run the tests.",
+        "Always run make lint.",
+        "Avoid touching legacy/.",
+    ]
+
+
 @pytest.mark.parametrize("pin_task", [True, False])
 def test_the_red_line_and_the_task_survive_ten_mock_compactions_verbatim(pin_task: bool) -> None:
     settings = CompactionSettings(context_window=2000, pin_task=pin_task)

@@ -98,6 +98,7 @@ def test_done_items_carry_their_commit_and_push_and_the_current_item_is_not_save
     text = brief(SESSION, mode="all")
     work = section(text, "Work state")
     assert "web-abc.1 — Add the export endpoint: done, committed 1a2b3c4, pushed" in work
+    assert "- Last push: github.com:o/r.git main" in work  # where the push went
     assert "web-abc.2 — Add the weekly digest: in progress, not committed" in work
     assert "(since 1a2b3c4): app/digest.py" in line_of(work, "not committed yet")
     assert "pytest -q tests/test_digest.py → 1 failed, 2 passed in 0.12s" in work
@@ -107,6 +108,22 @@ def test_done_items_carry_their_commit_and_push_and_the_current_item_is_not_save
     assert "1/3" in line_of(work, "web-abc — ")
     # Shown in the order it happened: what is done before what is under way.
     assert work.index("web-abc.1 —") < work.index("web-abc.2 —") < work.index("web-abc.3 —")
+
+
+def test_the_branch_a_push_set_up_to_track_names_where_later_pushes_went() -> None:
+    first = "To github.com:o/r.git\n * [new branch]      feat -> feat\n"
+    tracked = first + "branch 'feat' set up to track 'origin/feat'."
+    later = "To github.com:o/r.git\n   1a2b3c4..5d6e7f8  feat -> feat"
+    messages = (
+        Message(role="user", content="Commit and push the export work, please."),
+        bash("p1", 'git commit -am "feat: export" && git push -u origin feat'),
+        result("p1", f"[feat 1a2b3c4] feat: export\n 1 file changed\n{tracked}"),
+        bash("p2", 'git commit -am "fix: export" && git push'),
+        result("p2", f"[feat 5d6e7f8] fix: export\n 1 file changed\n{later}"),
+    )
+    work = section(brief(messages, mode="all"), "Work state")
+    assert "- Last push: origin/feat" in work
+    assert 'committed 5d6e7f8 "fix: export", pushed' in work
 
 
 def test_the_issue_the_agent_read_gives_its_rules() -> None:

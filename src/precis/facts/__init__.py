@@ -26,6 +26,7 @@ from precis.facts.language import (
     span_language,
 )
 from precis.facts.model import KINDS, PRIORITY, Fact, Ledger, carry, dedupe
+from precis.facts.records import Record, read_record
 from precis.facts.scan import (
     W_ARGS,
     W_CARRIED,
@@ -74,6 +75,7 @@ __all__ = [
     "KeptFacts",
     "Ledger",
     "Note",
+    "Record",
     "SummaryReader",
     "Tally",
     "TermEntry",
@@ -103,6 +105,7 @@ __all__ = [
     "project_root",
     "raw_summary_text",
     "read_ahead",
+    "read_record",
     "remember_ledger",
     "retention",
     "scan",

@@ -27,6 +27,7 @@ from precis.facts.patterns import (
     USER_ANSWER_PREFIXES,
 )
 from precis.facts.progress import Progress, children, exit_failed, titles
+from precis.facts.records import Record, file_record, read_record
 from precis.facts.scan import (
     W_ARGS,
     W_CARRIED,
@@ -199,6 +200,8 @@ class Facts:
     spec_sources: dict[str, str] = field(default_factory=dict)
     # What each source file the agent read defines (`digest.code_outline`), newest read last.
     outlines: dict[str, str] = field(default_factory=dict)
+    # The records the agent's lookups returned (`precis.facts.records`), by id, newest last.
+    records: dict[str, Record] = field(default_factory=dict)
 
 
 MAX_SPEC_CONSTRAINTS = 64
@@ -293,15 +296,15 @@ class Collector:
 
     def _on_user(self, found: UserScan) -> None:
         text = found.text
-        if text is None:
-            return
         facts = self.facts
-        facts.user_texts.append(text)
-        for sentence in found.constraints:
-            facts.constraints.setdefault(sentence.lower(), sentence)
         for rule in found.listed:
             if len(facts.spec_constraints) < MAX_SPEC_CONSTRAINTS:
                 facts.spec_constraints.setdefault(rule.lower(), rule)
+        if text is None:
+            return
+        facts.user_texts.append(text)
+        for sentence in found.constraints:
+            facts.constraints.setdefault(sentence.lower(), sentence)
         self._note_decisions(found.decisions)
         proposal = facts.last_assistant_text
         if self._previous_role == "assistant" and proposal and found.confirms:
@@ -394,12 +397,14 @@ class Collector:
         call = self._calls.pop(call_id, None)
         failed = found.failed
         reads_only = reads_log = False
+        record: Record | None = None
         if call is not None:
             reads_only, reads_log = call.reads_only, call.reads_log
             if self._full:
                 self._note_outcome(call, found, reads_only)
+                record = None if failed else self._record(call, found)
             if call.work is not None or call.action:
-                self._on_work(call, found)
+                self._on_work(call, found, record)
         if not found.text:
             if short is not None and not failed:
                 facts.completed_calls.append(short)
@@ -436,6 +441,18 @@ class Collector:
             error.last = self._index
             self._awaiting_fix.append(error)
 
+    def _record(self, call: CallScan, found: ToolScan) -> Record | None:
+        """A record the call returned, filed by its id (or the id the call asked for); a newer
+        version of a record replaces the older one and moves last."""
+        if not found.text.lstrip().startswith("{"):
+            return None
+        asked = next((t.label for t in call.arg_terms if t.gate in {"id", "term-id"}), "")
+        fallback = asked.partition("=")[2] or asked
+        record: Record | None = found.derived(
+            f"record:{fallback}", partial(read_record, fallback=fallback)
+        )
+        return None if record is None else file_record(self.facts.records, record)
+
     def _outline(self, call: CallScan, found: ToolScan) -> None:
         """What a source file the agent read defines, filed under its path."""
         path = next((t.key for t in call.arg_terms if t.gate in {"path", "term-path"}), "")
@@ -460,14 +477,17 @@ class Collector:
                 for token in found.derived("values", value_tokens):
                     self._produced[token] = note
 
-    def _on_work(self, call: CallScan, found: ToolScan) -> None:
+    def _on_work(self, call: CallScan, found: ToolScan, record: Record | None = None) -> None:
         """What a result says about the work its call did: states set, commits, pushes, tests."""
         progress, at, text = self.facts.progress, self._clock, found.text
         failed = found.failed or exit_failed(text)
         if call.action:
             ok = not failed and not found.signatures()
-            # What it came back with, done or not: an amount, an id, a state it set.
+            # What it came back with, done or not: an amount, an id, a state it set (a record
+            # it returned by its codes: the records looked up show it whole).
             why = found.outcome() if text else ""
+            if record is not None:
+                why = f"{record.key}: {record.lean}"
             progress.acted(f"{call.action} → {why}" if why else call.action, ok, at)
         work = call.work
         if work is None:
@@ -497,7 +517,7 @@ class Collector:
                 why = next((s for _, s in found.signatures()), "")
                 progress.commit_failed(why or one_line(text)[:160])
         if work.push and not failed and found.pushed():
-            progress.pushed()
+            progress.pushed(found.push_target())
         if work.test:
             tally = found.tally()
             if tally is not None:

@@ -143,7 +143,7 @@ def json_digest(text: str, units: int = _DIGEST_UNITS) -> str | None:
     if isinstance(data, list) and not data:
         return "[]"
     if isinstance(data, list):
-        shown = ", ".join(f"({' '.join(_leaves(item))})" for item in data)
+        shown = ", ".join(f"({' '.join(json_leaves(item))})" for item in data)
         out = f"{len(data)}: {shown}" if len(data) > 1 else shown
     else:
         out = _record(data)
@@ -153,18 +153,18 @@ def json_digest(text: str, units: int = _DIGEST_UNITS) -> str | None:
 def _record(data: Any) -> str:
     """A record's fields: scalars as they are, a list of records as "key: (…), (…)"."""
     if not isinstance(data, Mapping):
-        return " ".join(_leaves(data))
+        return " ".join(json_leaves(data))
     parts: list[str] = []
     for key, value in data.items():
         if isinstance(value, list) and any(isinstance(v, Mapping) for v in value):
-            items = ", ".join(" ".join(_leaves(v)) for v in value)
+            items = ", ".join(" ".join(json_leaves(v)) for v in value)
             parts.append(f"{key}: {items};")
         else:
-            parts.extend(_leaves(value))
+            parts.extend(json_leaves(value))
     return " ".join(parts).rstrip(";")
 
 
-def _leaves(value: Any) -> Iterator[str]:
+def json_leaves(value: Any) -> Iterator[str]:
     """Each short scalar inside `value`, in order (booleans and nulls aside)."""
     if isinstance(value, str):
         text = one_line(value)
@@ -176,10 +176,10 @@ def _leaves(value: Any) -> Iterator[str]:
         yield str(value)
     elif isinstance(value, Mapping):
         for v in value.values():
-            yield from _leaves(v)
+            yield from json_leaves(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _leaves(v)
+            yield from json_leaves(v)
 
 
 def _task_weight(sentence: str) -> float:

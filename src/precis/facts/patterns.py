@@ -43,6 +43,10 @@ SELF_REPORT_RE: Final = re.compile(
     r"(?i)\b(?:I|we)(?:['’]m| am| are)? (?:do not|don['’]?t|not) (?:have|know|remember|recall|see|"
     r"think|understand|mind|care|sure)\b|\b(?:I|we|it|this|that) (?:cannot|can['’]t|couldn['’]t)\b"
     r"|\bif (?:you|u) (?:do not|don['’]?t)\b"
+    # What a text reports rather than asks: "remember that X is …", "it's always appreciated",
+    # "this could help to avoid …", "it works when you don't …".
+    r"|\bremember(?=,? that\b)|\b(?:is|are|it['’]s|was) always\b|\bhelps? (?:to )?avoid\b"
+    r"|\bwhen (?:you|u) (?:do not|don['’]?t)\b"
 )
 # A heading over a list of rules: "## Architecture Constraints", "Important Rules:", "NOTES:".
 RULE_HEADING_RE: Final = re.compile(
@@ -318,6 +322,20 @@ DECISION_RE: Final = re.compile(
     r"we(?:['’]ll| will) (?:use|go with|switch to|keep)|we(?:['’]ve| have)? decided|decided to|"
     r"let['’]s (?:go with|use|switch to|stick with|keep)|going with|I chose|we chose|opted for|"
     r"settled on)\b|决定|就用|改用|采用|选用|我们用|我会用"
+)
+# A sentence of the agent's that says why: a cause it found, a limit it hit, a choice against
+# another. With the plan that follows it, it is what a successor would otherwise work out again.
+REASON_RE: Final = re.compile(
+    r"(?i)\b(?:because|due to|caused by|root cause|the (?:issue|problem|bug|reason|cause|"
+    r"culprit|fix) (?:is|was|here is)|this means|which means|turns out|instead of|rather than|"
+    r"that['’]s why|this is why|(?:doesn['’]t|does not|won['’]t|will not|cannot|can['’]t) "
+    r"(?:support|handle|accept|allow|bypass)|not supported|(?:will|would) fail|no need to|"
+    r"(?:don['’]t|do not) need (?:a|an|to|the)|auto-?generates?|is never|always returns?|"
+    r"returns? (?:a|an) [^.]{1,40} \(not|false positive)\b|因为|由于|而不是|导致"
+)
+# What the agent will do next, in the sentence after a reason: the plan the reason led to.
+PLAN_AFTER_RE: Final = re.compile(
+    r"(?i)^(?:so,? )?(?:i|we) (?:need|have|must|should|will|['’]ll)\b|^(?:so,? )?let(?:['’]s| me)\b"
 )
 CONFIRM_RE: Final = re.compile(
     r"(?i)^\s*(?:yes|yep|yeah|ok(?:ay)?|sure|agreed|sounds good|go ahead|do it|approved|lgtm|"

@@ -245,6 +245,23 @@ def push_ok(text: str) -> bool:
     return _PUSH_OK_RE.search(text) is not None and _PUSH_FAIL_RE.search(text) is None
 
 
+_TRACK_RE: Final = re.compile(
+    r"set up to track (?:remote branch )?'?([\w./-]+?)'?(?:\s|\.?$)", re.M
+)
+_PUSH_TO_RE: Final = re.compile(r"(?m)^To (\S+)")
+_PUSH_REF_RE: Final = re.compile(r"(?m)^\s*\S+\s+\S+\s+->\s+(\S+)")
+
+
+def push_target(text: str) -> str:
+    """Where git's output says a push went: the branch it now tracks (`origin/feature-x`),
+    else the remote and the branch it updated."""
+    track = _TRACK_RE.search(text)
+    if track is not None:
+        return track.group(1).rstrip(".")
+    remote, ref = _PUSH_TO_RE.search(text), _PUSH_REF_RE.search(text)
+    return " ".join(m.group(1) for m in (remote, ref) if m is not None)
+
+
 def exit_failed(text: str) -> bool:
     """A harness's "Exit code N" (N > 0) before a command's output."""
     return text.startswith("Exit code") and _EXIT_CODE_RE.match(text) is not None
@@ -410,6 +427,8 @@ class Progress:
     todo: tuple[tuple[str, str], ...] = ()
     actions: list[tuple[str, bool, int]] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
+    # Where the last push went (`origin/feature-x`, a remote's address), when git said.
+    push_target: str = ""
 
     def item(self, key: str, at: int) -> WorkItem:
         entry = self.items.get(key)
@@ -451,7 +470,11 @@ class Progress:
         self.failed_commits += 1
         self.commit_failure = why
 
-    def pushed(self) -> None:
+    def pushed(self, target: str = "") -> None:
+        # A push to the branch already tracked keeps the tracked name ("origin/x").
+        branch = target.rsplit(" ", 1)[-1]
+        if target and not self.push_target.endswith(f"/{branch}"):
+            self.push_target = target
         for commit in self.commits:
             commit.pushed = True
         for entry in self.items.values():

@@ -35,8 +35,10 @@ from precis.facts.patterns import (
     OPEN_FILE_RE,
     PATCH_FILE_RE,
     PATH_KEYS,
+    PLAN_AFTER_RE,
     READ_SHELL_RE,
     READ_TOOLS,
+    REASON_RE,
     SENTENCE_SPLIT_RE,
     SHELL_TOOLS,
     TODO_RE,
@@ -50,6 +52,7 @@ from precis.facts.progress import (
     is_action,
     is_lookup,
     push_ok,
+    push_target,
     shell_work,
     test_tally,
     todo_entries,
@@ -74,6 +77,7 @@ from precis.facts.text import (
     clean_user_text,
     constraint_sentences,
     fix_text,
+    injected_rules,
     listed_rules,
     one_line,
     shorten,
@@ -275,6 +279,9 @@ class ToolScan:
     def pushed(self) -> bool:
         return push_ok(self.text)
 
+    def push_target(self) -> str:
+        return str(self.derived("push_target", push_target))
+
     def outcome(self) -> str:
         """What came back, in a line: the first error, else the first line that says something."""
         if self._outcome is None:
@@ -368,8 +375,8 @@ def prepare(message: Message) -> None:
 
 def _user(content: str) -> UserScan:
     text = clean_user_text(content)
-    if text is None:
-        return UserScan(None)
+    if text is None:  # the harness's words; a command's output it injected may list rules
+        return UserScan(None, listed=injected_rules(content))
     found = constraint_sentences(text)
     short = one_line(text)
     confirms = utf16_len(short) <= MAX_CONFIRM_UNITS and CONFIRM_RE.search(short) is not None
@@ -403,7 +410,7 @@ def _assistant(message: Message) -> AssistantScan:
         text,
         fix,
         text.endswith(("?", "？")),
-        _decisions(text),
+        (*_decisions(text), *_reasons(prose)),
         _todos(text),
         tuple(terms_in(text)),
         calls,
@@ -545,6 +552,33 @@ def _decisions(text: str) -> tuple[tuple[str, str], ...]:
         if found.group(0).lower().endswith("use") and _PLAN_RE.search(sentence):
             continue  # "I'll use curl to fetch it": how the next step is taken, not a choice
         out.append((sentence.lower(), shorten(sentence, 240)))
+    return tuple(out)
+
+
+_MAX_REASONS = 2
+_REASON_UNITS = 280
+
+
+def _reasons(prose: str) -> tuple[tuple[str, str], ...]:
+    """The agent's sentences that say why (`REASON_RE`), each with the plan that follows it
+    ("… which SQLite doesn't support. I need to rewrite it …"), at most two a turn."""
+    sentences: list[str] = []
+    for part in SENTENCE_SPLIT_RE.split(prose):
+        piece = one_line(part.strip().lstrip("-*•>#").strip())
+        if sentences and (sentences[-1].endswith("...") or sentences[-1].count("`") % 2):
+            sentences[-1] = f"{sentences[-1]} {piece}"  # an ellipsis or code, not an end
+        elif piece:
+            sentences.append(piece)
+    out: list[tuple[str, str]] = []
+    for i, sentence in enumerate(sentences):
+        if len(sentence) < 20 or REASON_RE.search(sentence) is None:
+            continue
+        after = sentences[i + 1] if i + 1 < len(sentences) else ""
+        if after and PLAN_AFTER_RE.search(after):
+            sentence = f"{sentence} {after}"
+        out.append((sentence.lower(), shorten(sentence, _REASON_UNITS)))
+        if len(out) >= _MAX_REASONS:
+            break
     return tuple(out)
 
 

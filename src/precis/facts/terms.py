@@ -237,6 +237,8 @@ def scalars(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
             yield from scalars(v, key)
 
 
+_ANCHOR_UNITS = 40
+_EDIT_UNITS = 130
 # An edit's (old text, new text) argument pairs, by the names editors give them.
 _EDIT_PAIRS = (("old_str", "new_str"), ("old_string", "new_string"), ("search", "replace"))
 
@@ -269,8 +271,22 @@ def _edit_gist(data: Mapping[str, Any]) -> str:
             path = next((v for k, v in data.items() if k in PATH_KEYS and isinstance(v, str)), "")
             name = path.rsplit("/", 1)[-1]
             gist = one_line(" ".join(added)) if added else "-" + one_line(old)
-            return shorten(f"{name}: +{gist}" if name else f"+{gist}", 100)
+            plain = f"{name}: +{gist}" if name else f"+{gist}"
+            # Where it went: the line it was aimed at, when the line has room for it.
+            anchor = _anchor(old, new)
+            where = f"{name} [{anchor}]: +{gist}"
+            if name and anchor and utf16_len(where) <= _EDIT_UNITS:
+                return where
+            return shorten(plain, 100)
     return ""
+
+
+def _anchor(old: str, new: str) -> str:
+    """The first line of the old text that the new one keeps (where the edit was aimed), if
+    short."""
+    kept = {line.strip() for line in new.splitlines()}
+    anchor = next((ln.strip() for ln in old.splitlines() if ln.strip() in kept), "")
+    return anchor if utf16_len(anchor) <= _ANCHOR_UNITS else ""
 
 
 def shell_modified(command: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -144,6 +145,21 @@ def heading_rules(text: str, *, limit: int = 240) -> list[str]:
                 found.append(rule)
                 last = item.group(1).strip("*_ ")
     return found
+
+
+# A terminal's colour codes, as a command's captured output carries them.
+_ANSI_RE: Final = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_INJECTED_PREFIX: Final = "<local-command-stdout>"
+
+
+def injected_rules(content: str) -> tuple[str, ...]:
+    """The rules a command's output that the harness put in the user's turn lists under a
+    rules heading (a tracker's "## Core Rules" its hook prints after a compaction), one line
+    each, its bold labels plain ("Prohibited: Do NOT use …")."""
+    if not content.startswith(_INJECTED_PREFIX):
+        return ()
+    text = _ANSI_RE.sub("", content)
+    return tuple(rule.replace("**", "") for rule in heading_rules(text))
 
 
 def listed_rules(text: str, sentences: Sequence[str]) -> list[str]:

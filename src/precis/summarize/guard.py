@@ -137,6 +137,7 @@ def apply_guard(
     missing = missing_from(body)
     if not missing:
         return GuardResult(body, (), ())
+    whole, lost_whole = body, {id(f) for f in missing}
     floor = min(utf16_len(body), math.ceil(clip * BODY_FLOOR_SHARE))
     # Cutting the body may cut facts out of it: shrink until what is missing fits, or the floor.
     while True:
@@ -151,6 +152,9 @@ def apply_guard(
     if not chosen:
         body = _cut(summary, clip)
         return GuardResult(body, (), tuple(missing_from(body)))
+    if not any(id(fact) in lost_whole for fact, _ in chosen):
+        # Cutting the body only made room to put back what the cut took: keep it whole.
+        return GuardResult(whole, (), tuple(missing_from(whole)))
     section = _render(chosen, heading, labels)
     # Room the dropped facts left is given back to the summary's own text.
     body = _cut(summary, clip - gap - utf16_len(section))

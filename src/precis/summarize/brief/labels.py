@@ -40,6 +40,8 @@ WORK: Final = "work"
 NOTES: Final = "notes"
 # What the source files the agent read define.
 CODE: Final = "code"
+# The records the agent's lookups returned (`precis.facts.records`).
+RECORDS: Final = "records"
 # Sections of the task brief (S3) and the notes (S2); red lines reuse CONSTRAINTS and
 # "not done" / "todo" reuse OPEN, so a summary of one style folds into another.
 DECISIONS: Final = "decisions"
@@ -54,6 +56,7 @@ DISPLAY_ORDER: Final = (
     REQUESTS,
     WORK,
     STATE,
+    RECORDS,
     OPEN,
     DECISIONS,
     MODIFIED,
@@ -70,6 +73,7 @@ FILL_ORDER: Final = (
     CONSTRAINTS,
     WORK,
     STATE,
+    RECORDS,
     NOTES,
     ERRORS,
     MODIFIED,
@@ -102,6 +106,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 DECISIONS: "Decisions",
                 NOTES: "Progress notes",
                 CODE: "Code read",
+                RECORDS: "Records looked up",
                 "in": "in",
                 "awaiting": "awaiting result",
                 "unanswered": "unanswered",
@@ -113,6 +118,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 "s_committed": "committed",
                 "last_commit": "last commit",
                 "pushed": "pushed",
+                "last_push": "Last push",
                 "not_committed": "not committed",
                 "not_committed_files": "Changed, not committed yet",
                 "since": "since",
@@ -140,6 +146,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 DECISIONS: "决定",
                 NOTES: "进展记录",
                 CODE: "已读代码",
+                RECORDS: "查到的记录",
                 "in": "目录",
                 "awaiting": "等待结果",
                 "unanswered": "未回答",
@@ -151,6 +158,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 "s_committed": "已提交",
                 "last_commit": "最近提交",
                 "pushed": "已推送",
+                "last_push": "最近推送",
                 "not_committed": "未提交",
                 "not_committed_files": "已改动、尚未提交",
                 "since": "自",
@@ -250,10 +258,11 @@ SHARES: Final[Mapping[str, float]] = MappingProxyType(
         DONE: 0.2,
         FINDINGS: 0.2,
         FILES: 0.12,
-        DECISIONS: 0.15,
+        DECISIONS: 0.1,
         WORK: 0.3,
         NOTES: 0.2,
         CODE: 0.0,
+        RECORDS: 0.15,
     }
 )
 # A small brief (a few thousand characters) is mostly what the work found and did: the task is
@@ -270,6 +279,7 @@ SMALL_SHARES: Final[Mapping[str, float]] = MappingProxyType(
         DECISIONS: 0.08,
         WORK: 0.2,
         NOTES: 0.35,
+        RECORDS: 0.25,
     }
 )
 
@@ -280,6 +290,7 @@ SMALL_FILL_ORDER: Final = (
     CONSTRAINTS,
     WORK,
     STATE,
+    RECORDS,
     ERRORS,
     NOTES,
     MODIFIED,
@@ -298,6 +309,7 @@ SMALL_THEN_ORDER: Final = (
     PHASE,
     WORK,
     STATE,
+    RECORDS,
     ERRORS,
     NOTES,
     CONSTRAINTS,

@@ -10,6 +10,7 @@ from precis.facts import (
     Collector,
     ErrorEntry,
     Note,
+    Record,
     by_strength,
     constraint_sentences,
     error_key,
@@ -35,6 +36,7 @@ from precis.summarize.brief.labels import (
     PHASE,
     PHASE_LINE_RE,
     READ,
+    RECORDS,
     REQUESTS,
     SECTION_KEYS,
     STYLE_EXTRA,
@@ -145,6 +147,10 @@ def read_brief(collector: Collector, text: str) -> bool:
     facts.progress.carried.extend(sections.get(WORK, []))
     facts.notes.extend(Note(line) for line in sections.get(NOTES, []))
     facts.carried_hints.extend(sections.get(HINTS, []))
+    for line in sections.get(RECORDS, []):
+        key, colon, rest = line.partition(": ")
+        if colon and rest:
+            facts.records[key] = Record(key, rest, rest)
     facts.user_texts.extend(sections.get(TASK, []))
     _read_style_sections(collector, sections, root)
     return True

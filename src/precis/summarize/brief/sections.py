@@ -42,6 +42,7 @@ from precis.summarize.brief.labels import (
     OPEN,
     PHASE,
     READ,
+    RECORDS,
     REQUESTS,
     SMALL_BRIEF_CHARS,
     STATE,
@@ -414,6 +415,23 @@ def _code_items(facts: Facts, root: str) -> list[Item]:
     ]
 
 
+def _record_items(facts: Facts, budget: int) -> list[Item]:
+    """The records looked up, shown in the order they were last seen, filled by the last time
+    the work named their id (the one it acts on first); a small brief (or one short of room)
+    shows each by its codes and amounts alone."""
+    items: list[Item] = []
+    named: dict[int, int] = {}
+    for i, r in enumerate(facts.records.values()):
+        lean = f"{r.key}: {r.lean}" if r.lean else ""
+        if budget <= SMALL_BRIEF_CHARS and lean:
+            items.append(Item(lean, i))
+        else:
+            items.append(Item(f"{r.key}: {r.text}", i, variants=(lean,) if lean else ()))
+        term = facts.identifiers.terms.get(r.key)
+        named[i] = term.last if term is not None else -1
+    return sorted(items, key=lambda item: (-named[item.order], -item.order))
+
+
 def _decision_items(facts: Facts, labels: Mapping[str, str]) -> list[Item]:
     """Choices stated outright and proposals the user said yes to, in the order they were made."""
     texts = [*facts.carried_decisions, *facts.decisions.values()]
@@ -458,6 +476,7 @@ def sections(
         out[TOOLS] = _tool_items(facts) if budget > SMALL_BRIEF_CHARS else []
         out[OPEN] = _open_items(facts, labels, caps[OPEN], requests_listed=True)
         out[WORK] = work.all
+        out[RECORDS] = _record_items(facts, budget)
         out[DECISIONS] = _decision_items(facts, labels)
         wide = budget > SMALL_BRIEF_CHARS
         out[NOTES] = _note_items(facts, mode, _WIDE_NOTE_UNITS if wide else _NOTE_UNITS)

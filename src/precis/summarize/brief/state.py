@@ -131,6 +131,9 @@ def state_lines(facts: Facts, labels: Mapping[str, str], root: str) -> StateLine
         )
     if progress.git and progress.changed:
         current.append(_uncommitted(progress, labels, root))
+    if progress.push_target and any(c.pushed for c in progress.commits):
+        text = f"{labels['last_push']}: {progress.push_target}"
+        current.append(Item(text, _NOW_BASE + 2 * 10**5 + 1, shrink=False))
     test = progress.last_test
     if test is not None:
         text = f"{labels['tests']}: {test.command} → {test.tally}"

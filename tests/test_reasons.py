@@ -1,0 +1,43 @@
+"""The brief's decisions say why: the agent's sentences that state a cause, a limit or a choice
+against another, with the plan that follows, not every turn's words."""
+
+from __future__ import annotations
+
+import re
+
+from precis.core.messages import Message
+from precis.summarize.base import SummaryRequest
+from precis.summarize.extractive import ExtractiveSummarizer
+
+
+def _decisions(messages: tuple[Message, ...]) -> str:
+    text = ExtractiveSummarizer().summarize(SummaryRequest(messages))
+    match = re.search(r"^## Decisions\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return match.group(1) if match else ""
+
+
+def test_a_reason_the_agent_states_is_a_decision_with_the_plan_it_led_to() -> None:
+    messages = (
+        Message(role="user", content="Add the source column to annotations, please."),
+        Message(
+            role="assistant",
+            content=(
+                "The generated migration uses `ALTER TABLE ... modify` which SQLite doesn't "
+                "support for nullability changes. I need to rewrite it with a table rewrite "
+                "pattern.\n```elixir\ncreate table(:annotations_new)\n```"
+            ),
+        ),
+        Message(role="assistant", content="Now let me run the whole test suite once more."),
+        Message(
+            role="assistant",
+            content="The tests failed because the sandbox is not shared with the LiveView.",
+        ),
+    )
+    decisions = _decisions(messages)
+    assert (
+        "- The generated migration uses `ALTER TABLE ... modify` which SQLite doesn't support "
+        "for nullability changes. I need to rewrite it with a table rewrite pattern." in decisions
+    )
+    assert "the sandbox is not shared with the LiveView" in decisions
+    assert "run the whole test suite" not in decisions  # a step, no reason
+    assert "create table" not in decisions  # the code it wrote is no sentence of its
