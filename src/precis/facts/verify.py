@@ -306,12 +306,24 @@ class KeptFacts:
             return self._grown(parts, whole)
         text = " ".join(parts) if whole is None else whole
         at_now: dict[int, int] | None = None
+        j, tail = 0, len(parts)  # with the old parts' first j and last tail, as a cut leaves
         if grown:  # every holder is where it was
+            j, tail = k, 0
             added = sum(map(len, parts[k:])) + len(parts) - k  # with the joins before them
             fresh = [(len(text) - added, len(text))] if added else []
         else:
-            at_now = {id(p): i for i, p in enumerate(parts)}
-            fresh = _fresh(parts, {id(p): i for i, p in enumerate(old_parts)})
+            while j < min(k, len(parts)) and parts[j] is old_parts[j]:
+                j += 1
+            tail = len(parts) - j
+            if k - tail >= j and all(map(is_, parts[j:], old_parts[k - tail :])):
+                # Old parts cut out after the first j (an eviction after the pinned): only
+                # the join they leave is new.
+                at = sum(map(len, parts[:j])) + j
+                fresh = [(at - 1, at)] if 0 < j < len(parts) else []
+            else:
+                at_now = {id(p): i for i, p in enumerate(parts)}
+                fresh = _fresh(parts, {id(p): i for i, p in enumerate(old_parts)})
+                j, tail = 0, len(parts)
         windows: dict[int, list[str]] = {}
         found: dict[tuple[str, str], int] = {}
         missing: list[Fact] = []
@@ -320,7 +332,12 @@ class KeptFacts:
             test, anchor, reach = _probe(fact.kind, fact.text)
             state = old_found.get(key, _SPREAD)
             if state >= 0:
-                holder = state if at_now is None else at_now.get(id(old_parts[state]))
+                if at_now is not None:
+                    holder = at_now.get(id(old_parts[state]))
+                elif state < j or state >= k - tail:
+                    holder = state if state < j else state - (k - tail) + j
+                else:
+                    holder = None  # cut out
                 if holder is not None:
                     found[key] = holder
                     continue
