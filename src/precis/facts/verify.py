@@ -393,6 +393,7 @@ class KeptFacts:
         asked, _, facts, _ = self._last
         if not facts:
             return
+        messages = [m for m in messages if m.kind not in _CARRIERS]
         seen, ends, then = self._seen
         same = 0
         if then is asked:  # the parts last asked about are these messages'
@@ -406,12 +407,16 @@ class KeptFacts:
         parts = list(asked[: ends[same - 1] if same else 0])
         now = list(ends[:same])
         for message in messages[same:]:
-            if message.kind not in _CARRIERS:
-                parts.extend(filter(None, folded_parts(message)))
+            parts.extend(filter(None, folded_parts(message)))
             now.append(len(parts))
         shown = tuple(parts)
         self.missing(facts, shown)
         self._seen = (tuple(messages), tuple(now), shown)
+
+    def asked_of(self, messages: Sequence[Message], ends: Sequence[int]) -> None:
+        """Note that the parts last asked about are these messages', the first `ends[i]` of
+        them those of the first i + 1 (so that observing them again asks nothing)."""
+        self._seen = (tuple(messages), tuple(ends), self._last[0])
 
 
 _CARRIERS: Final = frozenset({KIND_SUMMARY, KIND_MARKER})
