@@ -266,6 +266,24 @@ def _probe(kind: str, text: str) -> tuple[Callable[[str], bool], str, int]:
     return _matcher(kind, text), anchor, -(-size // 128) * 128
 
 
+def _probed(fact: Fact) -> tuple[tuple[str, str], Callable[[str], bool], str, int]:
+    """The fact's (kind, text) and `_probe`, remembered per fact: a ledger's facts are mostly
+    the last one's again, and are asked about at every append."""
+    hit = _PROBED.get(id(fact))
+    if hit is not None and hit[0] is fact:
+        return hit[1]
+    key = (fact.kind, fact.text)
+    probed = (key, *_probe(*key))
+    if len(_PROBED) >= _PROBED_KEPT:
+        _PROBED.clear()
+    _PROBED[id(fact)] = (fact, probed)
+    return probed
+
+
+_PROBED: dict[int, tuple[Fact, tuple[tuple[str, str], Callable[[str], bool], str, int]]] = {}
+_PROBED_KEPT: Final = 8192
+
+
 class KeptFacts:
     """`missing_from_folded` over a context's kept parts, carried from one check to the next.
 
@@ -328,8 +346,7 @@ class KeptFacts:
         found: dict[tuple[str, str], int] = {}
         missing: list[Fact] = []
         for fact in facts:
-            key = (fact.kind, fact.text)
-            test, anchor, reach = _probe(fact.kind, fact.text)
+            key, test, anchor, reach = _probed(fact)
             state = old_found.get(key, _SPREAD)
             if state >= 0:
                 if at_now is not None:
@@ -367,7 +384,7 @@ class KeptFacts:
         missing: list[Fact] = []
         copied = False  # the published answer is never changed
         for fact in old_missing:
-            test, anchor, reach = _probe(fact.kind, fact.text)
+            key, test, anchor, reach = _probed(fact)
             near = tails.get(reach)
             if near is None:
                 near = tails[reach] = _tail(old_parts, reach) + added
@@ -377,7 +394,7 @@ class KeptFacts:
                 if state != _ABSENT:
                     if not copied:
                         found, copied = dict(found), True
-                    found[(fact.kind, fact.text)] = state
+                    found[key] = state
                     continue
             missing.append(fact)
         self._last = (parts, found, facts, tuple(missing))
