@@ -234,9 +234,14 @@ def missing_facts(facts: Iterable[Fact], summary_text: str) -> list[Fact]:
 
 
 def missing_from_folded(facts: Iterable[Fact], folded: str) -> list[Fact]:
-    """`missing_facts` for a text already folded."""
-    matcher = _matcher
-    return [fact for fact in facts if not matcher(fact.kind, fact.text)(folded)]
+    """`missing_facts` for a text already folded (a fact whose anchor the text lacks is
+    missing without its test)."""
+    out: list[Fact] = []
+    for fact in facts:
+        _, test, anchor, _ = _probed(fact)
+        if not (anchor in folded and test(folded)):
+            out.append(fact)
+    return out
 
 
 # Characters around an occurrence that its presence test reads besides the needle: a boundary
