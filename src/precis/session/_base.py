@@ -149,8 +149,12 @@ class BaseSession:
                 if len(messages) > k and all(map(is_, seen, messages)):  # (zip stops at k)
                     # The last view and messages after it: show only those, and fit again
                     # only the turn the old messages end in.
-                    displayed = displayed + self._display(messages[k:])
-                    if self.turn_budget(displayed, floor_tokens) == budget:
+                    added = self._display(messages[k:])
+                    displayed = displayed + added
+                    # The budget counts the pinned: unchanged unless a pinned one was added.
+                    if not any(m.pinned for m in added) or (
+                        self.turn_budget(displayed, floor_tokens) == budget
+                    ):
                         t = next(
                             (i for i in range(k - 1, -1, -1) if displayed[i].role != "tool"), 0
                         )
