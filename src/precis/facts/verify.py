@@ -289,6 +289,10 @@ _PROBED: dict[int, tuple[Fact, tuple[tuple[str, str], Callable[[str], bool], str
 _PROBED_KEPT: Final = 8192
 
 
+# What `KeptFacts` last asked: the parts, what it found of each fact, the facts, the answer.
+_Asked = tuple[tuple[str, ...], dict[tuple[str, str], int], tuple[Fact, ...], tuple[Fact, ...]]
+
+
 class KeptFacts:
     """`missing_from_folded` over a context's kept parts, carried from one check to the next.
 
@@ -308,10 +312,7 @@ class KeptFacts:
     __slots__ = ("_last", "_seen")
 
     def __init__(self) -> None:
-        # The parts last asked about, what was found of each fact, the facts, and the answer.
-        self._last: tuple[
-            tuple[str, ...], dict[tuple[str, str], int], tuple[Fact, ...], tuple[Fact, ...]
-        ] = ((), {}, (), ())
+        self._last: _Asked = ((), {}, (), ())
         # The messages last observed, how many parts those up to each one have, and the parts.
         self._seen: tuple[tuple[Message, ...], tuple[int, ...], tuple[str, ...]] = ((), (), ())
 
@@ -320,13 +321,14 @@ class KeptFacts:
     ) -> list[Fact]:
         """The facts that `whole`, the non-empty folded `parts` joined by spaces, lacks."""
         parts, facts = tuple(parts), tuple(facts)
-        old_parts, old_found, old_facts, old_missing = self._last  # read once: see `observe`
+        last = self._last  # read once: another thread may replace it
+        old_parts, old_found, old_facts, old_missing = last
         k = len(old_parts)
         grown = k <= len(parts) and all(map(is_, old_parts, parts))
         if grown and len(facts) == len(old_facts) and all(map(is_, facts, old_facts)):
             if k == len(parts):
                 return list(old_missing)  # the same question
-            return self._grown(parts, whole)
+            return self._grown(last, parts, whole)
         text = " ".join(parts) if whole is None else whole
         at_now: dict[int, int] | None = None
         j, tail = 0, len(parts)  # with the old parts' first j and last tail, as a cut leaves
@@ -380,10 +382,17 @@ class KeptFacts:
         self._last = (parts, found, facts, tuple(missing))
         return missing
 
-    def _grown(self, parts: tuple[str, ...], whole: str | None) -> list[Fact]:
-        """`missing` of the last facts in the last parts and more after them: only the facts
-        found missing then are looked for, and only around what was added."""
-        old_parts, found, facts, old_missing = self._last
+    def _grown(
+        self,
+        last: tuple[
+            tuple[str, ...], dict[tuple[str, str], int], tuple[Fact, ...], tuple[Fact, ...]
+        ],
+        parts: tuple[str, ...],
+        whole: str | None,
+    ) -> list[Fact]:
+        """`missing` of the `last` facts in its parts and more after them: only the facts found
+        missing then are looked for, and only around what was added."""
+        old_parts, found, facts, old_missing = last
         added = " ".join(parts[len(old_parts) :])
         tails: dict[int, str] = {}
         missing: list[Fact] = []
