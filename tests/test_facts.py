@@ -116,7 +116,7 @@ def assert_holders_hold(kept: Any) -> None:
     """What KeptFacts remembers as the part holding a fact does hold it, alone."""
     from precis.facts.verify import _matcher
 
-    parts, found, _, _ = kept._last
+    parts, found = kept._last[:2]
     for (kind, text), held in found.items():
         assert held < 0 or _matcher(kind, text)(parts[held])
 

@@ -271,7 +271,11 @@ def _probe(kind: str, text: str) -> tuple[Callable[[str], bool], str, int]:
     return _matcher(kind, text), anchor, -(-size // 128) * 128
 
 
-def _probed(fact: Fact) -> tuple[tuple[str, str], Callable[[str], bool], str, int]:
+# A fact's (kind, text) and `_probe`.
+_Probed = tuple[tuple[str, str], Callable[[str], bool], str, int]
+
+
+def _probed(fact: Fact) -> _Probed:
     """The fact's (kind, text) and `_probe`, remembered per fact: a ledger's facts are mostly
     the last one's again, and are asked about at every append."""
     hit = _PROBED.get(id(fact))
@@ -285,12 +289,19 @@ def _probed(fact: Fact) -> tuple[tuple[str, str], Callable[[str], bool], str, in
     return probed
 
 
-_PROBED: dict[int, tuple[Fact, tuple[tuple[str, str], Callable[[str], bool], str, int]]] = {}
+_PROBED: dict[int, tuple[Fact, _Probed]] = {}
 _PROBED_KEPT: Final = 8192
 
 
-# What `KeptFacts` last asked: the parts, what it found of each fact, the facts, the answer.
-_Asked = tuple[tuple[str, ...], dict[tuple[str, str], int], tuple[Fact, ...], tuple[Fact, ...]]
+# What `KeptFacts` last asked: the parts, what it found of each fact, the facts, the answer (the
+# facts missing) and, for each of those, `_probed`.
+_Asked = tuple[
+    tuple[str, ...],
+    dict[tuple[str, str], int],
+    tuple[Fact, ...],
+    tuple[Fact, ...],
+    tuple[_Probed, ...],
+]
 
 
 class KeptFacts:
@@ -312,7 +323,7 @@ class KeptFacts:
     __slots__ = ("_last", "_seen")
 
     def __init__(self) -> None:
-        self._last: _Asked = ((), {}, (), ())
+        self._last: _Asked = ((), {}, (), (), ())
         # The messages last observed, how many parts those up to each one have, and the parts.
         self._seen: tuple[tuple[Message, ...], tuple[int, ...], tuple[str, ...]] = ((), (), ())
 
@@ -322,7 +333,7 @@ class KeptFacts:
         """The facts that `whole`, the non-empty folded `parts` joined by spaces, lacks."""
         parts, facts = tuple(parts), tuple(facts)
         last = self._last  # read once: another thread may replace it
-        old_parts, old_found, old_facts, old_missing = last
+        old_parts, old_found, old_facts, old_missing, _ = last
         k = len(old_parts)
         grown = k <= len(parts) and all(map(is_, old_parts, parts))
         if grown and len(facts) == len(old_facts) and all(map(is_, facts, old_facts)):
@@ -352,8 +363,9 @@ class KeptFacts:
         windows: dict[int, list[str]] = {}
         found: dict[tuple[str, str], int] = {}
         missing: list[Fact] = []
+        probes: list[_Probed] = []
         for fact in facts:
-            key, test, anchor, reach = _probed(fact)
+            probe = key, test, anchor, reach = _probed(fact)
             state = old_found.get(key, _SPREAD)
             if state >= 0:
                 if at_now is not None:
@@ -375,30 +387,26 @@ class KeptFacts:
                 else:
                     found[key] = _ABSENT
                     missing.append(fact)
+                    probes.append(probe)
                     continue
             found[key] = _held(test, anchor, parts, text, state == _SPREAD and key in old_found)
             if found[key] == _ABSENT:
                 missing.append(fact)
-        self._last = (parts, found, facts, tuple(missing))
+                probes.append(probe)
+        self._last = (parts, found, facts, tuple(missing), tuple(probes))
         return missing
 
-    def _grown(
-        self,
-        last: tuple[
-            tuple[str, ...], dict[tuple[str, str], int], tuple[Fact, ...], tuple[Fact, ...]
-        ],
-        parts: tuple[str, ...],
-        whole: str | None,
-    ) -> list[Fact]:
+    def _grown(self, last: _Asked, parts: tuple[str, ...], whole: str | None) -> list[Fact]:
         """`missing` of the `last` facts in its parts and more after them: only the facts found
         missing then are looked for, and only around what was added."""
-        old_parts, found, facts, old_missing = last
+        old_parts, found, facts, old_missing, old_probes = last
         added = " ".join(parts[len(old_parts) :])
         tails: dict[int, str] = {}
         missing: list[Fact] = []
+        probes: list[_Probed] = []
         copied = False  # the published answer is never changed
-        for fact in old_missing:
-            key, test, anchor, reach = _probed(fact)
+        for fact, probe in zip(old_missing, old_probes, strict=True):
+            key, test, anchor, reach = probe
             near = tails.get(reach)
             if near is None:
                 near = tails[reach] = _tail(old_parts, reach) + added
@@ -411,17 +419,23 @@ class KeptFacts:
                     found[key] = state
                     continue
             missing.append(fact)
-        self._last = (parts, found, facts, tuple(missing))
+            probes.append(probe)
+        self._last = (parts, found, facts, tuple(missing), tuple(probes))
         return missing
 
     def observe_more(self, messages: Sequence[Message]) -> None:
         """`observe` of the messages last observed and these after them (a batch appended)."""
-        self.observe((*self._seen[0], *messages))
+        seen, ends, then = self._seen
+        asked, _, facts, _, _ = self._last
+        if facts and then is asked:  # only the batch is new
+            self._ask(facts, seen, ends, asked, [m for m in messages if m.kind not in _CARRIERS])
+        else:
+            self.observe((*seen, *messages))
 
     def observe(self, messages: Sequence[Message]) -> None:
         """Ask the last facts of these messages' parts, summaries and markers aside (what the
         next compaction keeps, as it will ask); nothing before the first compaction."""
-        asked, _, facts, _ = self._last
+        asked, _, facts, _, _ = self._last
         if not facts:
             return
         messages = [m for m in messages if m.kind not in _CARRIERS]
@@ -435,14 +449,26 @@ class KeptFacts:
             else:
                 while same < min(len(seen), len(messages)) and seen[same] is messages[same]:
                     same += 1
-        parts = list(asked[: ends[same - 1] if same else 0])
-        now = list(ends[:same])
-        for message in messages[same:]:
-            parts.extend(filter(None, folded_parts(message)))
-            now.append(len(parts))
-        shown = tuple(parts)
+        kept = ends[same - 1] if same else 0
+        self._ask(facts, messages[:same], ends[:same], asked[:kept], messages[same:])
+
+    def _ask(
+        self,
+        facts: tuple[Fact, ...],
+        seen: Sequence[Message],
+        ends: Sequence[int],
+        parts: Sequence[str],
+        more: Sequence[Message],
+    ) -> None:
+        """Ask `facts` of `parts` (those of the messages `seen`, up to each one `ends`) and
+        the parts of the messages `more` after them; note whose parts they all are."""
+        now, grown = list(ends), list(parts)
+        for message in more:
+            grown.extend(filter(None, folded_parts(message)))
+            now.append(len(grown))
+        shown = tuple(grown)
         self.missing(facts, shown)
-        self._seen = (tuple(messages), tuple(now), shown)
+        self._seen = ((*seen, *more), tuple(now), shown)
 
     def asked_of(self, messages: Sequence[Message], ends: Sequence[int]) -> None:
         """Note that the parts last asked about are these messages', the first `ends[i]` of
