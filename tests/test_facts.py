@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import example, given
@@ -111,6 +112,15 @@ KEPT_FACTS = (
 )
 
 
+def assert_holders_hold(kept: Any) -> None:
+    """What KeptFacts remembers as the part holding a fact does hold it, alone."""
+    from precis.facts.verify import _matcher
+
+    parts, found = kept._last[:2]
+    for (kind, text), held in found.items():
+        assert held < 0 or _matcher(kind, text)(parts[held])
+
+
 @pytest.mark.property
 @given(
     steps=st.lists(
@@ -141,6 +151,12 @@ def test_kept_facts_answer_as_the_whole_text_does(
         first = new[:1] if repin else parts[:1]
         parts = first + parts[1 + drop :] + new[1 if repin else 0 :]
         facts = sorted(asked, key=KEPT_FACTS.index)
+        assert kept.missing(facts, parts) == missing_from_folded(facts, " ".join(parts))
+        assert_holders_hold(kept)
+        # The same parts and more, asked of other facts (a ledger that grew).
+        more = [*parts, *new[:1]]
+        assert kept.missing(KEPT_FACTS, more) == missing_from_folded(KEPT_FACTS, " ".join(more))
+        assert_holders_hold(kept)
         assert kept.missing(facts, parts) == missing_from_folded(facts, " ".join(parts))
         # Messages observed as they come (here: the parts as messages) change no answer.
         seen = seen[drop:] + [Message(role="user", content=p, id=f"m{id(p)}") for p in new]

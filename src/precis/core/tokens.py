@@ -265,6 +265,9 @@ def estimate_context(messages: Sequence[Message], counter: TokenCounter) -> Cont
     Usage reported before a compaction measured a bigger context, so it is stale; the kept
     messages sit after the summary in context order but are older, hence the time comparison.
     """
+    if not any(m.role == "assistant" and "usage" in m.metadata for m in messages):
+        total = sum(count_all(counter, messages))  # no usage reported: nothing to anchor on
+        return ContextEstimate(total, 0, total, None)
     summaries = [(i, m.created_at) for i, m in enumerate(messages) if m.kind == "summary"]
     boundary_index = summaries[-1][0] if summaries else -1
     boundary_time = max((t for _, t in summaries if t), default=None)

@@ -394,13 +394,14 @@ class Compactor:
         text = clip_summary(text, clip)
         ledger = self._ledger(plan.summarize, job, work)
         required = self._required(ledger, job.task is not None, clip)
-        pinned_parts, keep_parts = work.folded_parts(plan.pinned), work.folded_parts(plan.keep)
-        pinned_text, keep_text = " ".join(pinned_parts), " ".join(keep_parts)
+        ends: list[int] = []
+        kept = work.folded_parts(stays := [*plan.pinned, *plan.keep], ends)
+        cut = ends[len(plan.pinned) - 1] if plan.pinned else 0
+        pinned_text, keep_text = " ".join(kept[:cut]), " ".join(kept[cut:])
         if s.guard:
             # Facts the kept messages already hold need not be repeated in the summary.
-            kept = (*pinned_parts, *keep_parts)
-            whole = joined(pinned_text, keep_text)
-            needed = Ledger(tuple(self.kept.missing(ledger.facts, kept, whole)))
+            needed = Ledger(tuple(self.kept.missing(ledger.facts, kept, joined(*kept))))
+            self.kept.asked_of(stays, ends)
             text = apply_guard(text, needed, clip_chars=self._guard_budget(required, clip)).text
         self._step("summarized")
         metadata: dict[str, Any] = {

@@ -77,16 +77,19 @@ class Work:
         """`context_text(messages).folded`, from parts already folded."""
         return " ".join(self.folded_parts(messages))
 
-    def folded_parts(self, messages: Sequence[Message]) -> list[str]:
-        """The messages' non-empty folded parts, which `folded` joins by spaces."""
+    def folded_parts(self, messages: Sequence[Message], ends: list[int] | None = None) -> list[str]:
+        """The messages' non-empty folded parts, which `folded` joins by spaces; with `ends`,
+        how many of them the messages up to each one have is appended to it."""
         parts = self.parts
         out: list[str] = []
         for message in messages:
             entry = parts.get(id(message))
             if entry is None:
                 entry = parts[id(message)] = (message, folded_parts(message))
-            out.extend(entry[1])
-        return list(filter(None, out))
+            out.extend(filter(None, entry[1]))
+            if ends is not None:
+                ends.append(len(out))
+        return out
 
 
 def joined(*folded: str) -> str:

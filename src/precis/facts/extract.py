@@ -18,7 +18,7 @@ from precis.core.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
 from precis.core.types import FactKind
 from precis.facts.collect import Collector, Facts, Tally
 from precis.facts.digest import request_gist
-from precis.facts.model import PRIORITY, Fact, Ledger, dedupe, newest_states
+from precis.facts.model import Fact, Ledger, dedupe, newest_states
 from precis.facts.scan import MEMO_SIZE, W_OUTPUT, W_SPOKEN
 from precis.facts.terms import project_root
 from precis.facts.text import compact, is_trivial, one_line
@@ -76,7 +76,7 @@ def extract_facts(messages: Sequence[Message], *, task: str | None = None) -> li
     found += _error_facts(facts, sources)
     found += read
     found += _request_facts(facts, sources)
-    ordered = sorted(dedupe(found), key=lambda f: PRIORITY[f.kind])
+    ordered = dedupe(found)  # in priority order already: each kind's facts follow the last's
     return list(dedupe((*newest_states(carried, ordered), *ordered)))
 
 
@@ -134,17 +134,20 @@ class _Sources:
         self.ids: dict[tuple[str, str], str] = {}
         self._seen: dict[str, int] = {}
         self._requests = 0
+        self._keys: tuple[tuple[str, dict[str, Any]], ...] | None = None
 
     def note(self, facts: Facts, source: str) -> None:
         if self.task is None and facts.task:
             self.task = source
-        for name, keys in (
-            ("constraint", facts.constraints),
-            ("file_modified", facts.modified.terms),
-            ("file_read", facts.read.terms),
-            ("identifier", facts.identifiers.terms),
-            ("error", facts.errors),
-        ):
+        if self._keys is None:  # the collector's containers, which it only ever adds to
+            self._keys = (
+                ("constraint", facts.constraints),
+                ("file_modified", facts.modified.terms),
+                ("file_read", facts.read.terms),
+                ("identifier", facts.identifiers.terms),
+                ("error", facts.errors),
+            )
+        for name, keys in self._keys:
             # The collector only ever adds keys, in order: the new ones are those at the end,
             # read from the end so the ones seen before are not walked again.
             seen = self._seen.get(name, 0)

@@ -234,9 +234,14 @@ def missing_facts(facts: Iterable[Fact], summary_text: str) -> list[Fact]:
 
 
 def missing_from_folded(facts: Iterable[Fact], folded: str) -> list[Fact]:
-    """`missing_facts` for a text already folded."""
-    matcher = _matcher
-    return [fact for fact in facts if not matcher(fact.kind, fact.text)(folded)]
+    """`missing_facts` for a text already folded (a fact whose anchor the text lacks is
+    missing without its test)."""
+    out: list[Fact] = []
+    for fact in facts:
+        _, test, anchor, _ = _probed(fact)
+        if not (anchor in folded and test(folded)):
+            out.append(fact)
+    return out
 
 
 # Characters around an occurrence that its presence test reads besides the needle: a boundary
@@ -266,6 +271,39 @@ def _probe(kind: str, text: str) -> tuple[Callable[[str], bool], str, int]:
     return _matcher(kind, text), anchor, -(-size // 128) * 128
 
 
+# A fact's (kind, text) and `_probe`.
+_Probed = tuple[tuple[str, str], Callable[[str], bool], str, int]
+
+
+def _probed(fact: Fact) -> _Probed:
+    """The fact's (kind, text) and `_probe`, remembered per fact: a ledger's facts are mostly
+    the last one's again, and are asked about at every append."""
+    hit = _PROBED.get(id(fact))
+    if hit is not None and hit[0] is fact:
+        return hit[1]
+    key = (fact.kind, fact.text)
+    probed = (key, *_probe(*key))
+    if len(_PROBED) >= _PROBED_KEPT:
+        _PROBED.clear()
+    _PROBED[id(fact)] = (fact, probed)
+    return probed
+
+
+_PROBED: dict[int, tuple[Fact, _Probed]] = {}
+_PROBED_KEPT: Final = 8192
+
+
+# What `KeptFacts` last asked: the parts, what it found of each fact, the facts, the answer (the
+# facts missing) and, for each of those, `_probed`.
+_Asked = tuple[
+    tuple[str, ...],
+    dict[tuple[str, str], int],
+    tuple[Fact, ...],
+    tuple[Fact, ...],
+    tuple[_Probed, ...],
+]
+
+
 class KeptFacts:
     """`missing_from_folded` over a context's kept parts, carried from one check to the next.
 
@@ -285,10 +323,7 @@ class KeptFacts:
     __slots__ = ("_last", "_seen")
 
     def __init__(self) -> None:
-        # The parts last asked about, what was found of each fact, the facts, and the answer.
-        self._last: tuple[
-            tuple[str, ...], dict[tuple[str, str], int], tuple[Fact, ...], tuple[Fact, ...]
-        ] = ((), {}, (), ())
+        self._last: _Asked = ((), {}, (), (), ())
         # The messages last observed, how many parts those up to each one have, and the parts.
         self._seen: tuple[tuple[Message, ...], tuple[int, ...], tuple[str, ...]] = ((), (), ())
 
@@ -297,30 +332,48 @@ class KeptFacts:
     ) -> list[Fact]:
         """The facts that `whole`, the non-empty folded `parts` joined by spaces, lacks."""
         parts, facts = tuple(parts), tuple(facts)
-        old_parts, old_found, old_facts, old_missing = self._last  # read once: see `observe`
+        last = self._last  # read once: another thread may replace it
+        old_parts, old_found, old_facts, old_missing, _ = last
         k = len(old_parts)
         grown = k <= len(parts) and all(map(is_, old_parts, parts))
         if grown and len(facts) == len(old_facts) and all(map(is_, facts, old_facts)):
             if k == len(parts):
                 return list(old_missing)  # the same question
-            return self._grown(parts, whole)
+            return self._grown(last, parts, whole)
         text = " ".join(parts) if whole is None else whole
         at_now: dict[int, int] | None = None
+        j, tail = 0, len(parts)  # with the old parts' first j and last tail, as a cut leaves
         if grown:  # every holder is where it was
+            j, tail = k, 0
             added = sum(map(len, parts[k:])) + len(parts) - k  # with the joins before them
             fresh = [(len(text) - added, len(text))] if added else []
         else:
-            at_now = {id(p): i for i, p in enumerate(parts)}
-            fresh = _fresh(parts, {id(p): i for i, p in enumerate(old_parts)})
+            while j < min(k, len(parts)) and parts[j] is old_parts[j]:
+                j += 1
+            tail = len(parts) - j
+            if k - tail >= j and all(map(is_, parts[j:], old_parts[k - tail :])):
+                # Old parts cut out after the first j (an eviction after the pinned): only
+                # the join they leave is new.
+                at = sum(map(len, parts[:j])) + j
+                fresh = [(at - 1, at)] if 0 < j < len(parts) else []
+            else:
+                at_now = {id(p): i for i, p in enumerate(parts)}
+                fresh = _fresh(parts, {id(p): i for i, p in enumerate(old_parts)})
+                j, tail = 0, len(parts)
         windows: dict[int, list[str]] = {}
         found: dict[tuple[str, str], int] = {}
         missing: list[Fact] = []
+        probes: list[_Probed] = []
         for fact in facts:
-            key = (fact.kind, fact.text)
-            test, anchor, reach = _probe(fact.kind, fact.text)
+            probe = key, test, anchor, reach = _probed(fact)
             state = old_found.get(key, _SPREAD)
             if state >= 0:
-                holder = state if at_now is None else at_now.get(id(old_parts[state]))
+                if at_now is not None:
+                    holder = at_now.get(id(old_parts[state]))
+                elif state < j or state >= k - tail:
+                    holder = state if state < j else state - (k - tail) + j
+                else:
+                    holder = None  # cut out
                 if holder is not None:
                     found[key] = holder
                     continue
@@ -334,23 +387,26 @@ class KeptFacts:
                 else:
                     found[key] = _ABSENT
                     missing.append(fact)
+                    probes.append(probe)
                     continue
             found[key] = _held(test, anchor, parts, text, state == _SPREAD and key in old_found)
             if found[key] == _ABSENT:
                 missing.append(fact)
-        self._last = (parts, found, facts, tuple(missing))
+                probes.append(probe)
+        self._last = (parts, found, facts, tuple(missing), tuple(probes))
         return missing
 
-    def _grown(self, parts: tuple[str, ...], whole: str | None) -> list[Fact]:
-        """`missing` of the last facts in the last parts and more after them: only the facts
-        found missing then are looked for, and only around what was added."""
-        old_parts, found, facts, old_missing = self._last
+    def _grown(self, last: _Asked, parts: tuple[str, ...], whole: str | None) -> list[Fact]:
+        """`missing` of the `last` facts in its parts and more after them: only the facts found
+        missing then are looked for, and only around what was added."""
+        old_parts, found, facts, old_missing, old_probes = last
         added = " ".join(parts[len(old_parts) :])
         tails: dict[int, str] = {}
         missing: list[Fact] = []
+        probes: list[_Probed] = []
         copied = False  # the published answer is never changed
-        for fact in old_missing:
-            test, anchor, reach = _probe(fact.kind, fact.text)
+        for fact, probe in zip(old_missing, old_probes, strict=True):
+            key, test, anchor, reach = probe
             near = tails.get(reach)
             if near is None:
                 near = tails[reach] = _tail(old_parts, reach) + added
@@ -360,22 +416,29 @@ class KeptFacts:
                 if state != _ABSENT:
                     if not copied:
                         found, copied = dict(found), True
-                    found[(fact.kind, fact.text)] = state
+                    found[key] = state
                     continue
             missing.append(fact)
-        self._last = (parts, found, facts, tuple(missing))
+            probes.append(probe)
+        self._last = (parts, found, facts, tuple(missing), tuple(probes))
         return missing
 
     def observe_more(self, messages: Sequence[Message]) -> None:
         """`observe` of the messages last observed and these after them (a batch appended)."""
-        self.observe((*self._seen[0], *messages))
+        seen, ends, then = self._seen
+        asked, _, facts, _, _ = self._last
+        if facts and then is asked:  # only the batch is new
+            self._ask(facts, seen, ends, asked, [m for m in messages if m.kind not in _CARRIERS])
+        else:
+            self.observe((*seen, *messages))
 
     def observe(self, messages: Sequence[Message]) -> None:
         """Ask the last facts of these messages' parts, summaries and markers aside (what the
         next compaction keeps, as it will ask); nothing before the first compaction."""
-        asked, _, facts, _ = self._last
+        asked, _, facts, _, _ = self._last
         if not facts:
             return
+        messages = [m for m in messages if m.kind not in _CARRIERS]
         seen, ends, then = self._seen
         same = 0
         if then is asked:  # the parts last asked about are these messages'
@@ -386,15 +449,31 @@ class KeptFacts:
             else:
                 while same < min(len(seen), len(messages)) and seen[same] is messages[same]:
                     same += 1
-        parts = list(asked[: ends[same - 1] if same else 0])
-        now = list(ends[:same])
-        for message in messages[same:]:
-            if message.kind not in _CARRIERS:
-                parts.extend(filter(None, folded_parts(message)))
-            now.append(len(parts))
-        shown = tuple(parts)
+        kept = ends[same - 1] if same else 0
+        self._ask(facts, messages[:same], ends[:same], asked[:kept], messages[same:])
+
+    def _ask(
+        self,
+        facts: tuple[Fact, ...],
+        seen: Sequence[Message],
+        ends: Sequence[int],
+        parts: Sequence[str],
+        more: Sequence[Message],
+    ) -> None:
+        """Ask `facts` of `parts` (those of the messages `seen`, up to each one `ends`) and
+        the parts of the messages `more` after them; note whose parts they all are."""
+        now, grown = list(ends), list(parts)
+        for message in more:
+            grown.extend(filter(None, folded_parts(message)))
+            now.append(len(grown))
+        shown = tuple(grown)
         self.missing(facts, shown)
-        self._seen = (tuple(messages), tuple(now), shown)
+        self._seen = ((*seen, *more), tuple(now), shown)
+
+    def asked_of(self, messages: Sequence[Message], ends: Sequence[int]) -> None:
+        """Note that the parts last asked about are these messages', the first `ends[i]` of
+        them those of the first i + 1 (so that observing them again asks nothing)."""
+        self._seen = (tuple(messages), tuple(ends), self._last[0])
 
 
 _CARRIERS: Final = frozenset({KIND_SUMMARY, KIND_MARKER})

@@ -12,12 +12,11 @@ from dataclasses import replace
 from operator import is_
 from typing import Any, NamedTuple
 
-from precis.core.errors import InvalidInput, InvalidMessage
+from precis.core.errors import InvalidInput
 from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
 from precis.core.types import CompactionMode, Trigger
-from precis.core.validity import ORPHAN_RESULT, UNKNOWN_CALL, check
 from precis.engine.compactor import Compactor
 from precis.engine.composition import measure
 from precis.engine.hooks import Hooks
@@ -26,6 +25,7 @@ from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
 from precis.facts import KeptFacts, folded_parts, prepare, read_ahead
+from precis.session._checks import answers_outside, refuse_append
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -91,52 +91,6 @@ def _remember(
         kept.observe_more(messages)  # which of the guard's facts they hold
 
 
-def answers_outside(turn: Sequence[Message], messages: Sequence[Message]) -> bool:
-    """Whether a tool result among `messages` answers a call that neither the turn nor an
-    earlier one of `messages` made: only then does `refuse_append` need the whole context to
-    give the same verdict (such a result is refused either way, but named by what came before).
-    """
-    calls = {tc.id for m in turn for tc in m.tool_calls}
-    for m in messages:
-        if m.role == "tool" and m.tool_call_id not in calls:
-            return True
-        calls.update(tc.id for tc in m.tool_calls)
-    return False
-
-
-def refuse_append(context: Sequence[Message], messages: Sequence[Message], start: int = 0) -> None:
-    """Refuse an append of `messages` after `context` (which begins at index `start` of the
-    whole context) that answers an unknown call or breaks the tool-call rules."""
-    known = {tc.id for m in context for tc in m.tool_calls}
-    for i, m in enumerate(messages):
-        if m.role == "tool" and m.tool_call_id not in known:
-            raise InvalidMessage(
-                i, f"tool result for unknown tool_call_id {m.tool_call_id!r}", "tool_call_id"
-            )
-        known.update(tc.id for tc in m.tool_calls)
-    refuse_broken_pairs(context, messages, start)
-
-
-def refuse_broken_pairs(
-    context: Sequence[Message], messages: Sequence[Message], start: int = 0
-) -> None:
-    """Refuse an append that would break the tool-call rules the context already keeps: a call id
-    twice in one message, or a call left unanswered when the conversation moves on. A call still
-    pending at the very end is fine: its result comes next. `context` may be the end of a
-    longer one, from index `start`: indexes in the reason count in the whole."""
-    broken = check([*context, *messages], start=start)
-    end = start + len(context)
-    if any(v.index < end for v in broken):
-        # old damage is not this append's
-        before = {(v.index, v.rule) for v in check(context, start=start)}
-        broken = [v for v in broken if (v.index, v.rule) not in before]
-    if broken:
-        first = broken[0]
-        field = "tool_call_id" if first.rule in (ORPHAN_RESULT, UNKNOWN_CALL) else "tool_calls"
-        index = max(first.index - end, 0)
-        raise InvalidMessage(index, f"{first.rule}: {first.detail}", field)
-
-
 class BaseSession:
     """A conversation in a store, with the counter, summarizer and settings that govern it."""
 
@@ -195,8 +149,12 @@ class BaseSession:
                 if len(messages) > k and all(map(is_, seen, messages)):  # (zip stops at k)
                     # The last view and messages after it: show only those, and fit again
                     # only the turn the old messages end in.
-                    displayed = displayed + self._display(messages[k:])
-                    if self.turn_budget(displayed, floor_tokens) == budget:
+                    added = self._display(messages[k:])
+                    displayed = displayed + added
+                    # The budget counts the pinned: unchanged unless a pinned one was added.
+                    if not any(m.pinned for m in added) or (
+                        self.turn_budget(displayed, floor_tokens) == budget
+                    ):
                         t = next(
                             (i for i in range(k - 1, -1, -1) if displayed[i].role != "tool"), 0
                         )
@@ -466,9 +424,11 @@ class BaseSession:
 
     def _checked_steps(
         self, pending: Sequence[Message] = ()
-    ) -> Steps[Request, tuple[int, ContextSnapshot]]:
-        """The tokens in context, and the snapshot they were counted from."""
-        floor = yield from self._floor_tokens_steps()
+    ) -> Steps[Request, tuple[int, ContextSnapshot, tuple[int, int]]]:
+        """The tokens in context, the snapshot they were counted from, and the tokens of the
+        system prompt and of the tools beside it."""
+        parts = yield from self._floor_parts_steps()
+        floor = sum(parts)
         yield from self._ensure_steps()
         snapshot: ContextSnapshot = yield self._call(self.store.context)
         view = self.view_of([*snapshot.messages, *pending], floor)
@@ -478,8 +438,8 @@ class BaseSession:
         estimate = estimate_context(view, self.counter)
         if estimate.last_usage_index is not None:
             # The reported usage already counted system prompt and tools.
-            return estimate.tokens, snapshot
-        return estimate.tokens + floor, snapshot
+            return estimate.tokens, snapshot, parts
+        return estimate.tokens + floor, snapshot, parts
 
     def _needs_compaction_steps(self) -> Steps[Request, bool]:
         threshold = self.settings.threshold
@@ -502,11 +462,19 @@ class BaseSession:
         phase: str | None,
         pending: Sequence[Message] = (),
         snapshot: ContextSnapshot | None = None,
+        parts: tuple[int, int] | None = None,
     ) -> Steps[Request, CompactionResult]:
         """Compact the stored context; a turn's pending messages ride after it, kept whole.
-        `snapshot` is the context a check just read, which the compaction need not read again."""
-        floor = yield from self._floor_tokens_steps()
-        task = yield from self._task_steps()
+        `snapshot` is the context a check just read, which the compaction need not read again,
+        and `parts` the system prompt's and tools' tokens it read with it."""
+        if parts is None:
+            parts = yield from self._floor_parts_steps()
+        floor = sum(parts)
+        if snapshot is None:
+            task = yield from self._task_steps()
+        else:  # the pinned task of the context just read, as `_task_steps` reads it
+            found = _task_message([m for m in snapshot.messages if m.pinned])
+            task = found.content if found is not None else None
         result: CompactionResult = yield from self.compactor.compaction(
             self.conversation_id,
             trigger,
@@ -519,7 +487,9 @@ class BaseSession:
             snapshot=snapshot,
         )
         if result.compacted:  # a no-op changed nothing to sample
-            yield from self._sample_steps("compaction", context=result.context)
+            # A hook that ran may have set another system prompt.
+            read = None if self.hooks else parts
+            yield from self._sample_steps("compaction", context=result.context, floor=read)
             if self.settings.guard:  # what is kept, as the guard just asked of it
                 self.compactor.kept.observe(self.view_of(list(result.context), floor))
         return result
@@ -534,19 +504,19 @@ class BaseSession:
         hard, soft = self.settings.hard_limit, self.settings.threshold
         # Once per check: it reads the context, and the compaction it starts works on that read
         # (a commit since is caught by the compaction's compare-and-set, which reads again).
-        tokens, snapshot = yield from self._checked_steps(pending)
+        tokens, snapshot, parts = yield from self._checked_steps(pending)
         if hard is not None and tokens > hard:
             truncated = yield from self._compact_steps(
-                "truncate", "hard_watermark", None, None, pending, snapshot
+                "truncate", "hard_watermark", None, None, pending, snapshot, parts
             )
             if truncated.compacted:
                 done.append(truncated.stats)
-                tokens, snapshot = yield from self._checked_steps(pending)
+                tokens, snapshot, parts = yield from self._checked_steps(pending)
         limit = self.settings.turn_limit
         result: CompactionResult | None = None
         if soft is not None and tokens > soft:
             result = yield from self._compact_steps(
-                None, "context_window_limit", None, None, pending, snapshot
+                None, "context_window_limit", None, None, pending, snapshot, parts
             )
         elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
             result = yield from self._compact_steps(None, "turn_limit", None, None, pending)

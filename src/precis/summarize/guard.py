@@ -148,7 +148,11 @@ def apply_guard(
         body = _cut(summary, max(room, floor))
         missing = missing_from(body)
     gap = utf16_len(_SECTION_GAP) if summary else 0
-    chosen = _choose(missing, heading, labels, clip - utf16_len(body) - gap)
+    room = clip - utf16_len(body) - gap
+    if need <= room:  # each fact fits in its fullest line: all that `_choose` would pick
+        chosen = [(fact, _sized(fact)[0][0]) for fact in missing]
+    else:
+        chosen = _choose(missing, heading, labels, room)
     if not chosen:
         body = _cut(summary, clip)
         return GuardResult(body, (), tuple(missing_from(body)))
@@ -156,8 +160,9 @@ def apply_guard(
         # Cutting the body only made room to put back what the cut took: keep it whole.
         return GuardResult(whole, (), tuple(missing_from(whole)))
     section = _render(chosen, heading, labels)
-    # Room the dropped facts left is given back to the summary's own text.
-    body = _cut(summary, clip - gap - utf16_len(section))
+    # Room the dropped facts left is given back to the summary's own text (a section of every
+    # fact in its fullest line is `need` long, see `_section_units`).
+    body = _cut(summary, clip - gap - (need if need <= room else utf16_len(section)))
     text = f"{body}{_SECTION_GAP}{section}" if body else section
     picked = {id(fact) for fact, _ in chosen}
     return GuardResult(
