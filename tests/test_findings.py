@@ -9,8 +9,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from conformance import trajectory
+
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
+from precis.eval.replay import load_conversation
 from precis.facts import Collector, extract_facts
 from precis.facts.digest import (
     code_outline,
@@ -193,6 +196,16 @@ def test_a_pinned_task_takes_little_of_the_brief() -> None:
     task = section(text, "Task")
     assert "Katy" in task and "4242" in task
     assert utf16_len(task) <= 0.15 * 2000
+
+
+def test_a_long_first_request_leads_with_the_guard_s_words_and_keeps_its_gist_after() -> None:
+    path = trajectory("OpenHands__multi_swe_bench_examples_output__ponylang__ponyc-4593.jsonl")
+    span = [Message.from_openai(d, id=f"m{i}") for i, d in enumerate(load_conversation(path)[:61])]
+    shown = section(brief(span, mode="all", clip_chars=3900), "Task")
+    lead = next(f.text for f in extract_facts(span) if f.kind == "task")
+    assert shown.startswith(lead)  # the guard's words for the task, whole
+    # and, after them, what the gist names: not the harness's opening alone
+    assert "./cmd sub" in shown and "command_parser.pony" in shown
 
 
 def test_requests_lose_their_courtesies_only() -> None:

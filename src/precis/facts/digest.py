@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
 
@@ -215,14 +215,26 @@ def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str
         (i for i in range(len(sentences)) if i not in picked),
         key=lambda i: (-_task_weight(sentences[i]), i),
     )
-    for i in rest:
+    chosen = fit_sentences(sentences, rest, units, picked, used)
+    return " ".join(sentences[i] for i in chosen) if chosen else shorten(line, units)
+
+
+def fit_sentences(
+    sentences: Sequence[str],
+    order: Iterable[int],
+    units: int,
+    picked: Sequence[int] = (),
+    used: int = 0,
+) -> list[int]:
+    """The sentences taken in `order` while each fits beside those `picked` (taking `used`)
+    within `units`, as indices in the order they were written."""
+    chosen = list(picked)
+    for i in order:
         cost = utf16_len(sentences[i]) + 1
         if used + cost <= units:
-            picked.append(i)
+            chosen.append(i)
             used += cost
-    if not picked:
-        return shorten(line, units)
-    return " ".join(sentences[i] for i in sorted(picked))
+    return sorted(chosen)
 
 
 _COURTESY: Final = frozenset(
