@@ -379,3 +379,19 @@ def test_a_small_brief_spends_nothing_on_tallies_or_lookup_hints() -> None:
     assert "## Progress notes" in small
     large = brief(messages, clip_chars=8000)
     assert "## Tool activity" in large
+
+
+def test_a_tool_refusing_its_arguments_is_an_error_even_for_a_read() -> None:
+    refusal = "Invalid `path` parameter: hello.py. The path should be an absolute path, from `/`."
+    assert error_lines(refusal) == [refusal]
+    assert error_lines("All invalid parameter tests passed.") == []
+    messages = [
+        Message(role="user", content="Show me what hello.py holds, please."),
+        turn("v1", "str_replace_editor", command="view", path="hello.py"),
+        result("v1", refusal),
+        turn("v2", "str_replace_editor", command="view", path="/work/hello.py"),
+        result("v2", "     1\tprint('Hello, World!')\n     2\t\n     3\t# end\n"),
+    ]
+    errors = section(brief(messages), "Errors and fixes")
+    assert "The path should be an absolute path" in errors
+    assert "Hello, World" not in errors  # a file read back is no error

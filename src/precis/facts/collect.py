@@ -423,6 +423,8 @@ class Collector:
         seen_in = "read" if reads_only and not reads_log and not failed else "error"
         for name in found.error_names() if self._full else ():
             facts.error_names.add(name, name, W_OUTPUT, seen_in, self._clock)
+        # A read that came back with a line or two of refusal read nothing: it failed.
+        failed = failed or (reads_only and found.text.count("\n") < 2 and bool(found.signatures()))
         if reads_only and not failed and not reads_log:
             if short is not None:
                 facts.completed_calls.append(short)
