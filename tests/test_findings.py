@@ -17,6 +17,7 @@ from precis.eval.replay import load_conversation
 from precis.facts import Collector, extract_facts
 from precis.facts.digest import (
     code_outline,
+    file_held,
     json_digest,
     note_text,
     output_digest,
@@ -395,3 +396,22 @@ def test_a_tool_refusing_its_arguments_is_an_error_even_for_a_read() -> None:
     errors = section(brief(messages), "Errors and fixes")
     assert "The path should be an absolute path" in errors
     assert "Hello, World" not in errors  # a file read back is no error
+
+
+def test_a_file_of_a_line_or_two_read_back_is_noted_by_what_it_holds() -> None:
+    assert file_held("Here's `cat -n` of /w/hello.py:\n     1\tprint('Hello, World!')\n") == (
+        "print('Hello, World!')"
+    )
+    long = "".join(f"    {i}\tline {i}\n" for i in range(1, 40))
+    assert file_held(long) == ""
+    messages = [
+        Message(role="user", content="Does hello.py print the greeting already?"),
+        turn("v1", "str_replace_editor", command="view", path="/work/hello.py"),
+        result("v1", "Here's `cat -n` of /work/hello.py:\n     1\tprint('Hello, World!')\n"),
+        turn("v2", "str_replace_editor", command="view", path="/work/app.py"),
+        result("v2", long),
+        Message(role="assistant", content="Both files are there."),
+    ]
+    notes = section(brief(messages), "Progress notes")
+    assert "→ print('Hello, World!')" in notes
+    assert "line 12" not in notes  # a longer file is what its outline says

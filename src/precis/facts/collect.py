@@ -15,7 +15,7 @@ from functools import partial
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
-from precis.facts.digest import code_outline, value_count, value_tokens
+from precis.facts.digest import code_outline, file_held, value_count, value_tokens
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     PATH_EXT_RE,
@@ -469,11 +469,13 @@ class Collector:
     def _note_outcome(self, call: CallScan, found: ToolScan, reads_only: bool) -> None:
         """What an acting call came back with, on the note of the turn that made it."""
         note = self._noted.pop(call.id, None)
-        quiet = reads_only or bool(call.thought)
+        held = found.derived("held", file_held) if reads_only and note is not None else ""
+        quiet = (reads_only and not held) or bool(call.thought)
         if note is not None and (found.failed or not quiet):
             # What an edit wrote is in its call; its output only shows the file back.
             wrote = call.writes or call.edits_open_file or call.shell_writes or found.wrote
             outcome = found.outcome() if found.text and (found.failed or not wrote) else ""
+            outcome = held or outcome
             note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)
             if outcome:
                 for token in found.derived("values", value_tokens):

@@ -46,6 +46,7 @@ _NOTE_UNITS: Final = 220
 _MIN_CUT: Final = 60
 _DIGEST_UNITS: Final = 160
 _SHORT_OUTPUT: Final = 120
+_HELD_LINES: Final = 2
 _MAX_VALUE: Final = 40
 
 
@@ -131,6 +132,18 @@ def output_digest(text: str, units: int = _DIGEST_UNITS) -> str:
     # Its opening, as far as a line goes: a short first line ("Decompilation Found!") says
     # little by itself.
     return compact(whole, min(units, 120)) + " …"
+
+
+def file_held(text: str) -> str:
+    """What a file shown back line by line holds when it is a line or two (`print('Hi')`):
+    its lines whole; "" for a longer file, whose reading is what its outline says."""
+    numbered = [ln for ln in text.splitlines() if _LISTING_RE.match(ln)]
+    held = [_LISTING_RE.sub("", ln, count=1).strip() for ln in numbered]
+    held = [ln for ln in held if ln]
+    if not held or len(numbered) > _HELD_LINES + 1 or len(held) > _HELD_LINES:
+        return ""
+    line = one_line(" ".join(held))
+    return line if utf16_len(line) <= _SHORT_OUTPUT else ""
 
 
 def json_digest(text: str, units: int = _DIGEST_UNITS) -> str | None:
