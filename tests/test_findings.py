@@ -24,7 +24,7 @@ from precis.facts.digest import (
     request_gist,
     task_gist,
 )
-from precis.facts.terms import error_lines, short_arguments
+from precis.facts.terms import error_lines, short_arguments, terms_in
 from precis.facts.text import constraint_sentences, heading_rules
 from precis.summarize.base import SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
@@ -415,3 +415,9 @@ def test_a_file_of_a_line_or_two_read_back_is_noted_by_what_it_holds() -> None:
     notes = section(brief(messages), "Progress notes")
     assert "→ print('Hello, World!')" in notes
     assert "line 12" not in notes  # a longer file is what its outline says
+
+
+def test_a_numbered_step_after_a_line_ending_in_issue_is_no_ticket() -> None:
+    steps = "2. Create a script to reproduce the issue\n3. Edit the source code\n4. Verify"
+    assert not [t for t in terms_in(steps) if t[0] == "pr"]
+    assert ("pr", "#12", "issue 12") in list(terms_in("This fixes issue 12.\nThanks."))
