@@ -419,8 +419,9 @@ class Collector:
             facts.modified.add(path, path, W_ARGS, at=self._clock)
             facts.progress.touch(path, self._clock)
         self.add_terms(found.terms, W_OUTPUT, W_OUTPUT)
-        # Error names a source file mentions are search terms; a log's or a run's, errors seen.
-        seen_in = "read" if reads_only and not reads_log and not failed else "error"
+        # Error names in a source file read or an edit shows back are search terms, not errors.
+        edited = call is not None and bool(call.writes or call.edits_open_file)
+        seen_in = "read" if (reads_only or edited) and not reads_log and not failed else "error"
         for name in found.error_names() if self._full else ():
             facts.error_names.add(name, name, W_OUTPUT, seen_in, self._clock)
         # A read that came back with a line or two of refusal read nothing: it failed.
