@@ -319,6 +319,19 @@ def test_a_finished_item_s_specs_wait_but_its_prohibitions_stand() -> None:
     assert "Never write to the legacy tables." in done_rules and "export_rows" not in done_rules
 
 
+def test_a_larger_brief_shows_a_finished_item_s_specs_after_the_rules_that_bind() -> None:
+    messages = _epic("done")
+    for i in range(60):  # a larger brief, with more to say than it has room for
+        said = f"Step {i}: page_{i} of `weekly_{i}.csv` holds {i * 37} rows at port {4000 + i}."
+        messages += [
+            turn(f"n{i}", "Bash", said=said, command=f"wc -l weekly_{i}.csv"),
+            result(f"n{i}", f"{i * 37} weekly_{i}.csv " + "." * 300),
+        ]
+    rules = section(brief(messages, clip_chars=6000), "Constraints")
+    assert "Never write to the legacy tables." in rules and "export_rows_0" in rules
+    assert rules.index("Never write") < rules.index("export_rows_0")
+
+
 # -- what code read defines, a failed read ------------------------------------------------------
 
 ELIXIR = """\
