@@ -9,18 +9,22 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from conformance import trajectory
+
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
+from precis.eval.replay import load_conversation
 from precis.facts import Collector, extract_facts
 from precis.facts.digest import (
     code_outline,
+    file_held,
     json_digest,
     note_text,
     output_digest,
     request_gist,
     task_gist,
 )
-from precis.facts.terms import error_lines, short_arguments
+from precis.facts.terms import error_lines, short_arguments, terms_in
 from precis.facts.text import constraint_sentences, heading_rules
 from precis.summarize.base import SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
@@ -195,6 +199,16 @@ def test_a_pinned_task_takes_little_of_the_brief() -> None:
     assert utf16_len(task) <= 0.15 * 2000
 
 
+def test_a_long_first_request_leads_with_the_guard_s_words_and_keeps_its_gist_after() -> None:
+    path = trajectory("OpenHands__multi_swe_bench_examples_output__ponylang__ponyc-4593.jsonl")
+    span = [Message.from_openai(d, id=f"m{i}") for i, d in enumerate(load_conversation(path)[:61])]
+    shown = section(brief(span, mode="all", clip_chars=3900), "Task")
+    lead = next(f.text for f in extract_facts(span) if f.kind == "task")
+    assert shown.startswith(lead)  # the guard's words for the task, whole
+    # and, after them, what the issue's gist names: not the harness's opening alone
+    assert "./cmd sub" in shown and "command_parser.pony" in shown
+
+
 def test_requests_lose_their_courtesies_only() -> None:
     assert request_gist("Great, thank you! For the remaining flights, can you upgrade me?") == (
         "For the remaining flights, can you upgrade me?"
@@ -305,6 +319,19 @@ def test_a_finished_item_s_specs_wait_but_its_prohibitions_stand() -> None:
     assert "Never write to the legacy tables." in done_rules and "export_rows" not in done_rules
 
 
+def test_a_larger_brief_shows_a_finished_item_s_specs_after_the_rules_that_bind() -> None:
+    messages = _epic("done")
+    for i in range(60):  # a larger brief, with more to say than it has room for
+        said = f"Step {i}: page_{i} of `weekly_{i}.csv` holds {i * 37} rows at port {4000 + i}."
+        messages += [
+            turn(f"n{i}", "Bash", said=said, command=f"wc -l weekly_{i}.csv"),
+            result(f"n{i}", f"{i * 37} weekly_{i}.csv " + "." * 300),
+        ]
+    rules = section(brief(messages, clip_chars=6000), "Constraints")
+    assert "Never write to the legacy tables." in rules and "export_rows_0" in rules
+    assert rules.index("Never write") < rules.index("export_rows_0")
+
+
 # -- what code read defines, a failed read ------------------------------------------------------
 
 ELIXIR = """\
@@ -366,3 +393,44 @@ def test_a_small_brief_spends_nothing_on_tallies_or_lookup_hints() -> None:
     assert "## Progress notes" in small
     large = brief(messages, clip_chars=8000)
     assert "## Tool activity" in large
+
+
+def test_a_tool_refusing_its_arguments_is_an_error_even_for_a_read() -> None:
+    refusal = "Invalid `path` parameter: hello.py. The path should be an absolute path, from `/`."
+    assert error_lines(refusal) == [refusal]
+    assert error_lines("All invalid parameter tests passed.") == []
+    messages = [
+        Message(role="user", content="Show me what hello.py holds, please."),
+        turn("v1", "str_replace_editor", command="view", path="hello.py"),
+        result("v1", refusal),
+        turn("v2", "str_replace_editor", command="view", path="/work/hello.py"),
+        result("v2", "     1\tprint('Hello, World!')\n     2\t\n     3\t# end\n"),
+    ]
+    errors = section(brief(messages), "Errors and fixes")
+    assert "The path should be an absolute path" in errors
+    assert "Hello, World" not in errors  # a file read back is no error
+
+
+def test_a_file_of_a_line_or_two_read_back_is_noted_by_what_it_holds() -> None:
+    assert file_held("Here's `cat -n` of /w/hello.py:\n     1\tprint('Hello, World!')\n") == (
+        "print('Hello, World!')"
+    )
+    long = "".join(f"    {i}\tline {i}\n" for i in range(1, 40))
+    assert file_held(long) == ""
+    messages = [
+        Message(role="user", content="Does hello.py print the greeting already?"),
+        turn("v1", "str_replace_editor", command="view", path="/work/hello.py"),
+        result("v1", "Here's `cat -n` of /work/hello.py:\n     1\tprint('Hello, World!')\n"),
+        turn("v2", "str_replace_editor", command="view", path="/work/app.py"),
+        result("v2", long),
+        Message(role="assistant", content="Both files are there."),
+    ]
+    notes = section(brief(messages), "Progress notes")
+    assert "→ print('Hello, World!')" in notes
+    assert "line 12" not in notes  # a longer file is what its outline says
+
+
+def test_a_numbered_step_after_a_line_ending_in_issue_is_no_ticket() -> None:
+    steps = "2. Create a script to reproduce the issue\n3. Edit the source code\n4. Verify"
+    assert not [t for t in terms_in(steps) if t[0] == "pr"]
+    assert ("pr", "#12", "issue 12") in list(terms_in("This fixes issue 12.\nThanks."))

@@ -271,6 +271,24 @@ def test_errors_in_a_log_the_agent_read_are_errors_seen() -> None:
     assert "app.py: RetryError" in section(text, "Code read")
 
 
+def test_error_names_in_the_code_an_edit_shows_back_are_no_errors_seen() -> None:
+    shown = "[File: /repo/app.py]\n10:    if value < 0:\n11:        raise ValueError(value)\n"
+    messages = (
+        Message(role="user", content="Round the totals in app.py, please."),
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=(call("e1", "edit", search="return int(x)", replace="return round(x)"),),
+        ),
+        result("e1", f"Text replaced. Please review the changes.\n{shown}"),
+        bash("r1", "python run.py"),
+        result("r1", "Traceback (most recent call last):\nKeyError: 'total'"),
+    )
+    errors = section(brief(messages), "Errors and fixes")
+    assert "KeyError" in errors
+    assert "ValueError" not in errors  # only the code the edit showed back names it
+
+
 def test_the_brief_uses_the_room_it_is_given() -> None:
     path = trajectory("spotter__258c7280-ae70-4798-800f-63464d01a85d.jsonl")
     span = [Message.from_openai(d, id=f"m{i}") for i, d in enumerate(load_conversation(path))]

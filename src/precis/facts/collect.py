@@ -15,7 +15,7 @@ from functools import partial
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
-from precis.facts.digest import code_outline, value_count, value_tokens
+from precis.facts.digest import code_outline, file_held, value_count, value_tokens
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     PATH_EXT_RE,
@@ -419,10 +419,13 @@ class Collector:
             facts.modified.add(path, path, W_ARGS, at=self._clock)
             facts.progress.touch(path, self._clock)
         self.add_terms(found.terms, W_OUTPUT, W_OUTPUT)
-        # Error names a source file mentions are search terms; a log's or a run's, errors seen.
-        seen_in = "read" if reads_only and not reads_log and not failed else "error"
+        # Error names in a source file read or an edit shows back are search terms, not errors.
+        edited = call is not None and bool(call.writes or call.edits_open_file)
+        seen_in = "read" if (reads_only or edited) and not reads_log and not failed else "error"
         for name in found.error_names() if self._full else ():
             facts.error_names.add(name, name, W_OUTPUT, seen_in, self._clock)
+        # A read that came back with a line or two of refusal read nothing: it failed.
+        failed = failed or (reads_only and found.text.count("\n") < 2 and bool(found.signatures()))
         if reads_only and not failed and not reads_log:
             if short is not None:
                 facts.completed_calls.append(short)
@@ -467,11 +470,13 @@ class Collector:
     def _note_outcome(self, call: CallScan, found: ToolScan, reads_only: bool) -> None:
         """What an acting call came back with, on the note of the turn that made it."""
         note = self._noted.pop(call.id, None)
-        quiet = reads_only or bool(call.thought)
+        held = found.derived("held", file_held) if reads_only and note is not None else ""
+        quiet = (reads_only and not held) or bool(call.thought)
         if note is not None and (found.failed or not quiet):
             # What an edit wrote is in its call; its output only shows the file back.
             wrote = call.writes or call.edits_open_file or call.shell_writes or found.wrote
             outcome = found.outcome() if found.text and (found.failed or not wrote) else ""
+            outcome = held or outcome
             note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)
             if outcome:
                 for token in found.derived("values", value_tokens):

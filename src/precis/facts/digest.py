@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
 
@@ -46,6 +46,7 @@ _NOTE_UNITS: Final = 220
 _MIN_CUT: Final = 60
 _DIGEST_UNITS: Final = 160
 _SHORT_OUTPUT: Final = 120
+_HELD_LINES: Final = 2
 _MAX_VALUE: Final = 40
 
 
@@ -133,6 +134,18 @@ def output_digest(text: str, units: int = _DIGEST_UNITS) -> str:
     return compact(whole, min(units, 120)) + " …"
 
 
+def file_held(text: str) -> str:
+    """What a file shown back line by line holds when it is a line or two (`print('Hi')`):
+    its lines whole; "" for a longer file, whose reading is what its outline says."""
+    numbered = [ln for ln in text.splitlines() if _LISTING_RE.match(ln)]
+    held = [_LISTING_RE.sub("", ln, count=1).strip() for ln in numbered]
+    held = [ln for ln in held if ln]
+    if not held or len(numbered) > _HELD_LINES + 1 or len(held) > _HELD_LINES:
+        return ""
+    line = one_line(" ".join(held))
+    return line if utf16_len(line) <= _SHORT_OUTPUT else ""
+
+
 def json_digest(text: str, units: int = _DIGEST_UNITS) -> str | None:
     """A JSON value's leaves without keys, quotes or braces: a record's fields in order, a list's
     items apart ("(…), (…)"); an empty list is "[]". None when the text is not JSON."""
@@ -215,14 +228,26 @@ def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str
         (i for i in range(len(sentences)) if i not in picked),
         key=lambda i: (-_task_weight(sentences[i]), i),
     )
-    for i in rest:
+    chosen = fit_sentences(sentences, rest, units, picked, used)
+    return " ".join(sentences[i] for i in chosen) if chosen else shorten(line, units)
+
+
+def fit_sentences(
+    sentences: Sequence[str],
+    order: Iterable[int],
+    units: int,
+    picked: Sequence[int] = (),
+    used: int = 0,
+) -> list[int]:
+    """The sentences taken in `order` while each fits beside those `picked` (taking `used`)
+    within `units`, as indices in the order they were written."""
+    chosen = list(picked)
+    for i in order:
         cost = utf16_len(sentences[i]) + 1
         if used + cost <= units:
-            picked.append(i)
+            chosen.append(i)
             used += cost
-    if not picked:
-        return shorten(line, units)
-    return " ".join(sentences[i] for i in sorted(picked))
+    return sorted(chosen)
 
 
 _COURTESY: Final = frozenset(

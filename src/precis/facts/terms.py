@@ -151,7 +151,10 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
         for match in ZH_PORT_RE.finditer(text):
             yield from _port(match.group(1))
     previous = ""
-    for raw in text.split():
+    for raw in _tokens(text):
+        if raw is _LINE:
+            previous = ""  # "… resolve the issue\n3. Edit …": a list's number is no ticket
+            continue
         for token in (raw,) if raw.isascii() else NON_ASCII_RE.split(raw):
             if not token:
                 continue
@@ -170,6 +173,20 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
             if DIGIT_RE.search(token) is not None:
                 yield from _token_identifiers(token, previous)
             previous = token
+
+
+_LINE = "\n"
+
+
+def _tokens(text: str) -> Iterator[str]:
+    """The text's whitespace tokens, with `_LINE` after each line: the word before a token is
+    its context only on the same line."""
+    if "\n" not in text:
+        yield from text.split()
+        return
+    for line in text.split("\n"):
+        yield from line.split()
+        yield _LINE
 
 
 _ELIDED = ("...", "…", "→", "⎿")

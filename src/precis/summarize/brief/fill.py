@@ -220,7 +220,9 @@ class _Brief:
                     room = min(limit - self.used, cap - section.used)
                     if room <= 0:
                         break
-                    if item.late == late:
+                    # A modest item has its section's share, then waits with the late ones.
+                    turn = late if item.modest and not first_pass else item.late == late
+                    if turn:
                         self._try_item(section, item, room)
 
     def shown_text(self) -> str:

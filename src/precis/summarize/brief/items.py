@@ -16,6 +16,8 @@ class Item:
     variants: tuple[str, ...] = ()
     # Filled only once every section had its share (the system prompt's rules).
     late: bool = False
+    # Filled within its section's share, then only with the late items (a finished item's specs).
+    modest: bool = False
     # The guard's rank of the fact this item carries verbatim (lower is more vital), if any:
     # such items are filled first, as the guard would append them anyway.
     must: int | None = None

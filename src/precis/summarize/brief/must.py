@@ -13,10 +13,14 @@ less what the pinned task and the kept messages hold.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from precis.facts import Fact, fold, present
+from precis.core.jscompat import utf16_len
+from precis.facts import Fact, fold, present, shorten
+from precis.facts.digest import fit_sentences
+from precis.facts.text import ELLIPSIS
 from precis.summarize.brief.items import Item
 from precis.summarize.brief.labels import (
     CONSTRAINTS,
@@ -46,6 +50,13 @@ HOME: Final[Mapping[str, str]] = {
 MUST_SHARE: Final = 1.0
 # Renderings of one brief at most: each places first the facts the one before lost.
 MUST_ROUNDS: Final = 3
+# The least of the gist worth showing after the guard's words for the task.
+_MIN_REST: Final = 40
+_SENTENCE_END_RE: Final = re.compile(r"(?<=[.!?])\s+")
+# A sentence that names something: code, a path or file, a host, a number.
+_NAMED_RE: Final = re.compile(r"`[^`]+`|\w[/.:]\w|\d")
+# What the gist's section takes besides its text (heading, newlines), so the lead fits as it did.
+_SLACK: Final = 16
 # Where new items go in their section's reading order: after the items it had.
 _NEW_ORDER: Final = 10**7
 
@@ -119,6 +130,15 @@ def _as_variant(item: Item, fact: Fact) -> bool:
     return True
 
 
+def _fit(rest: str, room: int) -> str:
+    """The gist's sentences within `room`: those that name something (code, a path, a host,
+    a number) first, shown in their order; one cut only when none fits whole."""
+    sentences = [p for p in _SENTENCE_END_RE.split(rest) if p.strip()]
+    ranked = sorted(range(len(sentences)), key=lambda i: _NAMED_RE.search(sentences[i]) is None)
+    picked = fit_sentences(sentences, ranked, room)
+    return " ".join(sentences[i] for i in picked) if picked else shorten(rest, room)
+
+
 def _lead_task(items: list[Item], fact: Fact, rank: int) -> None:
     """The task led by the guard's words for it, then what else its gist named."""
     if not items:
@@ -134,5 +154,8 @@ def _lead_task(items: list[Item], fact: Fact, rank: int) -> None:
         else:
             break
     rest = " ".join(words[cut:]).strip().lstrip("… ").strip()
+    # Within the gist's own size (its section's cap): the rest gives way to the fact's words.
+    room = utf16_len(task.text) - utf16_len(fact.text) - utf16_len(ELLIPSIS) - _SLACK
+    rest = _fit(rest, room) if room >= _MIN_REST else ""
     text = f"{fact.text} … {rest}" if rest and rest not in fact.text else fact.text
     items[0] = Item(text, task.order, task.keep, variants=(fact.text,), must=rank)

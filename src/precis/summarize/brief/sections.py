@@ -105,8 +105,11 @@ def _text_item(text: str, order: int, cap: int, keep: tuple[str, ...] = ()) -> I
     return Item(shorten(one_line(text), cap, keep), order, keep)
 
 
-def _constraint_items(facts: Facts, cap: int) -> list[Item]:
-    """The user's prohibitions first, then the user's other rules, then the system prompt's."""
+def _constraint_items(facts: Facts, cap: int, *, small: bool = False) -> list[Item]:
+    """The user's prohibitions first, then the user's other rules, then the system prompt's.
+
+    A finished tracker item's specs say what was built: in a larger brief they come after the
+    rules that still bind, within the section's share; a small brief leaves them for last."""
     user_rules = list(facts.constraints.values())
     spec_rules = [v for k, v in facts.spec_constraints.items() if k not in facts.constraints]
     system_rules = [
@@ -123,17 +126,22 @@ def _constraint_items(facts: Facts, cap: int) -> list[Item]:
         for i, rule in enumerate(everything)
         if not any(j != i and lowered[i] in other for j, other in enumerate(lowered))
     ]
-    # The system prompt stays in context anyway; a finished tracker item's specs are done with
-    # (its prohibitions still stand).
+    # The system prompt stays in context anyway; a finished tracker item's specs say what was
+    # built, after the rules that still bind (its prohibitions still stand).
     finished = {k for k, e in facts.progress.items.items() if e.status in {"done", "committed"}}
+    done: set[int] = set()
     for item in items:
         rule = everything[item.order]
         done_with = facts.spec_sources.get(rule.lower()) in finished and not forbids(rule)
-        item.late = item.order >= len(ruled) or done_with
+        if done_with:
+            done.add(item.order)
+            item.modest = not small  # the section's share, not everyone's room
+        item.late = item.order >= len(ruled) or (done_with and small)
     return sorted(
         items,
         key=lambda i: (
             i.late,
+            i.order in done,
             i.order >= len(user_rules),
             STRONG_CONSTRAINT_RE.search(i.text) is None,
         ),
@@ -458,7 +466,7 @@ def sections(
     out: dict[str, list[Item]] = {
         TASK: _task_items(facts, labels, caps[TASK], keep_rules=style != "letta"),
         PHASE: _phase_items(facts, language),
-        CONSTRAINTS: _constraint_items(facts, caps[CONSTRAINTS]),
+        CONSTRAINTS: _constraint_items(facts, caps[CONSTRAINTS], small=budget <= SMALL_BRIEF_CHARS),
     }
     if style == "letta":
         out[REQUESTS] = _request_items(facts, caps[REQUESTS])
