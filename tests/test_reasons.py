@@ -41,3 +41,14 @@ def test_a_reason_the_agent_states_is_a_decision_with_the_plan_it_led_to() -> No
     assert "the sandbox is not shared with the LiveView" in decisions
     assert "run the whole test suite" not in decisions  # a step, no reason
     assert "create table" not in decisions  # the code it wrote is no sentence of its
+
+
+def test_a_choice_of_that_thing_without_its_name_is_no_decision() -> None:
+    messages = (
+        Message(role="user", content="Tidy up the imports of the session view."),
+        Message(role="assistant", content="Expected — I'll use that alias in the next edits."),
+        Message(role="assistant", content="We decided to use `Repo.transaction` for the batch."),
+    )
+    decisions = _decisions(messages)
+    assert "that alias" not in decisions
+    assert "We decided to use `Repo.transaction` for the batch." in decisions

@@ -92,6 +92,7 @@ W_CARRIED, W_USER, W_ARGS, W_SPOKEN, W_OUTPUT = 5, 4, 3, 2, 1
 _SWE_EDITS: Final = frozenset({"edit", "insert", "append"})
 _LISTS_WORK_RE: Final = re.compile(r"todo|task|plan|checklist")
 _PLAN_RE: Final = re.compile(r"(?i)\buse\b[^.;:]{0,60}?\bto (?!the\b|a\b|an\b)[a-z]+")
+_POINTER_RE: Final = re.compile(r"(?i)\s+(?:that|this|these|those|it|them|one)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,6 +552,8 @@ def _decisions(text: str) -> tuple[tuple[str, str], ...]:
             continue
         if found.group(0).lower().endswith("use") and _PLAN_RE.search(sentence):
             continue  # "I'll use curl to fetch it": how the next step is taken, not a choice
+        if _POINTER_RE.match(sentence, found.end()) and not value_count(sentence):
+            continue  # "I'll use that alias": what it points at is not in the sentence
         out.append((sentence.lower(), shorten(sentence, 240)))
     return tuple(out)
 
