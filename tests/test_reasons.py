@@ -3,9 +3,10 @@ against another, with the plan that follows, not every turn's words."""
 
 from __future__ import annotations
 
+import json
 import re
 
-from precis.core.messages import Message
+from precis.core.messages import Message, ToolCall
 from precis.summarize.base import SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 
@@ -41,6 +42,27 @@ def test_a_reason_the_agent_states_is_a_decision_with_the_plan_it_led_to() -> No
     assert "the sandbox is not shared with the LiveView" in decisions
     assert "run the whole test suite" not in decisions  # a step, no reason
     assert "create table" not in decisions  # the code it wrote is no sentence of its
+
+
+def test_a_decision_names_the_file_its_turn_writes() -> None:
+    path = "priv/repo/migrations/20260211205820_add_state_to_annotations.exs"
+    messages = (
+        Message(role="user", content="Add a state column to annotations."),
+        Message(
+            role="assistant",
+            content=(
+                "The generated migration adds the column without a default, which will fail "
+                "on SQLite if rows exist. Let me rewrite it with a default."
+            ),
+            tool_calls=(ToolCall("w1", "Write", json.dumps({"file_path": path, "content": "x"})),),
+        ),
+        Message(role="tool", tool_call_id="w1", content="File written."),
+        Message(role="assistant", content="Done, the migration runs."),
+    )
+    decisions = _decisions(messages)
+    assert "Let me rewrite it with a default. (20260211205820_add_state_to_annotations.exs)" in (
+        decisions
+    )
 
 
 def test_a_choice_of_that_thing_without_its_name_is_no_decision() -> None:

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
-from precis.facts.digest import note_text, output_digest, value_count, value_tokens
+from precis.facts.digest import about_files, note_text, output_digest, value_count, value_tokens
 from precis.facts.language import earlier_summary_text
 from precis.facts.patterns import (
     BODY_KEYS,
@@ -411,7 +411,7 @@ def _assistant(message: Message) -> AssistantScan:
         text,
         fix,
         text.endswith(("?", "？")),
-        (*_decisions(text), *_reasons(prose)),
+        about_files((*_decisions(text), *_reasons(prose)), [p for c in calls for p in c.writes]),
         _todos(text),
         tuple(terms_in(text)),
         calls,
