@@ -74,3 +74,29 @@ def test_a_choice_of_that_thing_without_its_name_is_no_decision() -> None:
     decisions = _decisions(messages)
     assert "that alias" not in decisions
     assert "We decided to use `Repo.transaction` for the batch." in decisions
+
+
+def test_decisions_have_their_share_before_the_notes_and_no_more() -> None:
+    messages = [Message(role="user", content="Make the suite pass on SQLite, step by step.")]
+    for i in range(60):
+        messages.append(
+            Message(
+                role="assistant",
+                content=(
+                    f"The test_{i} case fails because the fixture_{i} table is never created in "
+                    f"the shared schema. Let me add the fixture_{i} setup to conftest.py so that "
+                    "every module gets it."
+                ),
+            )
+        )
+    clip = 6000
+    text = ExtractiveSummarizer().summarize(SummaryRequest(tuple(messages), clip_chars=clip))
+    decisions = _decisions(tuple(messages))
+    assert decisions
+    assert len(_section(text, "Decisions")) <= clip // 10 + 300  # its share, and one line more
+    assert len(_section(text, "Progress notes")) > clip // 5  # the notes have the rest
+
+
+def _section(text: str, heading: str) -> str:
+    match = re.search(rf"^## {heading}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return match.group(1) if match else ""

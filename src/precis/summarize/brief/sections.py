@@ -446,7 +446,10 @@ def _decision_items(facts: Facts, labels: Mapping[str, str]) -> list[Item]:
     texts += [
         f"{proposal} ({labels['confirmed']}: {answer})" for proposal, answer in facts.confirmations
     ]
-    return _newest_first(texts, 300)
+    items = _newest_first(texts, 300)
+    for item in items:
+        item.modest = True
+    return items
 
 
 def sections(
