@@ -67,6 +67,18 @@ def test_a_note_keeps_the_sentences_that_carry_values_not_the_preamble() -> None
     assert utf16_len(note) <= 120
 
 
+def test_a_note_keeps_the_sentence_that_says_why_over_a_list_of_ids() -> None:
+    prose = (
+        "Here are your reservations: **NM1VX1** basic economy. **KC18K6** basic economy. "
+        "**H8Q05L** basic economy. **WUNA5K** economy. Since only the reservation **WUNA5K** "
+        "is eligible for an upgrade to business class, would you like to proceed with it? "
+        "Please also tell me which payment method you would like to use."
+    )
+    note = note_text(prose, 200)
+    assert "Since only the reservation **WUNA5K** is eligible" in note
+    assert utf16_len(note) <= 200
+
+
 def test_a_short_turn_is_its_note_whole() -> None:
     assert note_text("Fixed the typo: `s.modle()` is `s.model()` now.") == (
         "Fixed the typo: `s.modle()` is `s.model()` now."

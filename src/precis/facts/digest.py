@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
-from precis.facts.patterns import HARNESS_LINE_RE
+from precis.facts.patterns import HARNESS_LINE_RE, REASON_RE
 from precis.facts.terms import basename, terms_in
 from precis.facts.text import compact, one_line, shorten
 
@@ -42,6 +42,8 @@ _METER_RE: Final = re.compile(
 )
 # A file shown line by line: "12→…", "12\t…", "12:…" (not "12:30").
 _LISTING_RE: Final = re.compile(r"^\s*\d+(?:→|\t|:(?!\d)|\s\|)")
+# A sentence that says why: a reason's words (`REASON_RE`), or one that opens "Since …".
+_WHY_RE: Final = re.compile(rf"(?i)^since\b|{REASON_RE.pattern.removeprefix('(?i)')}")
 _NOTE_UNITS: Final = 220
 _MIN_CUT: Final = 60
 _DIGEST_UNITS: Final = 160
@@ -117,7 +119,10 @@ def _weight(sentence: str, index: int) -> float:
     preamble = _PREAMBLE_RE.match(sentence) is not None
     # Per character, so one long sentence does not crowd out two that say as much.
     density = values / max(1.0, utf16_len(sentence) / 60)
-    return density - (2.0 if preamble else 0.0) + (0.5 if index == 0 else 0.0)
+    # A sentence that says why (a cause, a limit: "Since only … is eligible, …") is what the
+    # turn concluded: worth a value or two, however few it names.
+    why = 1.0 if _WHY_RE.search(sentence) else 0.0
+    return density - (2.0 if preamble else 0.0) + (0.5 if index == 0 else 0.0) + why
 
 
 def output_digest(text: str, units: int = _DIGEST_UNITS) -> str:
