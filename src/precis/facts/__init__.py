@@ -12,12 +12,12 @@ from precis.facts.collect import (
     Collector,
     ErrorEntry,
     Facts,
-    Note,
     SummaryReader,
     Tally,
     TermEntry,
     read_ahead,
 )
+from precis.facts.digest import Note
 from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
 from precis.facts.language import (
     earlier_summary_text,

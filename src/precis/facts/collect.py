@@ -15,7 +15,7 @@ from functools import partial
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
-from precis.facts.digest import code_outline, file_held, value_count, value_tokens
+from precis.facts.digest import Note, code_outline, file_held, value_count, value_tokens
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     PATH_EXT_RE,
@@ -137,18 +137,6 @@ class ErrorEntry:
     last: int
     fix: str = ""
     carried: bool = False
-
-
-@dataclass(slots=True)
-class Note:
-    """One turn of the agent's: what it said, and what its calls came back with."""
-
-    text: str
-    calls: list[str] = field(default_factory=list)
-    # How many values its calls returned did a later turn use (in what it said or called with).
-    used: int = 0
-    # How many values what it said states.
-    values: int = 0
 
 
 @dataclass(slots=True)

@@ -3,7 +3,8 @@
 A progress note keeps the agent's sentences that carry something (a number, a name in code,
 a quoted string, a path), not its "Let's now …" preamble; a tool's output is kept by its
 values (a JSON record's fields without their keys and quotes, a short output whole, else its
-first line that says something). Pure functions; the scan calls them once per message.
+first line that says something). Pure functions, the scan calls them once per message; and
+`Note`, the line a turn leaves in the brief's progress notes, which the collector fills.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
@@ -50,6 +52,18 @@ _DIGEST_UNITS: Final = 160
 _SHORT_OUTPUT: Final = 120
 _HELD_LINES: Final = 2
 _MAX_VALUE: Final = 40
+
+
+@dataclass(slots=True)
+class Note:
+    """One turn of the agent's: what it said, and what its calls came back with."""
+
+    text: str
+    calls: list[str] = field(default_factory=list)
+    # How many values its calls returned did a later turn use (in what it said or called with).
+    used: int = 0
+    # How many values what it said states.
+    values: int = 0
 
 
 def note_text(text: str, units: int = _NOTE_UNITS) -> str:
