@@ -27,6 +27,7 @@ from precis.facts.digest import (
 from precis.facts.terms import error_lines, short_arguments, terms_in
 from precis.facts.text import constraint_sentences, heading_rules
 from precis.summarize.base import SummaryRequest
+from precis.summarize.brief.sections import _note_items
 from precis.summarize.extractive import ExtractiveSummarizer
 
 
@@ -446,3 +447,44 @@ def test_a_numbered_step_after_a_line_ending_in_issue_is_no_ticket() -> None:
     steps = "2. Create a script to reproduce the issue\n3. Edit the source code\n4. Verify"
     assert not [t for t in terms_in(steps) if t[0] == "pr"]
     assert ("pr", "#12", "issue 12") in list(terms_in("This fixes issue 12.\nThanks."))
+
+
+def test_the_newest_change_is_a_note_worth_keeping_and_keeps_its_change_whole() -> None:
+    messages = [Message(role="user", content="TimeDelta serializes 345 ms as 344; fix it.")]
+    for i in range(6):
+        said = (
+            f"The `fields.py` module at line {1470 + i} holds `TimeDelta._serialize` and the "
+            f"`base_unit` of {i} ms; it reads the value there."
+        )
+        messages += [
+            turn(f"r{i}", "bash", said, command=f"sed -n {1470 + i}p src/marshmallow/fields.py"),
+            result(f"r{i}", f"line {i}"),
+        ]
+    fix = "return int(round(value.total_seconds() / base_unit.total_seconds()))"
+    said = (
+        "Oh no, my previous edit did not keep the indentation of the method body, so let me "
+        "redo it with the proper indentation this time around."
+    )
+    messages += [
+        turn(
+            "e1",
+            "Edit",
+            said,
+            file_path="src/marshmallow/fields.py",
+            old_string="return int(value.total_seconds() / base_unit.total_seconds())",
+            new_string=fix,
+        ),
+        result("e1", "The file src/marshmallow/fields.py has been updated."),
+    ]
+    for i in range(3):
+        said = f"Check {i}: the output of reproduce.py is {340 + i} for case_{i} now."
+        messages += [
+            turn(f"t{i}", "bash", said, command=f"python reproduce.py {i}"),
+            result(f"t{i}", "345"),
+        ]
+    notes = section(brief(messages, clip_chars=700), "Progress notes")
+    assert "base_unit.total_seconds()))" in notes  # older notes of more values give way
+    facts = Collector().feed(messages)
+    edit = next(i for i in _note_items(facts, "all", 260) if "Edit(" in i.text)
+    assert edit.variants[-1] == f"⇒ Edit(fields.py: +{fix})"  # short of room, the change whole
+    assert all(v.endswith(f"+{fix})") for v in edit.variants)

@@ -463,6 +463,7 @@ class Collector:
         if note is not None and (found.failed or not quiet):
             # What an edit wrote is in its call; its output only shows the file back.
             wrote = call.writes or call.edits_open_file or call.shell_writes or found.wrote
+            note.wrote = note.wrote or (bool(wrote) and not found.failed)
             outcome = found.outcome() if found.text and (found.failed or not wrote) else ""
             outcome = held or outcome
             note.calls.append(f"{call.short} → {outcome}" if outcome else call.short)

@@ -64,6 +64,8 @@ class Note:
     used: int = 0
     # How many values what it said states.
     values: int = 0
+    # Whether one of its calls changed a file (an edit, a write): the change the work made.
+    wrote: bool = False
 
 
 def note_text(text: str, units: int = _NOTE_UNITS) -> str:

@@ -363,6 +363,8 @@ def _note_items(facts: Facts, mode: str, units: int) -> list[Item]:
     first, shown in order. In all-mode the last turn's words are the current state instead."""
     texts: list[str] = []
     worths: list[int] = []
+    changes: dict[int, tuple[str, ...]] = {}
+    last_change = next((n for n in reversed(facts.notes) if n.wrote), None)
     latest = one_line(facts.last_assistant_text)[:40] if mode == "all" else ""
     for note in facts.notes:
         said = note.text
@@ -377,12 +379,23 @@ def _note_items(facts: Facts, mode: str, units: int) -> list[Item]:
             calls += f"; +{len(note.calls) - _NOTE_CALLS}"
         line = f"{said} ⇒ {calls}" if said and calls else said or (f"⇒ {calls}" if calls else "")
         if line:
+            if note.wrote and said and calls:
+                # Short of room, its words are cut before the change it made.
+                cut = (shorten(said, n) for n in _CUT_WORDS if n < utf16_len(said))
+                changes[len(texts)] = (*(f"{w} ⇒ {calls}" for w in cut), f"⇒ {calls}")
             texts.append(line)
             # What it found: the values it states, and those of its results the work used.
             stated = note.values if said else 0
             reasons = _REASONED_WEIGHT if said and REASONED_RE.search(said) else 0
-            worths.append(min(stated, _MAX_SAID) + _USED_WEIGHT * min(note.used, 4) + reasons)
-    return _by_worth(texts, worths, units)
+            wrote = _WROTE_WEIGHT if note is last_change else 0
+            worths.append(
+                min(stated, _MAX_SAID) + _USED_WEIGHT * min(note.used, 4) + reasons + wrote
+            )
+    items = _by_worth(texts, worths, units)
+    for item in items:
+        if item.order in changes:
+            item.variants = changes[item.order]
+    return items
 
 
 def _by_worth(texts: Sequence[str], worths: Sequence[int], cap: int) -> list[Item]:
@@ -405,6 +418,11 @@ REASONED_RE: Final = re.compile(
 )
 _MAX_SAID = 8
 _USED_WEIGHT = 2
+# The newest change the work made (the last turn whose call changed a file) is where the code
+# stands: it outweighs a turn that states a few values.
+_WROTE_WEIGHT = 5
+# How far a note that changed a file may cut its words, widest first, to keep the change whole.
+_CUT_WORDS = (160, 100, 60)
 
 
 _NOTE_CALLS = 2
