@@ -223,6 +223,41 @@ def test_a_service_agent_s_actions_are_done_or_failed_with_the_reason() -> None:
     assert "get_reservation_details" not in work  # a lookup is no action
 
 
+def test_records_looked_up_that_no_action_named_yet_are_left() -> None:
+    messages: list[Message] = [
+        Message(role="user", content="Please downgrade all my business reservations to economy."),
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=(call("u1", "get_user_details", user_id="omar_1"),),
+        ),
+        result("u1", '{"user_id": "omar_1", "reservations": ["JG7FMM", "X7BYG1", "EQ1G6C"]}'),
+    ]
+    for i, rid in enumerate(("JG7FMM", "X7BYG1", "EQ1G6C")):
+        messages += [
+            Message(
+                role="assistant",
+                content="",
+                tool_calls=(call(f"g{i}", "get_reservation_details", reservation_id=rid),),
+            ),
+            result(f"g{i}", json.dumps({"reservation_id": rid, "cabin": "business"})),
+        ]
+    messages += [
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=(
+                call("a1", "update_reservation_flights", reservation_id="JG7FMM", cabin="economy"),
+            ),
+        ),
+        result("a1", '{"reservation_id": "JG7FMM", "cabin": "economy"}'),
+    ]
+    work = section(brief(messages), "Work state")
+    assert "looked up, not yet acted on: X7BYG1, EQ1G6C" in work
+    assert "omar_1" not in line_of(work, "not yet acted on")  # another kind of record
+    assert "JG7FMM" not in line_of(work, "not yet acted on")
+
+
 def test_identifiers_are_ranked_by_what_the_work_used_not_listed_as_printed() -> None:
     uuids = "\n".join(
         f"warning: no cwd for project 019c5242-3fcb-7495-b540-31ad8b29{i:04x}" for i in range(80)

@@ -127,6 +127,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 "failed": "failed",
                 "also_seen": "also seen",
                 "sub_done": "sub-items done",
+                "not_acted": "looked up, not yet acted on",
             }
         ),
         "zh": MappingProxyType(
@@ -167,6 +168,7 @@ LABELS: Final[Mapping[str, Mapping[str, str]]] = MappingProxyType(
                 "failed": "失败",
                 "also_seen": "另见",
                 "sub_done": "子项已完成",
+                "not_acted": "已查询、尚未处理",
             }
         ),
     }

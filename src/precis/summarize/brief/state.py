@@ -8,6 +8,7 @@ last test run, next), the done ones after, newest first; they are shown in the o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -139,6 +140,10 @@ def state_lines(facts: Facts, labels: Mapping[str, str], root: str) -> StateLine
         text = f"{labels['tests']}: {test.command} → {test.tally}"
         current.append(Item(text, _NOW_BASE + 3 * 10**5, shrink=True))
     current += _todo_items(progress.todo, labels)
+    left = _not_acted_on(facts)
+    if left:
+        text = f"{labels['not_acted']}: {', '.join(left)}"
+        current.append(Item(text, _NOW_BASE + 5 * 10**5, shrink=False))
     for call, ok, at in reversed(progress.actions):
         text = f"{labels['s_done'] if ok else labels['failed']}: {call}"
         done.append(Item(text, _DONE_BASE + at, shrink=True))
@@ -168,3 +173,25 @@ def _todo_items(entries: Sequence[tuple[str, str]], labels: Mapping[str, str]) -
         Item(f"[{labels[f's_{status}']}] {text}", _NOW_BASE + 4 * 10**5 + i, shrink=True)
         for i, (status, text) in ordered
     ]
+
+
+def _not_acted_on(facts: Facts) -> list[str]:
+    """The records looked up that no action named, when actions named others looked up by
+    the same argument (`reservation_id`): those the work has not got to, or passed over."""
+    actions = [call for call, _, _ in facts.progress.actions]
+    if not actions or not facts.records:
+        return []
+    terms = facts.identifiers.terms
+
+    def argument(key: str) -> str:
+        term = terms.get(key)
+        name, sep, value = term.label.partition("=") if term is not None else ("", "", "")
+        return name if sep and value == key else ""
+
+    acted = {k for k in facts.records if any(_names(call, k) for call in actions)}
+    kinds = {argument(k) for k in acted} - {""}
+    return [k for k in facts.records if k not in acted and argument(k) in kinds]
+
+
+def _names(text: str, key: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", text) is not None
