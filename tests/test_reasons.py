@@ -70,10 +70,12 @@ def test_a_choice_of_that_thing_without_its_name_is_no_decision() -> None:
         Message(role="user", content="Tidy up the imports of the session view."),
         Message(role="assistant", content="Expected — I'll use that alias in the next edits."),
         Message(role="assistant", content="We decided to use `Repo.transaction` for the batch."),
+        Message(role="assistant", content="We'll use one worker per core for the import."),
     )
     decisions = _decisions(messages)
     assert "that alias" not in decisions
     assert "We decided to use `Repo.transaction` for the batch." in decisions
+    assert "We'll use one worker per core for the import." in decisions  # a number, no pointer
 
 
 def test_decisions_have_their_share_before_the_notes_and_no_more() -> None:

@@ -92,7 +92,7 @@ W_CARRIED, W_USER, W_ARGS, W_SPOKEN, W_OUTPUT = 5, 4, 3, 2, 1
 _SWE_EDITS: Final = frozenset({"edit", "insert", "append"})
 _LISTS_WORK_RE: Final = re.compile(r"todo|task|plan|checklist")
 _PLAN_RE: Final = re.compile(r"(?i)\buse\b[^.;:]{0,60}?\bto (?!the\b|a\b|an\b)[a-z]+")
-_POINTER_RE: Final = re.compile(r"(?i)\s+(?:that|this|these|those|it|them|one)\b")
+_POINTER_RE: Final = re.compile(r"(?i)\s+(?:that|this|these|those|it|them)\b")
 
 
 @dataclass(frozen=True, slots=True)
