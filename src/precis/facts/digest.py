@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.facts.patterns import HARNESS_LINE_RE, REASON_RE
-from precis.facts.terms import basename, terms_in
+from precis.facts.terms import terms_in
 from precis.facts.text import compact, one_line, shorten
 
 # Sentence ends a turn's prose runs together ("…the seed:1. Go over …string.So, …").
@@ -102,15 +102,6 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
 # flight, a hash, a port), three characters or more.
 _TOKEN_RE: Final = re.compile(r"[A-Za-z0-9_@:.-]*\d[A-Za-z0-9_@:.-]*")
 _MAX_TOKENS: Final = 120
-
-
-def about_files(
-    decisions: tuple[tuple[str, str], ...], paths: Sequence[str]
-) -> tuple[tuple[str, str], ...]:
-    """The turn's decisions, each naming the files its calls write: a choice made on the way to
-    an edit is about that file ("… rewrite it with proper SQLite handling (…_add_state.exs)")."""
-    names = ", ".join(dict.fromkeys(basename(p) for p in paths))
-    return tuple((key, f"{shown} ({names})") for key, shown in decisions) if names else decisions
 
 
 def value_tokens(text: str) -> frozenset[str]:

@@ -19,13 +19,13 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
-from precis.facts.digest import about_files, note_text, output_digest, value_count, value_tokens
+from precis.facts.decisions import about_files, decisions, reasons
+from precis.facts.digest import note_text, output_digest, value_count, value_tokens
 from precis.facts.language import earlier_summary_text
 from precis.facts.patterns import (
     BODY_KEYS,
     CODE_BLOCK_RE,
     CONFIRM_RE,
-    DECISION_RE,
     EDITOR_COMMANDS,
     FINAL_TOOL_RE,
     ID_KEY_RE,
@@ -35,10 +35,8 @@ from precis.facts.patterns import (
     OPEN_FILE_RE,
     PATCH_FILE_RE,
     PATH_KEYS,
-    PLAN_AFTER_RE,
     READ_SHELL_RE,
     READ_TOOLS,
-    REASON_RE,
     SENTENCE_SPLIT_RE,
     SHELL_TOOLS,
     TODO_RE,
@@ -91,8 +89,6 @@ MEMO_SIZE: Final = 4096
 W_CARRIED, W_USER, W_ARGS, W_SPOKEN, W_OUTPUT = 5, 4, 3, 2, 1
 _SWE_EDITS: Final = frozenset({"edit", "insert", "append"})
 _LISTS_WORK_RE: Final = re.compile(r"todo|task|plan|checklist")
-_PLAN_RE: Final = re.compile(r"(?i)\buse\b[^.;:]{0,60}?\bto (?!the\b|a\b|an\b)[a-z]+")
-_POINTER_RE: Final = re.compile(r"(?i)\s+(?:that|this|these|those|it|them)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +383,7 @@ def _user(content: str) -> UserScan:
         short,
         tuple(found),
         tuple(by_strength(found)),
-        _decisions(text),
+        decisions(text),
         confirms,
         _todos(text),
         tuple(terms_in(text)),
@@ -411,7 +407,7 @@ def _assistant(message: Message) -> AssistantScan:
         text,
         fix,
         text.endswith(("?", "？")),
-        about_files((*_decisions(text), *_reasons(prose)), [p for c in calls for p in c.writes]),
+        about_files((*decisions(text), *reasons(prose)), [p for c in calls for p in c.writes]),
         _todos(text),
         tuple(terms_in(text)),
         calls,
@@ -540,49 +536,6 @@ def _todos(text: str) -> tuple[str, ...]:
             if item:
                 items.append(item)
     return tuple(items)
-
-
-def _decisions(text: str) -> tuple[tuple[str, str], ...]:
-    """Choices stated outright ("let's go with …", 决定 …), as (folded key, shown text)."""
-    out: list[tuple[str, str]] = []
-    for piece in SENTENCE_SPLIT_RE.split(text):
-        sentence = one_line(piece.strip().lstrip("-*•>#").strip())
-        found = DECISION_RE.search(sentence) if len(sentence) >= 6 else None
-        if found is None:
-            continue
-        if found.group(0).lower().endswith("use") and _PLAN_RE.search(sentence):
-            continue  # "I'll use curl to fetch it": how the next step is taken, not a choice
-        if _POINTER_RE.match(sentence, found.end()) and not value_count(sentence):
-            continue  # "I'll use that alias": what it points at is not in the sentence
-        out.append((sentence.lower(), shorten(sentence, 240)))
-    return tuple(out)
-
-
-_MAX_REASONS = 2
-_REASON_UNITS = 280
-
-
-def _reasons(prose: str) -> tuple[tuple[str, str], ...]:
-    """The agent's sentences that say why (`REASON_RE`), each with the plan that follows it
-    ("… which SQLite doesn't support. I need to rewrite it …"), at most two a turn."""
-    sentences: list[str] = []
-    for part in SENTENCE_SPLIT_RE.split(prose):
-        piece = one_line(part.strip().lstrip("-*•>#").strip())
-        if sentences and (sentences[-1].endswith("...") or sentences[-1].count("`") % 2):
-            sentences[-1] = f"{sentences[-1]} {piece}"  # an ellipsis or code, not an end
-        elif piece:
-            sentences.append(piece)
-    out: list[tuple[str, str]] = []
-    for i, sentence in enumerate(sentences):
-        if len(sentence) < 20 or REASON_RE.search(sentence) is None:
-            continue
-        after = sentences[i + 1] if i + 1 < len(sentences) else ""
-        if after and PLAN_AFTER_RE.search(after):
-            sentence = f"{sentence} {after}"
-        out.append((sentence.lower(), shorten(sentence, _REASON_UNITS)))
-        if len(out) >= _MAX_REASONS:
-            break
-    return tuple(out)
 
 
 def offered(proposal: str) -> str:
