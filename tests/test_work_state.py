@@ -258,6 +258,22 @@ def test_records_looked_up_that_no_action_named_yet_are_left() -> None:
     assert "JG7FMM" not in line_of(work, "not yet acted on")
 
 
+def test_a_package_install_is_done_work_and_a_failed_one_says_so() -> None:
+    messages = (
+        Message(role="user", content="Fix the TimeDelta rounding bug in marshmallow."),
+        bash("i1", "pip install -e .[dev]"),
+        result("i1", "Obtaining file:///testbed\nSuccessfully installed marshmallow-3.13.0"),
+        bash("i2", "cd web && npm install left-pad@9.9.9"),
+        result("i2", "Exit code 1\nnpm ERR! code ETARGET\nnpm ERR! notarget No matching version"),
+        bash("r1", "python reproduce.py"),
+        result("r1", "344"),
+    )
+    work = section(brief(messages), "Work state")
+    assert "done: pip install -e .[dev]" in work
+    assert "failed: npm install left-pad@9.9.9" in work
+    assert "reproduce.py" not in work  # running a script installs nothing
+
+
 def test_identifiers_are_ranked_by_what_the_work_used_not_listed_as_printed() -> None:
     uuids = "\n".join(
         f"warning: no cwd for project 019c5242-3fcb-7495-b540-31ad8b29{i:04x}" for i in range(80)

@@ -512,6 +512,8 @@ class Collector:
                 progress.commit_failed(why or one_line(text)[:160])
         if work.push and not failed and found.pushed():
             progress.pushed(found.push_target())
+        if work.install:
+            progress.acted(work.install, not failed, at)
         if work.test:
             tally = found.tally()
             if tally is not None:

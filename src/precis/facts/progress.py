@@ -61,6 +61,11 @@ _TEST_CMD_RE: Final = re.compile(
     r"(?:\s+run)?\s+(?:test|tests|check)\b"
     r"|\bpython3?\s+-m\s+(?:pytest|unittest)\b|\bmanage\.py\s+test\b"
 )
+# A package manager installing into the environment: "pip install -e .[dev]", "npm i x", …
+_INSTALL_RE: Final = re.compile(
+    r"(?i)(?:^|\s|/)(?:pip3?|uv pip|npm|pnpm|yarn|bun|apt(?:-get)?|brew|gem|cargo|poetry|"
+    r"conda|mamba|go)\s+(?:install|add|get|i)\b|\bpython3?\s+-m\s+pip\s+install\b"
+)
 # A tally line of a test run: "5 passed, 1 failed", "14 doctests, 76 tests, 0 failures", …
 _TEST_TALLY_RE: Final = re.compile(
     r"(?i)\b\d+\s+(?:passed|failed|failures?|errors?|tests?|doctests?|examples?|specs?|"
@@ -107,6 +112,7 @@ class ShellWork:
     push: bool = False
     git: bool = False
     test: str = ""
+    install: str = ""  # a package install: what the environment now has
 
 
 def shell_work(command: str) -> ShellWork | None:
@@ -121,7 +127,7 @@ def shell_work(command: str) -> ShellWork | None:
     tracker: list[tuple[str, str]] = []
     shown: list[str] = []
     commit = push = git = lists = False
-    test = ""
+    test = install = ""
     for segment in _SEGMENT_SPLIT_RE.split(bare):
         words = segment.split()
         if not words:
@@ -143,12 +149,16 @@ def shell_work(command: str) -> ShellWork | None:
             lists = lists or listed
         if not test and _TEST_CMD_RE.search(segment):
             test = shorten(one_line(_REDIRECT_RE.sub("", segment)), 60)
-    if not (tracker or shown or lists or commit or push or git or test):
+        if not install and _INSTALL_RE.search(segment):
+            install = shorten(one_line(_REDIRECT_RE.sub("", segment)), 60)
+    if not (tracker or shown or lists or commit or push or git or test or install):
         return None
-    return ShellWork(tuple(tracker), tuple(shown), lists, reason, commit, push, git, test)
+    return ShellWork(tuple(tracker), tuple(shown), lists, reason, commit, push, git, test, install)
 
 
 _CHEAP_MARKS: Final = (
+    "install",
+    " add ",
     "git",
     "bd ",
     "br ",
