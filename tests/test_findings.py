@@ -434,3 +434,17 @@ def test_a_numbered_step_after_a_line_ending_in_issue_is_no_ticket() -> None:
     steps = "2. Create a script to reproduce the issue\n3. Edit the source code\n4. Verify"
     assert not [t for t in terms_in(steps) if t[0] == "pr"]
     assert ("pr", "#12", "issue 12") in list(terms_in("This fixes issue 12.\nThanks."))
+
+
+def test_identifiers_the_latest_steps_used_rank_before_those_used_often_long_ago() -> None:
+    early = [
+        Message(role="assistant", content=f"Step {i}: calling `load_rows` again.") for i in range(5)
+    ]
+    filler = [Message(role="assistant", content=f"Reading part {i}.") for i in range(80)]
+    late = [Message(role="assistant", content="Now set `REVIEW_MODE` and read `REVIEW_MODE`.")]
+    late.append(Message(role="assistant", content="The hook checks `REVIEW_MODE` first."))
+    ranked = [t.label for t in Collector().feed([*early, *filler, *late]).identifiers.ranked()]
+    assert ranked.index("REVIEW_MODE") < ranked.index("load_rows")
+    # Used as often and as lately, the one used more still comes first.
+    again = Collector().feed([*early, *late]).identifiers.ranked()
+    assert [t.label for t in again][:2] == ["load_rows", "REVIEW_MODE"]

@@ -14,8 +14,6 @@ from precis.facts.collect import (
     Facts,
     Note,
     SummaryReader,
-    Tally,
-    TermEntry,
     read_ahead,
 )
 from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
@@ -37,6 +35,7 @@ from precis.facts.scan import (
     prepare,
     scan,
 )
+from precis.facts.tally import Tally, TermEntry
 from precis.facts.terms import basename, error_key, project_root
 from precis.facts.text import (
     by_strength,

@@ -23,7 +23,6 @@ from precis.facts.patterns import (
     RECENT_DONE_CALLS,
     RECENT_TODOS,
     SPEC_RULE_RE,
-    TELLING_KINDS,
     USER_ANSWER_PREFIXES,
 )
 from precis.facts.progress import Progress, children, exit_failed, titles
@@ -46,6 +45,7 @@ from precis.facts.scan import (
     task_line,
     task_scan,
 )
+from precis.facts.tally import Tally
 from precis.facts.terms import terms_in, unnumbered
 from precis.facts.text import (
     by_strength,
@@ -56,77 +56,6 @@ from precis.facts.text import (
     one_line,
     shorten,
 )
-
-
-@dataclass(slots=True)
-class TermEntry:
-    label: str
-    weight: int
-    count: int
-    first: int
-    kind: str
-    # When it was last seen (the collector's message clock), and how often a person or the
-    # agent itself named it (user words, call arguments, the agent's text): tool output aside.
-    last: int = 0
-    uses: int = 0
-
-
-@dataclass(slots=True)
-class Tally:
-    """Distinct terms with where they were seen: what the user named first, then what the work
-    used most, most recently; a term only a tool printed comes last, if at all."""
-
-    terms: dict[str, TermEntry] = field(default_factory=dict)
-    _ranked: list[TermEntry] | None = None
-
-    def add(self, key: str, label: str, weight: int, kind: str = "path", at: int = 0) -> None:
-        self._ranked = None
-        term = self.terms.get(key)
-        if term is None:
-            used = 1 if weight >= W_SPOKEN else 0
-            self.terms[key] = TermEntry(label, weight, 1, len(self.terms), kind, at, used)
-            return
-        term.count += 1
-        if weight >= W_SPOKEN:
-            term.uses += 1
-        if at > term.last:
-            term.last = at
-        if weight > term.weight:
-            term.weight = weight
-        if "=" in label and "=" not in term.label:
-            term.label = label
-        if kind in TELLING_KINDS or kind == "error":  # a telling sighting tells
-            term.kind = kind
-
-    def ranked(self) -> list[TermEntry]:
-        """Best first; a term only a tool's output named is left out unless it is telling.
-        Sorted once until the next term is added (a fresh list each call)."""
-        if self._ranked is None:
-            self._ranked = sorted((t for t in self.terms.values() if _shown(t)), key=_rank)
-        return list(self._ranked)
-
-    def keyed(self, min_weight: int = 0) -> list[tuple[str, TermEntry]]:
-        """The ranked terms with the key each is filed under; with `min_weight`, only those
-        weighing that much (the same order: the sort is stable, the filter keeps order)."""
-        return sorted(
-            ((k, t) for k, t in self.terms.items() if t.weight >= min_weight and _shown(t)),
-            key=_rank_keyed,
-        )
-
-
-def _shown(t: TermEntry) -> bool:
-    """Named by someone, or a kind worth keeping even when only a tool printed it (a commit
-    hash, a URL, a PR): no test-run ports, no UUIDs of log lines, no versions of a lock file."""
-    return t.weight > W_OUTPUT or t.kind in TELLING_KINDS
-
-
-def _rank(t: TermEntry) -> tuple[bool, int, int, int, int]:
-    """The user's and carried terms first; then what the work used most, most recently."""
-    return (t.weight < W_USER, -min(t.uses, 4), -t.weight, -t.last, t.first)
-
-
-def _rank_keyed(item: tuple[str, TermEntry]) -> tuple[bool, int, int, int, int]:
-    return _rank(item[1])
 
 
 @dataclass(slots=True)
