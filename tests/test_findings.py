@@ -448,3 +448,39 @@ def test_identifiers_the_latest_steps_used_rank_before_those_used_often_long_ago
     # Used as often and as lately, the one used more still comes first.
     again = Collector().feed([*early, *late]).identifiers.ranked()
     assert [t.label for t in again][:2] == ["load_rows", "REVIEW_MODE"]
+
+
+def _error_then(*after: Message) -> list[Message]:
+    return [
+        turn("e1", "str_replace", path="parser.c", old_str="DEF(single);\n  DONE();", new_str="x"),
+        result("e1", "ERROR: No replacement was performed, old_str did not appear verbatim."),
+        turn(
+            "v1",
+            "view",
+            "It seems the old text did not match. Let's view the rule again.",
+            path="parser.c",
+        ),
+        result("v1", "691\tDEF(single);\n692\t  PRINT_INLINE();\n693\t  DONE();"),
+        *after,
+    ]
+
+
+def test_an_error_s_fix_is_the_change_made_after_the_words_that_planned_it() -> None:
+    said = "The rule has `PRINT_INLINE()` on line 692, which the old text left out. Retrying."
+    facts = Collector().feed(
+        _error_then(turn("e2", "str_replace", said, path="parser.c", old_str="a", new_str="b"))
+    )
+    (error,) = facts.errors.values()
+    assert error.fix == (
+        "It seems the old text did not match. ⇒ The rule has `PRINT_INLINE()` on line 692, "
+        "which the old text left out."
+    )
+    # A change that says nothing is shown after the words, unless they name what it adds.
+    quiet = turn("e2", "str_replace", path="parser.c", old_str="DONE();", new_str="SET_FLAG(x);")
+    (error,) = Collector().feed(_error_then(quiet)).errors.values()
+    assert error.fix.endswith("rule again. ⇒ str_replace(parser.c: +SET_FLAG(x);)")
+    named = turn("v1", "view", "It needs `SET_FLAG` added before `DONE`.", path="parser.c")
+    messages = _error_then(quiet)
+    messages[2] = named
+    (error,) = Collector().feed(messages).errors.values()
+    assert error.fix == "It needs `SET_FLAG` added before `DONE`."

@@ -8,6 +8,7 @@ a `SummaryReader` when one is given (the brief reads its own sections), else as 
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from precis.facts.patterns import (
     RECENT_CALLS,
     RECENT_DONE_CALLS,
     RECENT_TODOS,
+    SENTENCE_SPLIT_RE,
     SPEC_RULE_RE,
     USER_ANSWER_PREFIXES,
 )
@@ -133,6 +135,18 @@ class Facts:
     records: dict[str, Record] = field(default_factory=dict)
 
 
+# How many messages after the words that followed an error the change they planned may come.
+FIX_CHANGE_MESSAGES = 6
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence that says something ("Great!" and "I see." say nothing yet)."""
+    sentences = SENTENCE_SPLIT_RE.split(text)
+    return next((s for s in sentences if len(s.split()) >= 4), sentences[0])
+
+
+# A code name in what an edit added (`lazy_html`, `Phoenix.ConnTest`, `getUser`).
+_CODE_WORD_RE = re.compile(r"[A-Za-z_]\w*(?:[._]\w+)+|[a-z]+[A-Z]\w*")
 MAX_SPEC_CONSTRAINTS = 64
 MAX_ITEM_RULES = 16
 MAX_SPEC_UNITS = 300
@@ -171,6 +185,8 @@ class Collector:
         self._item_rules: dict[str, int] = {}  # rules filed per tracker item
         self._clock = 0  # messages fed so far: the order of progress events
         self._awaiting_fix: list[ErrorEntry] = []
+        # Errors whose fix so far is words, with when they were said, until a change is made.
+        self._awaiting_change: list[tuple[ErrorEntry, int]] = []
         self._open_file: str | None = None
         self._index = 0
         self._given_task = task_line(task) if task and task.strip() else ""
@@ -272,11 +288,16 @@ class Collector:
         if note is not None:
             for call in found.calls:
                 self._noted[call.id] = note
+        changes = any(c.writes or c.edits_open_file or c.shell_writes for c in found.calls)
+        if changes and self._awaiting_change:
+            self._changed(found)
         if text:
             facts.last_assistant_text = text
             for error in self._awaiting_fix:
                 if not error.fix:
                     error.fix = found.fix
+                    if not changes:  # words before the change: the change is the fix too
+                        self._awaiting_change.append((error, self._clock))
             self._awaiting_fix.clear()
             if not found.calls:
                 last = facts.last_request
@@ -291,6 +312,21 @@ class Collector:
                 self.add_terms(found.symbols, W_SPOKEN, W_SPOKEN)
         for call in found.calls:
             self._on_call(call)
+
+    def _changed(self, found: AssistantScan) -> None:
+        """The first change made a few turns after the words that followed an error says what
+        fixed it: the change's own words replace the first ones (often only a plan to look
+        again), and a change that says nothing is added after them."""
+        edit = next(c.short for c in found.calls if c.writes or c.edits_open_file or c.shell_writes)
+        added = set(_CODE_WORD_RE.findall(edit.partition(": +")[2]))
+        for error, said_at in self._awaiting_change:
+            if self._clock - said_at > FIX_CHANGE_MESSAGES:
+                continue
+            if found.fix:
+                error.fix = f"{_first_sentence(error.fix)} ⇒ {_first_sentence(found.fix)}"
+            elif not any(name in error.fix for name in added):  # words that name it say it
+                error.fix = f"{error.fix} ⇒ {edit}"
+        self._awaiting_change.clear()
 
     def _on_call(self, call: CallScan) -> None:
         facts = self.facts
@@ -364,6 +400,8 @@ class Collector:
         signatures = found.log_signatures() if reads_log else found.signatures()
         if short is not None and not failed and not signatures:
             facts.completed_calls.append(short)
+        if signatures:
+            self._awaiting_change.clear()  # a change made now answers the newer error
         for key, signature in signatures:
             error = facts.errors.get(key)
             if error is None:

@@ -171,7 +171,7 @@ def _error_items(errors: list[ErrorEntry], cap: int) -> list[Item]:
         if error.count > 1 and not error.carried:
             text += f" (×{error.count})"
         if error.fix:
-            text += f" → {shorten(error.fix, 160)}"
+            text += f" → {shorten(error.fix, 240)}"
         items.append(_text_item(text, error.first, cap))
     return items
 
