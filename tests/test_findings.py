@@ -484,3 +484,8 @@ def test_an_error_s_fix_is_the_change_made_after_the_words_that_planned_it() -> 
     messages[2] = named
     (error,) = Collector().feed(messages).errors.values()
     assert error.fix == "It needs `SET_FLAG` added before `DONE`."
+
+
+def test_a_failed_assertion_is_an_error() -> None:
+    output = "  1) test renders the page (PageTest)\n     Assertion with =~ failed\n     code: x"
+    assert error_lines(output) == ["Assertion with =~ failed"]

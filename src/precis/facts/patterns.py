@@ -303,12 +303,14 @@ ERROR_STRONG_RE: Final = re.compile(
     r"\bFAILED\b|\b(?:[Ee]rror|ERROR|fatal|FATAL|panic)(?:\[[\w\-]+\])?:|\bpanicked at\b|"
     r"<tool_use_error>|\bSegmentation fault\b|\bcommand not found\b|\bNo such file or directory\b"
     r"|\b(?:TIMED OUT|[Tt]imed out)\b"
+    # A test's failed check: "Assertion with =~ failed", "assertion failed: x == y".
+    r"|\b[Aa]ssertion\b[^\n]{0,16}?\bfailed\b"
     # A tool refusing its arguments: "Invalid `path` parameter: …", "Invalid value for …".
     r"|^Invalid\b[^\n]{0,60}?\b(?:parameter|argument|option|value|path|input|request)\b"
 )
 ERROR_MARK_RE: Final = re.compile(
     r"rror|ERROR|xception|FAILED|fatal|FATAL|panic|tool_use_error|Segmentation fault|"
-    r"command not found|No such file|TIMED OUT|[Tt]imed out|^Invalid\b",
+    r"command not found|No such file|TIMED OUT|[Tt]imed out|^Invalid\b|ssertion\b",
     re.M,
 )
 # A warning names a problem it did not stop for: "Warning: …", "DeprecationWarning: …".
