@@ -489,3 +489,8 @@ def test_an_error_s_fix_is_the_change_made_after_the_words_that_planned_it() -> 
 def test_a_failed_assertion_is_an_error() -> None:
     output = "  1) test renders the page (PageTest)\n     Assertion with =~ failed\n     code: x"
     assert error_lines(output) == ["Assertion with =~ failed"]
+
+
+def test_a_port_stated_in_a_sentence_is_a_port() -> None:
+    assert ("port", "port 1100", "port 1100") in list(terms_in("Good. Default port is 1100."))
+    assert not [t for t in terms_in("The answer is 1100.") if t[0] == "port"]

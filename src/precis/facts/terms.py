@@ -159,7 +159,9 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
             if not token:
                 continue
             if token.isalpha():
-                previous = token
+                # "the port is 1100": the number is still the port's.
+                if token not in _LINKING or previous.lower().strip(TOKEN_STRIP) not in PORT_WORDS:
+                    previous = token
                 continue
             if "/" in token or "." in token:
                 for match in PATH_RE.finditer(token):
@@ -176,6 +178,8 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
 
 
 _LINE = "\n"
+# Words between a port's name and its number.
+_LINKING = frozenset({"is", "was", "remains", "stays"})
 
 
 def _tokens(text: str) -> Iterator[str]:
