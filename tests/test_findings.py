@@ -494,3 +494,20 @@ def test_a_failed_assertion_is_an_error() -> None:
 def test_a_port_stated_in_a_sentence_is_a_port() -> None:
     assert ("port", "port 1100", "port 1100") in list(terms_in("Good. Default port is 1100."))
     assert not [t for t in terms_in("The answer is 1100.") if t[0] == "port"]
+
+
+def test_the_task_s_gist_after_the_guard_s_words_does_not_say_them_again() -> None:
+    from precis.facts import Fact
+    from precis.summarize.brief.items import Item
+    from precis.summarize.brief.must import mark
+
+    said = "<files> /work/repo </files> I've uploaded a repository. Consider the issue"
+    gist = (
+        "/work/repo I've uploaded a repository. Consider the issue: the parser drops the "
+        "parent's default options on line 101, and the fix belongs in `command_parser.pony`."
+    )
+    out = {"task": [Item(gist, 0)]}
+    mark(out, [Fact("task", said, "m1")])
+    (task,) = out["task"]
+    assert task.text.startswith(said + " … ")
+    assert task.text.count("I've uploaded") == 1
