@@ -511,3 +511,13 @@ def test_the_task_s_gist_after_the_guard_s_words_does_not_say_them_again() -> No
     (task,) = out["task"]
     assert task.text.startswith(said + " … ")
     assert task.text.count("I've uploaded") == 1
+
+
+def test_an_identifier_an_earlier_listed_one_holds_is_not_listed_again() -> None:
+    said = [
+        Message(role="user", content="Wrap the hook in `Tracer.with_span` and log it."),
+        Message(role="assistant", content="I'll call `with_span` from the controller."),
+    ]
+    listed = section(brief(said), "Identifiers")
+    assert "Tracer.with_span" in listed
+    assert "with_span," not in listed and not listed.strip().endswith(" with_span")

@@ -196,7 +196,13 @@ def _identifier_items(facts: Facts) -> list[Item]:
     ("reservation_id=NM1VX1, KC18K6")."""
     items: list[Item] = []
     group: dict[str, int] = {}
+    before: list[str] = []
     for term in facts.identifiers.ranked():
+        # A name an identifier listed before it holds ("with_span" after "Tracer.with_span")
+        # is read there already.
+        if any(term.label in earlier for earlier in before):
+            continue
+        before.append(term.label)
         name, sep, value = term.label.partition("=")
         order = term.first * 1000
         text = term.label
