@@ -521,3 +521,12 @@ def test_an_identifier_an_earlier_listed_one_holds_is_not_listed_again() -> None
     listed = section(brief(said), "Identifiers")
     assert "Tracer.with_span" in listed
     assert "with_span," not in listed and not listed.strip().endswith(" with_span")
+
+
+def test_a_dotted_name_in_quotes_in_written_code_is_an_identifier() -> None:
+    from precis.facts.terms import symbols_in
+
+    code = 'Tracer.with_span("spotter.hook.session_start", %{"app.id" => id}) do'
+    names = [name for _, name, _ in symbols_in(code, code=True)]
+    assert "spotter.hook.session_start" in names
+    assert "app.id" not in names  # two parts: a key, a file or a field, not a name of its own

@@ -273,9 +273,12 @@ SYMBOL_RE: Final = re.compile(
     r"|[A-Z]\w*(?:\.[A-Z]\w*)+"
     r")(?:/\d)?(?![\w-]|\.\w)"
 )
-# In code the agent wrote, also: "x-header-names" and "/routes/:with/params" in quotes.
+# In code the agent wrote, also: "x-header-names", "/routes/:with/params" and
+# "span.or.event.names" in quotes.
 CODE_STRING_RE: Final = re.compile(
-    r"[\"']((?:[a-z][a-z0-9]*(?:-[a-z0-9]+){2,})|(?:/[\w:{}.-]+){2,}/?)[\"']"
+    r"[\"']((?:[a-z][a-z0-9]*(?:-[a-z0-9]+){2,})|(?:/[\w:{}.-]+){2,}/?"
+    # A dotted name of three parts or more: a span, metric, event or setting's name.
+    r"|[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*){2,})[\"']"
 )
 HOST_RE: Final = re.compile(
     r"(?<![\w.@/-])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)+\.(?:io|com|org|net|dev|app|ai|co|edu|gov|"

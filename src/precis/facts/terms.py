@@ -199,7 +199,7 @@ _ELIDED = ("...", "…", "→", "⎿")
 def symbols_in(text: str, *, code: bool = False) -> Iterator[tuple[str, str, str]]:
     """`("symbol", name, name)` for each code name a text writes: a `span` (no path), a
     snake_case, CamelCase or Dotted.Module name, a host name; in code the agent wrote, also
-    quoted "x-header-names" and "/routes/:id". Each once, in order."""
+    quoted "x-header-names", "/routes/:id" and "dotted.span.names". Each once, in order."""
     seen: set[str] = set()
     if "`" in text and not code:
         for match in BACKTICK_RE.finditer(text):
