@@ -530,3 +530,13 @@ def test_a_dotted_name_in_quotes_in_written_code_is_an_identifier() -> None:
     names = [name for _, name, _ in symbols_in(code, code=True)]
     assert "spotter.hook.session_start" in names
     assert "app.id" not in names  # two parts: a key, a file or a field, not a name of its own
+
+
+def test_names_in_a_commit_message_the_agent_wrote_count_as_uses() -> None:
+    message = 'git commit -m "feat: setup is skipped unless SPOTTER_OTEL_ENABLED is set"'
+    messages = [turn("c1", "bash", command=message), result("c1", "[main 1a2b3c4] feat")]
+    term = Collector().feed(messages).identifiers.terms["SPOTTER_OTEL_ENABLED"]
+    assert term.uses == 1
+    # A flag's value is no message: `--status in_progress` names nothing of the work.
+    flags = [turn("c2", "bash", command="bd update x-1 --status 'in_progress'")]
+    assert "in_progress" not in Collector().feed(flags).identifiers.terms

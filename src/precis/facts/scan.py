@@ -63,6 +63,7 @@ from precis.facts.terms import (
     error_lines,
     error_names,
     marked_lines,
+    message_symbols,
     parse_arguments,
     paths_in,
     scalars,
@@ -471,7 +472,7 @@ def _call(call: ToolCall) -> CallScan:
         reads_log=reads_log,
         looks_up=not quiet and is_lookup(name),
         thought=_thought(lname, fields),
-        symbols=_code_symbols(data),
+        symbols=_code_symbols(data, shell_text),
         work=shell_work(shell_text) if shell_text else None,
         action=action_text(name, data) if acts and is_action(name) else "",
         todo=todo,
@@ -507,15 +508,17 @@ def _arg_terms(data: Any) -> tuple[ArgTerm, ...]:
     return tuple(out)
 
 
-def _code_symbols(data: Any) -> tuple[ArgTerm, ...]:
-    """Code names in the bodies a call writes: the code the agent writes names what the work
-    is about, so each counts as a use."""
-    return tuple(
-        ArgTerm("term-id", term, label, W_SPOKEN, kind)
+def _code_symbols(data: Any, command: str = "") -> tuple[ArgTerm, ...]:
+    """Code names in the bodies a call writes and in the message a command carries: what the
+    agent writes names what the work is about, so each counts as a use."""
+    written = [
+        found
         for key, value in scalars(data)
         if key.lower() in BODY_KEYS
-        for kind, term, label in symbols_in(value, code=True)
-    )
+        for found in symbols_in(value, code=True)
+    ]
+    said = message_symbols(command) if command else ()
+    return tuple(ArgTerm("term-id", t, label, W_SPOKEN, k) for k, t, label in (*written, *said))
 
 
 def _todo_items(lname: str, fields: Mapping[str, Any]) -> tuple[str, ...] | None:

@@ -234,6 +234,24 @@ def symbols_in(text: str, *, code: bool = False) -> Iterator[tuple[str, str, str
                 yield "symbol", name, name
 
 
+def message_symbols(command: str) -> list[tuple[str, str, str]]:
+    """Code names in the words a shell command carries (a commit's message, an echo): what the
+    agent says it did, in a quoted text of a few words or more, not a flag's value."""
+    if '"' not in command and "'" not in command:
+        return []
+    return [
+        found
+        for match in _QUOTED_WORDS_RE.finditer(command)
+        if len((words := match.group(1) or match.group(2) or "").split()) >= _MESSAGE_WORDS
+        for found in symbols_in(words)
+    ]
+
+
+# A double- or single-quoted text in a command; one of five words or more is a message.
+_QUOTED_WORDS_RE = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'')
+_MESSAGE_WORDS = 5
+
+
 def parse_arguments(arguments: str) -> Any:
     """The tool call's arguments as JSON data, or the raw text when they are not JSON."""
     try:
