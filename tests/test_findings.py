@@ -540,3 +540,10 @@ def test_names_in_a_commit_message_the_agent_wrote_count_as_uses() -> None:
     # A flag's value is no message: `--status in_progress` names nothing of the work.
     flags = [turn("c2", "bash", command="bd update x-1 --status 'in_progress'")]
     assert "in_progress" not in Collector().feed(flags).identifiers.terms
+
+
+def test_names_in_a_sub_agent_s_prompt_count_as_the_agent_s_uses() -> None:
+    prompt = "Which field of hookSpecificOutput injects `additionalContext` at session start?"
+    messages = [turn("t1", "Task", prompt=prompt, description="Research hook output")]
+    term = Collector().feed(messages).identifiers.terms["additionalContext"]
+    assert term.uses == 1

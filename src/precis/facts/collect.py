@@ -30,11 +30,6 @@ from precis.facts.patterns import (
 from precis.facts.progress import Progress, children, exit_failed, titles
 from precis.facts.records import Record, file_record, read_record
 from precis.facts.scan import (
-    W_ARGS,
-    W_CARRIED,
-    W_OUTPUT,
-    W_SPOKEN,
-    W_USER,
     AssistantScan,
     CallScan,
     SummaryScan,
@@ -47,7 +42,7 @@ from precis.facts.scan import (
     task_line,
     task_scan,
 )
-from precis.facts.tally import Tally
+from precis.facts.tally import W_ARGS, W_CARRIED, W_OUTPUT, W_SPOKEN, W_USER, Tally
 from precis.facts.terms import terms_in, unnumbered
 from precis.facts.text import (
     by_strength,

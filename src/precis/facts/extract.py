@@ -19,8 +19,8 @@ from precis.core.types import FactKind
 from precis.facts.collect import Collector, Facts
 from precis.facts.digest import request_gist
 from precis.facts.model import Fact, Ledger, dedupe, newest_states
-from precis.facts.scan import MEMO_SIZE, W_OUTPUT, W_SPOKEN
-from precis.facts.tally import Tally
+from precis.facts.scan import MEMO_SIZE
+from precis.facts.tally import W_OUTPUT, W_SPOKEN, Tally
 from precis.facts.terms import project_root
 from precis.facts.text import compact, is_trivial, one_line
 

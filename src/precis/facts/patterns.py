@@ -220,6 +220,8 @@ BODY_KEYS: Final = frozenset(
         "edits",
     ]
 )
+# A call's arguments that are the agent's words to another reader: a sub-agent's prompt.
+PROSE_KEYS: Final = frozenset(["prompt", "question"])
 SUMMARY_ARG_KEYS: Final = (
     "command",
     "cmd",

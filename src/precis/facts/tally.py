@@ -7,8 +7,9 @@ import math
 from dataclasses import dataclass, field
 
 from precis.facts.patterns import TELLING_KINDS
-from precis.facts.scan import W_OUTPUT, W_SPOKEN, W_USER
 
+# Where a term was seen, as a weight.
+W_CARRIED, W_USER, W_ARGS, W_SPOKEN, W_OUTPUT = 5, 4, 3, 2, 1
 # A use counts half as much every this many messages (about fifteen turns): what the latest
 # steps used outranks what was used as often long before.
 HEAT_HALF_LIFE = 30
