@@ -521,6 +521,11 @@ def test_an_identifier_an_earlier_listed_one_holds_is_not_listed_again() -> None
     listed = section(brief(said), "Identifiers")
     assert "Tracer.with_span" in listed
     assert "with_span," not in listed and not listed.strip().endswith(" with_span")
+    # A name another one only begins with is another name.
+    said.append(Message(role="user", content="Render it from `SessionLive`, not `Session`."))
+    listed = section(brief(said), "Identifiers")
+    assert "SessionLive" in listed
+    assert re.search(r"(?<![\w.])Session(?![\w.])", listed)
 
 
 def test_a_dotted_name_in_quotes_in_written_code_is_an_identifier() -> None:
