@@ -552,3 +552,20 @@ def test_names_in_a_sub_agent_s_prompt_count_as_the_agent_s_uses() -> None:
     messages = [turn("t1", "Task", prompt=prompt, description="Research hook output")]
     term = Collector().feed(messages).identifiers.terms["additionalContext"]
     assert term.uses == 1
+
+
+def test_a_read_whose_wrapped_output_is_one_refusal_failed() -> None:
+    refusal = "cat: /Users/me/repo/tests/missing_colon.py: No such file or directory"
+    wrapped = f"<returncode>1</returncode>\n<output>\n{refusal}\n</output>"
+    messages = [
+        turn("r1", "bash", command="cat /Users/me/repo/tests/missing_colon.py"),
+        result("r1", wrapped),
+    ]
+    (error,) = Collector().feed(messages).errors.values()
+    assert error.signature == refusal
+    # A file read back in the same wrapper is a read, whatever its lines say.
+    listing = "<returncode>0</returncode>\n<output>\n" + "\n".join(
+        ["import os", "raise ValueError('No such file or directory')", "x = 1", "y = 2"]
+    )
+    read = [turn("r2", "bash", command="cat src/app.py"), result("r2", listing + "\n</output>")]
+    assert not Collector().feed(read).errors

@@ -134,6 +134,21 @@ class Facts:
 FIX_CHANGE_MESSAGES = 6
 
 
+def _refusal(text: str) -> bool:
+    """Whether an output is a line or two once a harness's wrapper lines are set aside."""
+    if text.count("\n") < 2:
+        return True
+    if text.count("\n") > _WRAPPED_LINES:
+        return False
+    said = [ln for ln in text.splitlines() if ln.strip() and not _WRAPPER_RE.match(ln)]
+    return len(said) <= 2
+
+
+# A harness's wrapper around a command's output: tags alone, or a tag around a status code.
+_WRAPPER_RE = re.compile(r"^\s*(?:</?[a-z_-]+>|<([a-z_-]+)>\s*-?\d{1,3}\s*</\1>)\s*$")
+_WRAPPED_LINES = 8
+
+
 def _first_sentence(text: str) -> str:
     """The first sentence that says something ("Great!" and "I see." say nothing yet)."""
     sentences = SENTENCE_SPLIT_RE.split(text)
@@ -384,8 +399,9 @@ class Collector:
         seen_in = "read" if (reads_only or edited) and not reads_log and not failed else "error"
         for name in found.error_names() if self._full else ():
             facts.error_names.add(name, name, W_OUTPUT, seen_in, self._clock)
-        # A read that came back with a line or two of refusal read nothing: it failed.
-        failed = failed or (reads_only and found.text.count("\n") < 2 and bool(found.signatures()))
+        # A read that came back with a line or two of refusal read nothing: it failed (the
+        # harness's wrapper lines aside: "<returncode>1</returncode>", "<output>").
+        failed = failed or (reads_only and _refusal(found.text) and bool(found.signatures()))
         if reads_only and not failed and not reads_log:
             if short is not None:
                 facts.completed_calls.append(short)
