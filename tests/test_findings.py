@@ -478,7 +478,9 @@ def test_an_error_s_fix_is_the_change_made_after_the_words_that_planned_it() -> 
     # A change that says nothing is shown after the words, unless they name what it adds.
     quiet = turn("e2", "str_replace", path="parser.c", old_str="DONE();", new_str="SET_FLAG(x);")
     (error,) = Collector().feed(_error_then(quiet)).errors.values()
-    assert error.fix.endswith("rule again. ⇒ str_replace(parser.c: +SET_FLAG(x);)")
+    assert (
+        error.fix == "It seems the old text did not match. ⇒ str_replace(parser.c: +SET_FLAG(x);)"
+    )
     named = turn("v1", "view", "It needs `SET_FLAG` added before `DONE`.", path="parser.c")
     messages = _error_then(quiet)
     messages[2] = named
@@ -569,3 +571,15 @@ def test_a_read_whose_wrapped_output_is_one_refusal_failed() -> None:
     )
     read = [turn("r2", "bash", command="cat src/app.py"), result("r2", listing + "\n</output>")]
     assert not Collector().feed(read).errors
+
+
+def test_a_fix_says_what_the_change_s_words_say_not_a_cry_or_a_plan() -> None:
+    said = "Great! Now let me fix it. The rule lacks `PRINT_INLINE()` on line 692."
+    change = turn("e2", "str_replace", said, path="parser.c", old_str="a", new_str="b")
+    (error,) = Collector().feed(_error_then(change)).errors.values()
+    assert error.fix.endswith("⇒ The rule lacks `PRINT_INLINE()` on line 692.")
+    plan = turn(
+        "e2", "str_replace", "Now let me edit it!", path="parser.c", old_str="a", new_str="b"
+    )
+    (error,) = Collector().feed(_error_then(plan)).errors.values()
+    assert error.fix == "It seems the old text did not match. ⇒ str_replace(parser.c: +b)"

@@ -150,9 +150,24 @@ _WRAPPED_LINES = 8
 
 
 def _first_sentence(text: str) -> str:
-    """The first sentence that says something ("Great!" and "I see." say nothing yet)."""
-    sentences = SENTENCE_SPLIT_RE.split(text)
-    return next((s for s in sentences if len(s.split()) >= 4), sentences[0])
+    """The first sentence that says something, else the first."""
+    return _saying(text) or SENTENCE_SPLIT_RE.split(text, maxsplit=1)[0]
+
+
+def _saying(text: str) -> str:
+    """The first sentence that says something: not a cry ("Great!", "I found the issue!"), a
+    plan ("Now let me add the tests") or a word or three ("I see."); "" when none does."""
+    return next(
+        (
+            s
+            for s in SENTENCE_SPLIT_RE.split(text)
+            if len(s.split()) >= 4 and not s.endswith("!") and not _PLAN_OPENING_RE.match(s)
+        ),
+        "",
+    )
+
+
+_PLAN_OPENING_RE = re.compile(r"(?i)(?:now,? |first,? |next,? )?(?:let me|let's|i'll|i will)\b")
 
 
 # A code name in what an edit added (`lazy_html`, `Phoenix.ConnTest`, `getUser`).
@@ -325,17 +340,17 @@ class Collector:
 
     def _changed(self, found: AssistantScan) -> None:
         """The first change made a few turns after the words that followed an error says what
-        fixed it: the change's own words replace the first ones (often only a plan to look
-        again), and a change that says nothing is added after them."""
+        fixed it: what the change's own words say follows the first sentence of the first
+        ones (often only a plan to look again); a change that says nothing is added after them."""
         edit = next(c.short for c in found.calls if c.writes or c.edits_open_file or c.shell_writes)
         added = set(_CODE_WORD_RE.findall(edit.partition(": +")[2]))
         for error, said_at in self._awaiting_change:
             if self._clock - said_at > FIX_CHANGE_MESSAGES:
                 continue
-            if found.fix:
-                error.fix = f"{_first_sentence(error.fix)} ⇒ {_first_sentence(found.fix)}"
+            if said := _saying(found.fix):
+                error.fix = f"{_first_sentence(error.fix)} ⇒ {said}"
             elif not any(name in error.fix for name in added):  # words that name it say it
-                error.fix = f"{error.fix} ⇒ {edit}"
+                error.fix = f"{_first_sentence(error.fix)} ⇒ {edit}"
         self._awaiting_change.clear()
 
     def _on_call(self, call: CallScan) -> None:
