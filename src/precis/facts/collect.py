@@ -8,7 +8,6 @@ a `SummaryReader` when one is given (the brief reads its own sections), else as 
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,13 +16,13 @@ from functools import partial
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
 from precis.facts.digest import code_outline, file_held, value_count, value_tokens
+from precis.facts.fixes import FIX_CHANGE_MESSAGES, fixed_by, refusal
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     PATH_EXT_RE,
     RECENT_CALLS,
     RECENT_DONE_CALLS,
     RECENT_TODOS,
-    SENTENCE_SPLIT_RE,
     SPEC_RULE_RE,
     USER_ANSWER_PREFIXES,
 )
@@ -130,48 +129,6 @@ class Facts:
     records: dict[str, Record] = field(default_factory=dict)
 
 
-# How many messages after the words that followed an error the change they planned may come.
-FIX_CHANGE_MESSAGES = 6
-
-
-def _refusal(text: str) -> bool:
-    """Whether an output is a line or two once a harness's wrapper lines are set aside."""
-    if text.count("\n") < 2:
-        return True
-    if text.count("\n") > _WRAPPED_LINES:
-        return False
-    said = [ln for ln in text.splitlines() if ln.strip() and not _WRAPPER_RE.match(ln)]
-    return len(said) <= 2
-
-
-# A harness's wrapper around a command's output: tags alone, or a tag around a status code.
-_WRAPPER_RE = re.compile(r"^\s*(?:</?[a-z_-]+>|<([a-z_-]+)>\s*-?\d{1,3}\s*</\1>)\s*$")
-_WRAPPED_LINES = 8
-
-
-def _first_sentence(text: str) -> str:
-    """The first sentence that says something, else the first."""
-    return _saying(text) or SENTENCE_SPLIT_RE.split(text, maxsplit=1)[0]
-
-
-def _saying(text: str) -> str:
-    """The first sentence that says something: not a cry ("Great!", "I found the issue!"), a
-    plan ("Now let me add the tests") or a word or three ("I see."); "" when none does."""
-    return next(
-        (
-            s
-            for s in SENTENCE_SPLIT_RE.split(text)
-            if len(s.split()) >= 4 and not s.endswith("!") and not _PLAN_OPENING_RE.match(s)
-        ),
-        "",
-    )
-
-
-_PLAN_OPENING_RE = re.compile(r"(?i)(?:now,? |first,? |next,? )?(?:let me|let's|i'll|i will)\b")
-
-
-# A code name in what an edit added (`lazy_html`, `Phoenix.ConnTest`, `getUser`).
-_CODE_WORD_RE = re.compile(r"[A-Za-z_]\w*(?:[._]\w+)+|[a-z]+[A-Z]\w*")
 MAX_SPEC_CONSTRAINTS = 64
 MAX_ITEM_RULES = 16
 MAX_SPEC_UNITS = 300
@@ -343,14 +300,9 @@ class Collector:
         fixed it: what the change's own words say follows the first sentence of the first
         ones (often only a plan to look again); a change that says nothing is added after them."""
         edit = next(c.short for c in found.calls if c.writes or c.edits_open_file or c.shell_writes)
-        added = set(_CODE_WORD_RE.findall(edit.partition(": +")[2]))
         for error, said_at in self._awaiting_change:
-            if self._clock - said_at > FIX_CHANGE_MESSAGES:
-                continue
-            if said := _saying(found.fix):
-                error.fix = f"{_first_sentence(error.fix)} ⇒ {said}"
-            elif not any(name in error.fix for name in added):  # words that name it say it
-                error.fix = f"{_first_sentence(error.fix)} ⇒ {edit}"
+            if self._clock - said_at <= FIX_CHANGE_MESSAGES:
+                error.fix = fixed_by(error.fix, found.fix, edit)
         self._awaiting_change.clear()
 
     def _on_call(self, call: CallScan) -> None:
@@ -416,7 +368,7 @@ class Collector:
             facts.error_names.add(name, name, W_OUTPUT, seen_in, self._clock)
         # A read that came back with a line or two of refusal read nothing: it failed (the
         # harness's wrapper lines aside: "<returncode>1</returncode>", "<output>").
-        failed = failed or (reads_only and _refusal(found.text) and bool(found.signatures()))
+        failed = failed or (reads_only and refusal(found.text) and bool(found.signatures()))
         if reads_only and not failed and not reads_log:
             if short is not None:
                 facts.completed_calls.append(short)
