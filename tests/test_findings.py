@@ -488,3 +488,152 @@ def test_the_newest_change_is_a_note_worth_keeping_and_keeps_its_change_whole() 
     edit = next(i for i in _note_items(facts, "all", 260) if "Edit(" in i.text)
     assert edit.variants[-1] == f"⇒ Edit(fields.py: +{fix})"  # short of room, the change whole
     assert all(v.endswith(f"+{fix})") for v in edit.variants)
+
+
+def test_identifiers_the_latest_steps_used_rank_before_those_used_often_long_ago() -> None:
+    early = [
+        Message(role="assistant", content=f"Step {i}: calling `load_rows` again.") for i in range(5)
+    ]
+    filler = [Message(role="assistant", content=f"Reading part {i}.") for i in range(80)]
+    late = [Message(role="assistant", content="Now set `REVIEW_MODE` and read `REVIEW_MODE`.")]
+    late.append(Message(role="assistant", content="The hook checks `REVIEW_MODE` first."))
+    ranked = [t.label for t in Collector().feed([*early, *filler, *late]).identifiers.ranked()]
+    assert ranked.index("REVIEW_MODE") < ranked.index("load_rows")
+    # Used as often and as lately, the one used more still comes first.
+    again = Collector().feed([*early, *late]).identifiers.ranked()
+    assert [t.label for t in again][:2] == ["load_rows", "REVIEW_MODE"]
+
+
+def _error_then(*after: Message) -> list[Message]:
+    return [
+        turn("e1", "str_replace", path="parser.c", old_str="DEF(single);\n  DONE();", new_str="x"),
+        result("e1", "ERROR: No replacement was performed, old_str did not appear verbatim."),
+        turn(
+            "v1",
+            "view",
+            "It seems the old text did not match. Let's view the rule again.",
+            path="parser.c",
+        ),
+        result("v1", "691\tDEF(single);\n692\t  PRINT_INLINE();\n693\t  DONE();"),
+        *after,
+    ]
+
+
+def test_an_error_s_fix_is_the_change_made_after_the_words_that_planned_it() -> None:
+    said = "The rule has `PRINT_INLINE()` on line 692, which the old text left out. Retrying."
+    facts = Collector().feed(
+        _error_then(turn("e2", "str_replace", said, path="parser.c", old_str="a", new_str="b"))
+    )
+    (error,) = facts.errors.values()
+    assert error.fix == (
+        "It seems the old text did not match. ⇒ The rule has `PRINT_INLINE()` on line 692, "
+        "which the old text left out."
+    )
+    # A change that says nothing is shown after the words, unless they name what it adds.
+    quiet = turn("e2", "str_replace", path="parser.c", old_str="DONE();", new_str="SET_FLAG(x);")
+    (error,) = Collector().feed(_error_then(quiet)).errors.values()
+    assert (
+        error.fix == "It seems the old text did not match. ⇒ str_replace(parser.c: +SET_FLAG(x);)"
+    )
+    named = turn("v1", "view", "It needs `SET_FLAG` added before `DONE`.", path="parser.c")
+    messages = _error_then(quiet)
+    messages[2] = named
+    (error,) = Collector().feed(messages).errors.values()
+    assert error.fix == "It needs `SET_FLAG` added before `DONE`."
+
+
+def test_a_failed_assertion_is_an_error() -> None:
+    output = "  1) test renders the page (PageTest)\n     Assertion with =~ failed\n     code: x"
+    assert error_lines(output) == ["Assertion with =~ failed"]
+
+
+def test_a_port_stated_in_a_sentence_is_a_port() -> None:
+    assert ("port", "port 1100", "port 1100") in list(terms_in("Good. Default port is 1100."))
+    assert not [t for t in terms_in("The answer is 1100.") if t[0] == "port"]
+
+
+def test_the_task_s_gist_after_the_guard_s_words_does_not_say_them_again() -> None:
+    from precis.facts import Fact
+    from precis.summarize.brief.items import Item
+    from precis.summarize.brief.must import mark
+
+    said = "<files> /work/repo </files> I've uploaded a repository. Consider the issue"
+    gist = (
+        "/work/repo I've uploaded a repository. Consider the issue: the parser drops the "
+        "parent's default options on line 101, and the fix belongs in `command_parser.pony`."
+    )
+    out = {"task": [Item(gist, 0)]}
+    mark(out, [Fact("task", said, "m1")])
+    (task,) = out["task"]
+    assert task.text.startswith(said + " … ")
+    assert task.text.count("I've uploaded") == 1
+
+
+def test_an_identifier_an_earlier_listed_one_holds_is_not_listed_again() -> None:
+    said = [
+        Message(role="user", content="Wrap the hook in `Tracer.with_span` and log it."),
+        Message(role="assistant", content="I'll call `with_span` from the controller."),
+    ]
+    listed = section(brief(said), "Identifiers")
+    assert "Tracer.with_span" in listed
+    assert "with_span," not in listed and not listed.strip().endswith(" with_span")
+    # A name another one only begins with is another name.
+    said.append(Message(role="user", content="Render it from `SessionLive`, not `Session`."))
+    listed = section(brief(said), "Identifiers")
+    assert "SessionLive" in listed
+    assert re.search(r"(?<![\w.])Session(?![\w.])", listed)
+
+
+def test_a_dotted_name_in_quotes_in_written_code_is_an_identifier() -> None:
+    from precis.facts.terms import symbols_in
+
+    code = 'Tracer.with_span("spotter.hook.session_start", %{"app.id" => id}) do'
+    names = [name for _, name, _ in symbols_in(code, code=True)]
+    assert "spotter.hook.session_start" in names
+    assert "app.id" not in names  # two parts: a key, a file or a field, not a name of its own
+
+
+def test_names_in_a_commit_message_the_agent_wrote_count_as_uses() -> None:
+    message = 'git commit -m "feat: setup is skipped unless SPOTTER_OTEL_ENABLED is set"'
+    messages = [turn("c1", "bash", command=message), result("c1", "[main 1a2b3c4] feat")]
+    term = Collector().feed(messages).identifiers.terms["SPOTTER_OTEL_ENABLED"]
+    assert term.uses == 1
+    # A flag's value is no message: `--status in_progress` names nothing of the work.
+    flags = [turn("c2", "bash", command="bd update x-1 --status 'in_progress'")]
+    assert "in_progress" not in Collector().feed(flags).identifiers.terms
+
+
+def test_names_in_a_sub_agent_s_prompt_count_as_the_agent_s_uses() -> None:
+    prompt = "Which field of hookSpecificOutput injects `additionalContext` at session start?"
+    messages = [turn("t1", "Task", prompt=prompt, description="Research hook output")]
+    term = Collector().feed(messages).identifiers.terms["additionalContext"]
+    assert term.uses == 1
+
+
+def test_a_read_whose_wrapped_output_is_one_refusal_failed() -> None:
+    refusal = "cat: /Users/me/repo/tests/missing_colon.py: No such file or directory"
+    wrapped = f"<returncode>1</returncode>\n<output>\n{refusal}\n</output>"
+    messages = [
+        turn("r1", "bash", command="cat /Users/me/repo/tests/missing_colon.py"),
+        result("r1", wrapped),
+    ]
+    (error,) = Collector().feed(messages).errors.values()
+    assert error.signature == refusal
+    # A file read back in the same wrapper is a read, whatever its lines say.
+    listing = "<returncode>0</returncode>\n<output>\n" + "\n".join(
+        ["import os", "raise ValueError('No such file or directory')", "x = 1", "y = 2"]
+    )
+    read = [turn("r2", "bash", command="cat src/app.py"), result("r2", listing + "\n</output>")]
+    assert not Collector().feed(read).errors
+
+
+def test_a_fix_says_what_the_change_s_words_say_not_a_cry_or_a_plan() -> None:
+    said = "Great! Now let me fix it. The rule lacks `PRINT_INLINE()` on line 692."
+    change = turn("e2", "str_replace", said, path="parser.c", old_str="a", new_str="b")
+    (error,) = Collector().feed(_error_then(change)).errors.values()
+    assert error.fix.endswith("⇒ The rule lacks `PRINT_INLINE()` on line 692.")
+    plan = turn(
+        "e2", "str_replace", "Now let me edit it!", path="parser.c", old_str="a", new_str="b"
+    )
+    (error,) = Collector().feed(_error_then(plan)).errors.values()
+    assert error.fix == "It seems the old text did not match. ⇒ str_replace(parser.c: +b)"

@@ -13,8 +13,6 @@ from precis.facts.collect import (
     ErrorEntry,
     Facts,
     SummaryReader,
-    Tally,
-    TermEntry,
     read_ahead,
 )
 from precis.facts.digest import Note
@@ -28,15 +26,11 @@ from precis.facts.language import (
 from precis.facts.model import KINDS, PRIORITY, Fact, Ledger, carry, dedupe
 from precis.facts.records import Record, read_record
 from precis.facts.scan import (
-    W_ARGS,
-    W_CARRIED,
-    W_OUTPUT,
-    W_SPOKEN,
-    W_USER,
     clear_memo,
     prepare,
     scan,
 )
+from precis.facts.tally import W_ARGS, W_CARRIED, W_OUTPUT, W_SPOKEN, W_USER, Tally, TermEntry
 from precis.facts.terms import basename, error_key, project_root
 from precis.facts.text import (
     by_strength,

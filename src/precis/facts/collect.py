@@ -16,6 +16,7 @@ from functools import partial
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
 from precis.facts.digest import Note, code_outline, file_held, value_count, value_tokens
+from precis.facts.fixes import FIX_CHANGE_MESSAGES, fixed_by, refusal
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     PATH_EXT_RE,
@@ -23,17 +24,11 @@ from precis.facts.patterns import (
     RECENT_DONE_CALLS,
     RECENT_TODOS,
     SPEC_RULE_RE,
-    TELLING_KINDS,
     USER_ANSWER_PREFIXES,
 )
 from precis.facts.progress import Progress, children, exit_failed, titles
 from precis.facts.records import Record, file_record, read_record
 from precis.facts.scan import (
-    W_ARGS,
-    W_CARRIED,
-    W_OUTPUT,
-    W_SPOKEN,
-    W_USER,
     AssistantScan,
     CallScan,
     SummaryScan,
@@ -46,6 +41,7 @@ from precis.facts.scan import (
     task_line,
     task_scan,
 )
+from precis.facts.tally import W_ARGS, W_CARRIED, W_OUTPUT, W_SPOKEN, W_USER, Tally
 from precis.facts.terms import terms_in, unnumbered
 from precis.facts.text import (
     by_strength,
@@ -56,77 +52,6 @@ from precis.facts.text import (
     one_line,
     shorten,
 )
-
-
-@dataclass(slots=True)
-class TermEntry:
-    label: str
-    weight: int
-    count: int
-    first: int
-    kind: str
-    # When it was last seen (the collector's message clock), and how often a person or the
-    # agent itself named it (user words, call arguments, the agent's text): tool output aside.
-    last: int = 0
-    uses: int = 0
-
-
-@dataclass(slots=True)
-class Tally:
-    """Distinct terms with where they were seen: what the user named first, then what the work
-    used most, most recently; a term only a tool printed comes last, if at all."""
-
-    terms: dict[str, TermEntry] = field(default_factory=dict)
-    _ranked: list[TermEntry] | None = None
-
-    def add(self, key: str, label: str, weight: int, kind: str = "path", at: int = 0) -> None:
-        self._ranked = None
-        term = self.terms.get(key)
-        if term is None:
-            used = 1 if weight >= W_SPOKEN else 0
-            self.terms[key] = TermEntry(label, weight, 1, len(self.terms), kind, at, used)
-            return
-        term.count += 1
-        if weight >= W_SPOKEN:
-            term.uses += 1
-        if at > term.last:
-            term.last = at
-        if weight > term.weight:
-            term.weight = weight
-        if "=" in label and "=" not in term.label:
-            term.label = label
-        if kind in TELLING_KINDS or kind == "error":  # a telling sighting tells
-            term.kind = kind
-
-    def ranked(self) -> list[TermEntry]:
-        """Best first; a term only a tool's output named is left out unless it is telling.
-        Sorted once until the next term is added (a fresh list each call)."""
-        if self._ranked is None:
-            self._ranked = sorted((t for t in self.terms.values() if _shown(t)), key=_rank)
-        return list(self._ranked)
-
-    def keyed(self, min_weight: int = 0) -> list[tuple[str, TermEntry]]:
-        """The ranked terms with the key each is filed under; with `min_weight`, only those
-        weighing that much (the same order: the sort is stable, the filter keeps order)."""
-        return sorted(
-            ((k, t) for k, t in self.terms.items() if t.weight >= min_weight and _shown(t)),
-            key=_rank_keyed,
-        )
-
-
-def _shown(t: TermEntry) -> bool:
-    """Named by someone, or a kind worth keeping even when only a tool printed it (a commit
-    hash, a URL, a PR): no test-run ports, no UUIDs of log lines, no versions of a lock file."""
-    return t.weight > W_OUTPUT or t.kind in TELLING_KINDS
-
-
-def _rank(t: TermEntry) -> tuple[bool, int, int, int, int]:
-    """The user's and carried terms first; then what the work used most, most recently."""
-    return (t.weight < W_USER, -min(t.uses, 4), -t.weight, -t.last, t.first)
-
-
-def _rank_keyed(item: tuple[str, TermEntry]) -> tuple[bool, int, int, int, int]:
-    return _rank(item[1])
 
 
 @dataclass(slots=True)
@@ -230,6 +155,8 @@ class Collector:
         self._item_rules: dict[str, int] = {}  # rules filed per tracker item
         self._clock = 0  # messages fed so far: the order of progress events
         self._awaiting_fix: list[ErrorEntry] = []
+        # Errors whose fix so far is words, with when they were said, until a change is made.
+        self._awaiting_change: list[tuple[ErrorEntry, int]] = []
         self._open_file: str | None = None
         self._index = 0
         self._given_task = task_line(task) if task and task.strip() else ""
@@ -331,11 +258,16 @@ class Collector:
         if note is not None:
             for call in found.calls:
                 self._noted[call.id] = note
+        changes = any(c.writes or c.edits_open_file or c.shell_writes for c in found.calls)
+        if changes and self._awaiting_change:
+            self._changed(found)
         if text:
             facts.last_assistant_text = text
             for error in self._awaiting_fix:
                 if not error.fix:
                     error.fix = found.fix
+                    if not changes:  # words before the change: the change is the fix too
+                        self._awaiting_change.append((error, self._clock))
             self._awaiting_fix.clear()
             if not found.calls:
                 last = facts.last_request
@@ -350,6 +282,16 @@ class Collector:
                 self.add_terms(found.symbols, W_SPOKEN, W_SPOKEN)
         for call in found.calls:
             self._on_call(call)
+
+    def _changed(self, found: AssistantScan) -> None:
+        """The first change made a few turns after the words that followed an error says what
+        fixed it: what the change's own words say follows the first sentence of the first
+        ones (often only a plan to look again); a change that says nothing is added after them."""
+        edit = next(c.short for c in found.calls if c.writes or c.edits_open_file or c.shell_writes)
+        for error, said_at in self._awaiting_change:
+            if self._clock - said_at <= FIX_CHANGE_MESSAGES:
+                error.fix = fixed_by(error.fix, found.fix, edit)
+        self._awaiting_change.clear()
 
     def _on_call(self, call: CallScan) -> None:
         facts = self.facts
@@ -412,8 +354,9 @@ class Collector:
         seen_in = "read" if (reads_only or edited) and not reads_log and not failed else "error"
         for name in found.error_names() if self._full else ():
             facts.error_names.add(name, name, W_OUTPUT, seen_in, self._clock)
-        # A read that came back with a line or two of refusal read nothing: it failed.
-        failed = failed or (reads_only and found.text.count("\n") < 2 and bool(found.signatures()))
+        # A read that came back with a line or two of refusal read nothing: it failed (the
+        # harness's wrapper lines aside: "<returncode>1</returncode>", "<output>").
+        failed = failed or (reads_only and refusal(found.text) and bool(found.signatures()))
         if reads_only and not failed and not reads_log:
             if short is not None:
                 facts.completed_calls.append(short)
@@ -423,6 +366,8 @@ class Collector:
         signatures = found.log_signatures() if reads_log else found.signatures()
         if short is not None and not failed and not signatures:
             facts.completed_calls.append(short)
+        if signatures:
+            self._awaiting_change.clear()  # a change made now answers the newer error
         for key, signature in signatures:
             error = facts.errors.get(key)
             if error is None:

@@ -16,10 +16,11 @@ from typing import Any, Final
 from precis.core.jscompat import utf16_len
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
 from precis.core.types import FactKind
-from precis.facts.collect import Collector, Facts, Tally
+from precis.facts.collect import Collector, Facts
 from precis.facts.digest import request_gist
 from precis.facts.model import Fact, Ledger, dedupe, newest_states
-from precis.facts.scan import MEMO_SIZE, W_OUTPUT, W_SPOKEN
+from precis.facts.scan import MEMO_SIZE
+from precis.facts.tally import W_OUTPUT, W_SPOKEN, Tally
 from precis.facts.terms import project_root
 from precis.facts.text import compact, is_trivial, one_line
 

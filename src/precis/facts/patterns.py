@@ -220,6 +220,8 @@ BODY_KEYS: Final = frozenset(
         "edits",
     ]
 )
+# A call's arguments that are the agent's words to another reader: a sub-agent's prompt.
+PROSE_KEYS: Final = frozenset(["prompt", "question"])
 SUMMARY_ARG_KEYS: Final = (
     "command",
     "cmd",
@@ -273,9 +275,12 @@ SYMBOL_RE: Final = re.compile(
     r"|[A-Z]\w*(?:\.[A-Z]\w*)+"
     r")(?:/\d)?(?![\w-]|\.\w)"
 )
-# In code the agent wrote, also: "x-header-names" and "/routes/:with/params" in quotes.
+# In code the agent wrote, also: "x-header-names", "/routes/:with/params" and
+# "span.or.event.names" in quotes.
 CODE_STRING_RE: Final = re.compile(
-    r"[\"']((?:[a-z][a-z0-9]*(?:-[a-z0-9]+){2,})|(?:/[\w:{}.-]+){2,}/?)[\"']"
+    r"[\"']((?:[a-z][a-z0-9]*(?:-[a-z0-9]+){2,})|(?:/[\w:{}.-]+){2,}/?"
+    # A dotted name of three parts or more: a span, metric, event or setting's name.
+    r"|[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*){2,})[\"']"
 )
 HOST_RE: Final = re.compile(
     r"(?<![\w.@/-])[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)+\.(?:io|com|org|net|dev|app|ai|co|edu|gov|"
@@ -303,12 +308,14 @@ ERROR_STRONG_RE: Final = re.compile(
     r"\bFAILED\b|\b(?:[Ee]rror|ERROR|fatal|FATAL|panic)(?:\[[\w\-]+\])?:|\bpanicked at\b|"
     r"<tool_use_error>|\bSegmentation fault\b|\bcommand not found\b|\bNo such file or directory\b"
     r"|\b(?:TIMED OUT|[Tt]imed out)\b"
+    # A test's failed check: "Assertion with =~ failed", "assertion failed: x == y".
+    r"|\b[Aa]ssertion\b[^\n]{0,16}?\bfailed\b"
     # A tool refusing its arguments: "Invalid `path` parameter: …", "Invalid value for …".
     r"|^Invalid\b[^\n]{0,60}?\b(?:parameter|argument|option|value|path|input|request)\b"
 )
 ERROR_MARK_RE: Final = re.compile(
     r"rror|ERROR|xception|FAILED|fatal|FATAL|panic|tool_use_error|Segmentation fault|"
-    r"command not found|No such file|TIMED OUT|[Tt]imed out|^Invalid\b",
+    r"command not found|No such file|TIMED OUT|[Tt]imed out|^Invalid\b|ssertion\b",
     re.M,
 )
 # A warning names a problem it did not stop for: "Warning: …", "DeprecationWarning: …".

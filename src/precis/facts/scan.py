@@ -19,17 +19,15 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
+from precis.facts.args import ArgTerm, arg_terms, code_symbols
 from precis.facts.decisions import about_files, decisions, reasons
 from precis.facts.digest import note_text, output_digest, value_count, value_tokens
 from precis.facts.language import earlier_summary_text
 from precis.facts.patterns import (
-    BODY_KEYS,
     CODE_BLOCK_RE,
     CONFIRM_RE,
     EDITOR_COMMANDS,
     FINAL_TOOL_RE,
-    ID_KEY_RE,
-    ID_VALUE_RE,
     LOG_FILE_RE,
     MAX_CONFIRM_UNITS,
     OPEN_FILE_RE,
@@ -85,25 +83,8 @@ from precis.facts.text import (
 Term = tuple[str, str, str]
 # Messages whose scans are remembered; a compaction's span beyond this is scanned again.
 MEMO_SIZE: Final = 4096
-# Where a term was seen, as a weight.
-W_CARRIED, W_USER, W_ARGS, W_SPOKEN, W_OUTPUT = 5, 4, 3, 2, 1
 _SWE_EDITS: Final = frozenset({"edit", "insert", "append"})
 _LISTS_WORK_RE: Final = re.compile(r"todo|task|plan|checklist")
-
-
-@dataclass(frozen=True, slots=True)
-class ArgTerm:
-    """A term a call's argument names; `gate` says how the collector files it.
-
-    "id" and "term-id" are identifiers; "path" is a path argument (read unless the call writes
-    it, and the file a viewer now has open); "term-path" a path mentioned in an argument.
-    """
-
-    gate: str
-    key: str
-    label: str
-    weight: int
-    kind: str = "path"
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,14 +442,14 @@ def _call(call: ToolCall) -> CallScan:
         writes=tuple(writes),
         edits_open_file=edits_open_file,
         shell_writes=tuple(shell_modified(shell_text)) if shell_text else (),
-        arg_terms=_arg_terms(data),
+        arg_terms=arg_terms(data),
         track_open=track_open,
         reads_only=reads_only,
         todo_items=_todo_items(lname, fields),
         reads_log=reads_log,
         looks_up=not quiet and is_lookup(name),
         thought=_thought(lname, fields),
-        symbols=_code_symbols(data),
+        symbols=code_symbols(data, shell_text),
         work=shell_work(shell_text) if shell_text else None,
         action=action_text(name, data) if acts and is_action(name) else "",
         todo=todo,
@@ -481,38 +462,6 @@ def _thought(lname: str, fields: Mapping[str, Any]) -> str:
         return ""
     thought = fields.get("thought") or fields.get("content") or fields.get("text")
     return note_text(thought) if isinstance(thought, str) and thought.strip() else ""
-
-
-def _arg_terms(data: Any) -> tuple[ArgTerm, ...]:
-    """Paths read and identifiers named in a call's arguments; file bodies count as output."""
-    out: list[ArgTerm] = []
-    for key, value in scalars(data):
-        lkey = key.lower()
-        if ID_KEY_RE.search(lkey) and ID_VALUE_RE.match(value) and "/" not in value:
-            out.append(ArgTerm("id", value, f"{key}={value}", W_ARGS, "arg"))
-        if lkey in PATH_KEYS:
-            path = clean_path(value.strip())
-            if path is not None:
-                out.append(ArgTerm("path", path, path, W_ARGS))
-            continue
-        body = lkey in BODY_KEYS
-        for kind, term, label in terms_in(value, prose=body):
-            if kind != "path":
-                out.append(ArgTerm("term-id", term, label, W_OUTPUT if body else W_ARGS, kind))
-            else:
-                out.append(ArgTerm("term-path", term, label, W_OUTPUT if body else W_SPOKEN))
-    return tuple(out)
-
-
-def _code_symbols(data: Any) -> tuple[ArgTerm, ...]:
-    """Code names in the bodies a call writes: the code the agent writes names what the work
-    is about, so each counts as a use."""
-    return tuple(
-        ArgTerm("term-id", term, label, W_SPOKEN, kind)
-        for key, value in scalars(data)
-        if key.lower() in BODY_KEYS
-        for kind, term, label in symbols_in(value, code=True)
-    )
 
 
 def _todo_items(lname: str, fields: Mapping[str, Any]) -> tuple[str, ...] | None:

@@ -159,7 +159,9 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
             if not token:
                 continue
             if token.isalpha():
-                previous = token
+                # "the port is 1100": the number is still the port's.
+                if token not in _LINKING or previous.lower().strip(TOKEN_STRIP) not in PORT_WORDS:
+                    previous = token
                 continue
             if "/" in token or "." in token:
                 for match in PATH_RE.finditer(token):
@@ -176,6 +178,8 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
 
 
 _LINE = "\n"
+# Words between a port's name and its number.
+_LINKING = frozenset({"is", "was", "remains", "stays"})
 
 
 def _tokens(text: str) -> Iterator[str]:
@@ -195,7 +199,7 @@ _ELIDED = ("...", "…", "→", "⎿")
 def symbols_in(text: str, *, code: bool = False) -> Iterator[tuple[str, str, str]]:
     """`("symbol", name, name)` for each code name a text writes: a `span` (no path), a
     snake_case, CamelCase or Dotted.Module name, a host name; in code the agent wrote, also
-    quoted "x-header-names" and "/routes/:id". Each once, in order."""
+    quoted "x-header-names", "/routes/:id" and "dotted.span.names". Each once, in order."""
     seen: set[str] = set()
     if "`" in text and not code:
         for match in BACKTICK_RE.finditer(text):
@@ -228,6 +232,24 @@ def symbols_in(text: str, *, code: bool = False) -> Iterator[tuple[str, str, str
             if name not in seen and len(name) <= MAX_SYMBOL_UNITS:
                 seen.add(name)
                 yield "symbol", name, name
+
+
+def message_symbols(command: str) -> list[tuple[str, str, str]]:
+    """Code names in the words a shell command carries (a commit's message, an echo): what the
+    agent says it did, in a quoted text of a few words or more, not a flag's value."""
+    if '"' not in command and "'" not in command:
+        return []
+    return [
+        found
+        for match in _QUOTED_WORDS_RE.finditer(command)
+        if len((words := match.group(1) or match.group(2) or "").split()) >= _MESSAGE_WORDS
+        for found in symbols_in(words)
+    ]
+
+
+# A double- or single-quoted text in a command; one of five words or more is a message.
+_QUOTED_WORDS_RE = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'')
+_MESSAGE_WORDS = 5
 
 
 def parse_arguments(arguments: str) -> Any:

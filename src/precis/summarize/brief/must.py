@@ -55,6 +55,8 @@ _MIN_REST: Final = 40
 _SENTENCE_END_RE: Final = re.compile(r"(?<=[.!?])\s+")
 # A sentence that names something: code, a path or file, a host, a number.
 _NAMED_RE: Final = re.compile(r"`[^`]+`|\w[/.:]\w|\d")
+# A markup tag around a task's parts ("<uploaded_files>", "</issue_description>").
+_TAG_RE: Final = re.compile(r"</?[A-Za-z_][\w-]*>")
 # What the gist's section takes besides its text (heading, newlines), so the lead fits as it did.
 _SLACK: Final = 16
 # Where new items go in their section's reading order: after the items it had.
@@ -145,11 +147,13 @@ def _lead_task(items: list[Item], fact: Fact, rank: int) -> None:
         items.append(Item(fact.text, 0, shrink=False, must=rank))
         return
     task = items[0]
-    # Drop the gist's opening where the fact's words already say it.
+    # Drop the gist's opening where the fact's words already say it (the gist drops markup
+    # tags and a colon before what it introduces: so are the words, to compare).
+    said = " ".join(_TAG_RE.sub(" ", fact.text).split())
     words = task.text.split(" ")
     cut = 0
     for i in range(1, len(words) + 1):
-        if " ".join(words[:i]) in fact.text:
+        if " ".join(words[:i]).rstrip(":") in said:
             cut = i
         else:
             break

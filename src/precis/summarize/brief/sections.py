@@ -171,7 +171,7 @@ def _error_items(errors: list[ErrorEntry], cap: int) -> list[Item]:
         if error.count > 1 and not error.carried:
             text += f" (×{error.count})"
         if error.fix:
-            text += f" → {shorten(error.fix, 160)}"
+            text += f" → {shorten(error.fix, 240)}"
         items.append(_text_item(text, error.first, cap))
     return items
 
@@ -196,7 +196,14 @@ def _identifier_items(facts: Facts) -> list[Item]:
     ("reservation_id=NM1VX1, KC18K6")."""
     items: list[Item] = []
     group: dict[str, int] = {}
+    before, listed = "\n", 0  # the names listed so far, a line each
     for term in facts.identifiers.ranked():
+        # A name an identifier listed before it holds whole ("with_span" after
+        # "Tracer.with_span", not "Session" after "SessionLive") is read there already.
+        if term.label in before and _holds(before, term.label):
+            continue
+        if listed < _HELD_WITHIN:
+            before, listed = f"{before}{term.label}\n", listed + 1
         name, sep, value = term.label.partition("=")
         order = term.first * 1000
         text = term.label
@@ -207,6 +214,24 @@ def _identifier_items(facts: Facts) -> list[Item]:
                 group[name] = order
         items.append(Item(text, order, shrink=False, late=term.weight <= W_OUTPUT))
     return items
+
+
+# How many of the first identifiers a later one is compared with (a list shows no more).
+_HELD_WITHIN = 400
+_NAME_CHAR_RE: Final = re.compile(r"[A-Za-z0-9_]")
+
+
+def _holds(longer: str, name: str) -> bool:
+    """Whether `name` stands in `longer` as a whole part: no letter, digit or _ next to it."""
+    at = longer.find(name)
+    while at >= 0:
+        end = at + len(name)
+        left = longer[at - 1] if at else ""
+        right = longer[end] if end < len(longer) else ""
+        if not _NAME_CHAR_RE.match(left) and not _NAME_CHAR_RE.match(right):
+            return True
+        at = longer.find(name, at + 1)
+    return False
 
 
 def _tool_items(facts: Facts) -> list[Item]:
