@@ -133,6 +133,34 @@ def test_second_compaction_folds_the_first_summary(store: ConversationStore) -> 
     assert len(session.events()) == 2
 
 
+class _Name(str):
+    """A summarizer name that is a str, but not plain JSON data."""
+
+
+@pytest.mark.parametrize("name", ["scripted", _Name("scripted")])
+def test_summary_metadata_goes_to_the_store_plain_and_the_result_shares_none_of_it(
+    store: ConversationStore, name: str
+) -> None:
+    summarizer = ScriptedSummarizer()
+    summarizer.__class__ = type("Named", (ScriptedSummarizer,), {"name": name})
+    settings = CompactionSettings(context_window=2000)
+    session = Session(store, "c", LettaEstimator(), summarizer, settings)
+    session.append(*chat(30))
+    result = session.compact_result()
+    assert result.summary is not None
+    (stored,) = [m for m in session.context() if m.id == result.summary.id]
+    assert stored == result.summary and type(stored.metadata) is dict
+    assert type(stored.metadata["summarizer"]) is str  # copied plain when it was not
+    assert set(stored.metadata) >= {"summary", "ledger", "stats", "audit"}
+    # The store's summary is the result's, or shares no container with it.
+    if stored is not result.summary:
+        assert stored.metadata is not result.summary.metadata
+        assert all(
+            stored.metadata[k] is not result.summary.metadata[k]
+            for k in ("ledger", "stats", "audit")
+        )
+
+
 @pytest.mark.parametrize(
     "failure", [SummarizerError("blank"), RuntimeError("model down"), TimeoutError()]
 )

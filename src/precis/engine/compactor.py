@@ -19,7 +19,7 @@ from precis.core.steps import Steps
 from precis.core.tokens import TextEstimator, TokenCounter, count_all
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
-from precis.engine.audit import audited
+from precis.engine.audit import audited, committed_summary, plain_metadata
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.packing import settle_tokens_after
 from precis.engine.requests import Call, Request, Summarize
@@ -188,9 +188,8 @@ class Compactor:
                         trigger, conversation_id, candidate.stats.as_dict(), str(text)
                     )
                 )
-            return CompactionResult(
-                candidate.stats, candidate.summary, committed.messages, tuple(reports)
-            )
+            summary = committed_summary(candidate.summary, committed.messages)
+            return CompactionResult(candidate.stats, summary, committed.messages, tuple(reports))
         raise AssertionError("unreachable")
 
     def _no_op(
@@ -266,9 +265,14 @@ class Compactor:
         raise CompactionError(f"no acceptable compaction of {where}: " + "; ".join(failures))
 
     def _audited(self, c: Candidate, before: list[Message], tried: list[str]) -> Candidate:
-        """The candidate with its summary's audit: what it dropped, checked and rolled back."""
+        """The candidate with its summary's audit: what it dropped, checked and rolled back.
+
+        Its metadata, made here of fresh containers, goes to the store uncopied when every
+        value in it is plain JSON data (the store would copy it only to make it so)."""
         verbatim = [f.text for f in c.required]
-        return replace(c, summary=audited(c.summary, before, c.context, tried, verbatim))
+        handed = plain_metadata(c.summary, c.ledger, [before, tried, verbatim])
+        summary = audited(c.summary, before, c.context, tried, verbatim, handed=handed)
+        return replace(c, summary=summary)
 
     def _plan_sliding(
         self, messages: Sequence[Message], counts: list[int], floor_tokens: int
