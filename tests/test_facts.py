@@ -58,7 +58,7 @@ def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
     summary = Message(
         role="user", kind=KIND_SUMMARY, id="sum-remembered", metadata={"ledger": ledger.to_json()}
     )
-    remember_ledger(summary, ledger)
+    assert remember_ledger(summary, ledger)  # noted, its strings plain
     copy = replace(summary, metadata={"ledger": [dict(item) for item in ledger.to_json()]})
     assert stored_ledger(copy) is ledger
     assert stored_ledger(copy) == Ledger.from_json(copy.metadata["ledger"])
@@ -68,9 +68,17 @@ def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
     other = Message(
         role="user", kind=KIND_SUMMARY, id="sum-blank", metadata={"ledger": odd.to_json()}
     )
-    remember_ledger(other, odd)
+    assert not remember_ledger(other, odd)
     assert "sum-blank" not in extract_module._LEDGERS
     assert stored_ledger(other) == Ledger((Fact("task", "ship it", "m1"),))
+
+    # A kind that is a str but not plain JSON data: not noted, so not vouched for as plain.
+    class Kind(str):
+        pass
+
+    unusual = Ledger((Fact(Kind("task"), "ship it", "m1"),))  # type: ignore[arg-type]
+    third = replace(summary, id="sum-kind", metadata={"ledger": unusual.to_json()})
+    assert not remember_ledger(third, unusual)
 
 
 @pytest.mark.property

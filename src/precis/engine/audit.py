@@ -66,17 +66,20 @@ _FACT_FIELDS: Final = tuple(map(attrgetter, ("kind", "text", "source_id", "note"
 _ID: Final = attrgetter("id")
 
 
-def plain_metadata(summary: Message, ledger: Ledger, texts: Sequence[Sequence[Any]]) -> bool:
+def plain_metadata(
+    summary: Message, ledger: Ledger, texts: Sequence[Sequence[Any]], plain_ledger: bool = False
+) -> bool:
     """Whether the summary's metadata is plain JSON data throughout, as the engine made it: each
-    value a scalar but the ledger (the JSON of `ledger`'s facts, their strings) and the stats
-    (scalars); and the audit's too (the ids of the messages before, the attempts, the texts)."""
+    value a scalar but the ledger (the JSON of `ledger`'s facts, their strings, unless
+    `plain_ledger` says so already) and the stats (scalars); and the audit's too (the ids of the
+    messages before, the attempts, the texts)."""
     types: set[type] = set()
     for key, value in summary.metadata.items():
         if key == "stats" and type(value) is dict:
             types.update(map(type, value.values()))
         elif key != "ledger":
             types.add(type(value))
-    for field in _FACT_FIELDS:
+    for field in () if plain_ledger else _FACT_FIELDS:
         types.update(map(type, map(field, ledger.facts)))
     before, *rest = texts
     types.update(map(type, map(_ID, before)))

@@ -270,7 +270,7 @@ class Compactor:
         Its metadata, made here of fresh containers, goes to the store uncopied when every
         value in it is plain JSON data (the store would copy it only to make it so)."""
         verbatim = [f.text for f in c.required]
-        handed = plain_metadata(c.summary, c.ledger, [before, tried, verbatim])
+        handed = plain_metadata(c.summary, c.ledger, [before, tried, verbatim], c.plain_ledger)
         summary = audited(c.summary, before, c.context, tried, verbatim, handed=handed)
         return replace(c, summary=summary)
 
@@ -488,7 +488,7 @@ class Compactor:
             created_at=now,
             metadata={**metadata, "stats": stats.as_dict()},
         )
-        remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
+        plain = remember_ledger(summary, ledger)  # the next compaction reads it, unparsed
         counter = self.counter
         if settled and type(counter) is TextEstimator:
             # Counted above as a reader counts it: the view after and the next check look it up.
@@ -504,6 +504,7 @@ class Compactor:
             ledger,
             lambda: joined(pinned_text, work.folded([summary]), keep_text),
             kept_texts,
+            plain,
         )
 
     def _truncate(
@@ -560,11 +561,10 @@ class Compactor:
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
-        remember_ledger(marker, ledger)
+        plain = remember_ledger(marker, ledger)
         required = self._required(ledger, job.task is not None)
-        return Candidate(
-            "truncate", marker, context, stats, required, ledger, lambda: work.folded(context)
-        )
+        made = (marker, context, stats, required, ledger, lambda: work.folded(context))
+        return Candidate("truncate", *made, plain_ledger=plain)
 
     def _verify(self, candidate: Candidate, messages: Sequence[Message], before: int) -> str | None:
         """Why this candidate must not be committed, or None when it may."""

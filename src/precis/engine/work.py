@@ -44,6 +44,8 @@ class Candidate:
     # when needed, and folded texts of runs of its messages: a fact a run holds, it holds.
     whole: Callable[[], str]
     runs: tuple[str, ...] = ()
+    # The ledger's facts are plain strings throughout (`remember_ledger` said so).
+    plain_ledger: bool = False
 
 
 def capped_ledger(ledger: Ledger) -> Ledger:

@@ -96,30 +96,34 @@ def stored_ledger(message: Message) -> Ledger:
     return ledger
 
 
-def remember_ledger(message: Message, ledger: Ledger) -> None:
+def remember_ledger(message: Message, ledger: Ledger) -> bool:
     """Note that `message` (a summary or marker being made) carries `ledger`, so reading it back
-    in a later compaction (`stored_ledger`) parses nothing.
+    in a later compaction (`stored_ledger`) parses nothing; whether it was noted.
 
     Only a ledger that reading its JSON would give back unchanged is remembered: every text
-    non-blank, each (kind, text) once, the strings plain. Else `stored_ledger` parses as before.
+    non-blank, each (kind, text) once, the strings plain (`str` itself, the kind too). Else
+    `stored_ledger` parses as before.
     """
     data = message.metadata.get("ledger")
     facts = ledger.facts
     if not message.id or not isinstance(data, list) or len(data) != len(facts):
-        return
+        return False
     for fact in facts:
         text = fact.text
         # Blank is what `not text.strip()` says: empty, or whitespace only.
         if type(text) is not str or not text or text.isspace():
-            return
+            return False
         if type(fact.source_id) is not str or type(fact.note) is not str:
-            return
+            return False
+        if type(fact.kind) is not str:
+            return False
     if len({(fact.kind, fact.text) for fact in facts}) != len(facts):
-        return
+        return False
     with _LEDGERS_LOCK:
         if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
             del _LEDGERS[next(iter(_LEDGERS))]
         _LEDGERS[message.id] = (data, ledger)
+    return True
 
 
 _LEDGERS: dict[str, tuple[Any, Ledger]] = {}
