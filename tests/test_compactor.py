@@ -472,3 +472,33 @@ def test_stats_as_dict_is_asdict() -> None:
 
     stats = CompactionStats("manual", "all", 900, 300, 1000, 12, 3, 10)
     assert list(stats.as_dict().items()) == list(dataclasses.asdict(stats).items())
+
+
+def test_the_ledger_read_ahead_is_the_ledger_replayed_at_the_compaction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checks before a compaction replay what it will summarize whatever it plans; the
+    compaction goes on from there, and finds the ledger a replay of its whole span finds."""
+    from precis.engine import compactor as compactor_module
+    from precis.facts.extract import Replay
+
+    used: list[int] = []
+    extract = compactor_module.extract_facts
+
+    def spy(span: list[Message], *, task: str | None, replay: Replay | None) -> object:
+        ahead = 0 if replay is None or not replay.starts(span, task) else len(replay.fed)
+        found = extract(span, task=task, replay=replay)
+        if ahead:
+            used.append(ahead)
+            assert found == extract(span, task=task)
+        return found
+
+    monkeypatch.setattr(compactor_module, "extract_facts", spy)
+    path = next(p for p in TRAJECTORY_FILES if p.name.startswith("OpenHands"))
+    settings = CompactionSettings(context_window=4000)
+    session = Session(MemoryStore(), "c", summarizer=ScriptedSummarizer(), settings=settings)
+    for item in trajectory_as_openai(path)[:120]:
+        session.append(item)
+        if item.get("role") != "tool":
+            session.maybe_compact()
+    assert len(used) >= 3 and max(used) > 2

@@ -290,6 +290,19 @@ def _candidate_cuts(
     return found
 
 
+def first_cut(messages: Sequence[Message], percentage: float | None) -> int:
+    """Where the sliding window's first eviction step cuts these messages (0 when it cannot):
+    no plan of them, nor of them with more messages after, summarizes less than the messages
+    before it (a later step, a longer list, `plan_all` and a cut before a user message too cut
+    at or after it), whatever their tokens."""
+    n = len(messages)
+    if n < 4:
+        return 0
+    max_cut = n - 2 if has_pending_tool_call(messages[-1]) else n - 1
+    found = _candidate_cuts(messages, normalize_percentage(percentage), max_cut, ("assistant",))
+    return found[0][1] if found else 0
+
+
 _PINNED = attrgetter("pinned")
 
 

@@ -26,7 +26,7 @@ from precis.engine.requests import Call, Request, Summarize
 from precis.engine.results import CompactionResult, CompactionStats, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
 from precis.engine.truncation import plan_truncation
-from precis.engine.work import Candidate, NoOp, Work, capped_ledger, joined, smaller
+from precis.engine.work import Candidate, LedgerAhead, NoOp, Work, capped_ledger, joined, smaller
 from precis.facts import KeptFacts, missing_from_folded, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
@@ -106,6 +106,7 @@ class Compactor:
         self._view = view
         self._ids = MessageIds()
         self.kept = KeptFacts()  # what the last guard found: the same answers, sooner
+        self.ahead = LedgerAhead()  # the next ledger's replay, read at the checks before it
 
     def tokens(self, messages: Sequence[Message]) -> int:
         return sum(self.counter.count(m) for m in messages)
@@ -227,7 +228,7 @@ class Compactor:
 
             plans.append(all_mode)  # planned only when it is tried
         self._step("planned")
-        work = Work(messages, counts, self.counter)
+        work = Work(messages, counts, self.counter, self.ahead.take(snapshot.version, job.task))
         failures: list[str] = []
         stuck = True  # every failure so far is that nothing could be made smaller
         over: Candidate | None = None
@@ -305,7 +306,8 @@ class Compactor:
         span = tuple(evicted)
         entry = work.ledgers.get(tuple(map(id, span)))
         if entry is None:
-            ledger = capped_ledger(Ledger(tuple(extract_facts(span, task=job.task))))
+            facts = extract_facts(span, task=job.task, replay=work.replay)
+            ledger = capped_ledger(Ledger(tuple(facts)))
             entry = work.ledgers[tuple(map(id, span))] = (span, ledger)
         return entry[1]
 

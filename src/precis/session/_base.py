@@ -436,10 +436,18 @@ class BaseSession:
             # The guard's facts, asked of the messages as they come: a compaction keeps them.
             self.compactor.kept.observe(view)
         estimate = estimate_context(view, self.counter)
-        if estimate.last_usage_index is not None:
-            # The reported usage already counted system prompt and tools.
-            return estimate.tokens, snapshot, parts
-        return estimate.tokens + floor, snapshot, parts
+        # The reported usage already counted system prompt and tools.
+        tokens = estimate.tokens + (0 if estimate.last_usage_index is not None else floor)
+        threshold = self.settings.threshold
+        if self.settings.guard and threshold is not None and tokens <= threshold:
+            # No compaction now: replay what the next one will summarize whatever it plans.
+            def task() -> str | None:
+                found = _task_message([m for m in snapshot.messages if m.pinned])
+                return found.content if found is not None else None
+
+            percentage = self.settings.sliding_window_percentage
+            self.compactor.ahead.read(snapshot.version, task, view, percentage)
+        return tokens, snapshot, parts
 
     def _needs_compaction_steps(self) -> Steps[Request, bool]:
         threshold = self.settings.threshold
