@@ -16,6 +16,7 @@ from precis.core.jscompat import js_round
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall
 from precis.core.planning import (
     NO_ASSISTANT_MESSAGE,
+    _candidate_cuts,
     eviction_steps,
     first_cut,
     has_pending_tool_call,
@@ -275,6 +276,12 @@ def test_no_plan_summarizes_less_than_the_first_cut_of_fewer_messages(
     earlier = conversation[: max(0, len(conversation) - more)]
     cut = first_cut(earlier, percentage)
     assert cut == 0 or earlier[cut].role == "assistant"
+    if len(earlier) >= 4:  # the first of the cuts the sliding window's steps try
+        pending = has_pending_tool_call(earlier[-1])
+        max_cut = len(earlier) - 2 if pending else len(earlier) - 1
+        p = normalize_percentage(percentage)
+        found = _candidate_cuts(earlier, p, max_cut, ("assistant",))
+        assert cut == (found[0][1] if found else 0)
     counts = LettaEstimator().count_many(conversation)
     window = None if fill > 1.5 else int(fill * sum(counts))
     plans = [plan_all(conversation), plan_all(conversation, keep_newest=True)]

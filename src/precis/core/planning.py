@@ -299,8 +299,14 @@ def first_cut(messages: Sequence[Message], percentage: float | None) -> int:
     if n < 4:
         return 0
     max_cut = n - 2 if has_pending_tool_call(messages[-1]) else n - 1
-    found = _candidate_cuts(messages, normalize_percentage(percentage), max_cut, ("assistant",))
-    return found[0][1] if found else 0
+    scanned = 0  # `_candidate_cuts`' scan, up to the first cut it finds
+    for e in eviction_steps(percentage):
+        top = min(js_round(e * n), n - 1, max_cut - 1)
+        for i in range(top, scanned, -1):
+            if messages[i].role == "assistant":
+                return i
+        scanned = max(scanned, top)
+    return 0
 
 
 _PINNED = attrgetter("pinned")
