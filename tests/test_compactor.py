@@ -133,6 +133,34 @@ def test_second_compaction_folds_the_first_summary(store: ConversationStore) -> 
     assert len(session.events()) == 2
 
 
+class _Name(str):
+    """A summarizer name that is a str, but not plain JSON data."""
+
+
+@pytest.mark.parametrize("name", ["scripted", _Name("scripted")])
+def test_summary_metadata_goes_to_the_store_plain_and_the_result_shares_none_of_it(
+    store: ConversationStore, name: str
+) -> None:
+    summarizer = ScriptedSummarizer()
+    summarizer.__class__ = type("Named", (ScriptedSummarizer,), {"name": name})
+    settings = CompactionSettings(context_window=2000)
+    session = Session(store, "c", LettaEstimator(), summarizer, settings)
+    session.append(*chat(30))
+    result = session.compact_result()
+    assert result.summary is not None
+    (stored,) = [m for m in session.context() if m.id == result.summary.id]
+    assert stored == result.summary and type(stored.metadata) is dict
+    assert type(stored.metadata["summarizer"]) is str  # copied plain when it was not
+    assert set(stored.metadata) >= {"summary", "ledger", "stats", "audit"}
+    # The store's summary is the result's, or shares no container with it.
+    if stored is not result.summary:
+        assert stored.metadata is not result.summary.metadata
+        assert all(
+            stored.metadata[k] is not result.summary.metadata[k]
+            for k in ("ledger", "stats", "audit")
+        )
+
+
 @pytest.mark.parametrize(
     "failure", [SummarizerError("blank"), RuntimeError("model down"), TimeoutError()]
 )
@@ -444,3 +472,33 @@ def test_stats_as_dict_is_asdict() -> None:
 
     stats = CompactionStats("manual", "all", 900, 300, 1000, 12, 3, 10)
     assert list(stats.as_dict().items()) == list(dataclasses.asdict(stats).items())
+
+
+def test_the_ledger_read_ahead_is_the_ledger_replayed_at_the_compaction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checks before a compaction replay what it will summarize whatever it plans; the
+    compaction goes on from there, and finds the ledger a replay of its whole span finds."""
+    from precis.engine import compactor as compactor_module
+    from precis.facts.extract import Replay
+
+    used: list[int] = []
+    extract = compactor_module.extract_facts
+
+    def spy(span: list[Message], *, task: str | None, replay: Replay | None) -> object:
+        ahead = 0 if replay is None or not replay.starts(span, task) else len(replay.fed)
+        found = extract(span, task=task, replay=replay)
+        if ahead:
+            used.append(ahead)
+            assert found == extract(span, task=task)
+        return found
+
+    monkeypatch.setattr(compactor_module, "extract_facts", spy)
+    path = next(p for p in TRAJECTORY_FILES if p.name.startswith("OpenHands"))
+    settings = CompactionSettings(context_window=4000)
+    session = Session(MemoryStore(), "c", summarizer=ScriptedSummarizer(), settings=settings)
+    for item in trajectory_as_openai(path)[:120]:
+        session.append(item)
+        if item.get("role") != "tool":
+            session.maybe_compact()
+    assert len(used) >= 3 and max(used) > 2

@@ -58,7 +58,7 @@ def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
     summary = Message(
         role="user", kind=KIND_SUMMARY, id="sum-remembered", metadata={"ledger": ledger.to_json()}
     )
-    remember_ledger(summary, ledger)
+    assert remember_ledger(summary, ledger)  # noted, its strings plain
     copy = replace(summary, metadata={"ledger": [dict(item) for item in ledger.to_json()]})
     assert stored_ledger(copy) is ledger
     assert stored_ledger(copy) == Ledger.from_json(copy.metadata["ledger"])
@@ -68,9 +68,17 @@ def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
     other = Message(
         role="user", kind=KIND_SUMMARY, id="sum-blank", metadata={"ledger": odd.to_json()}
     )
-    remember_ledger(other, odd)
+    assert not remember_ledger(other, odd)
     assert "sum-blank" not in extract_module._LEDGERS
     assert stored_ledger(other) == Ledger((Fact("task", "ship it", "m1"),))
+
+    # A kind that is a str but not plain JSON data: not noted, so not vouched for as plain.
+    class Kind(str):
+        pass
+
+    unusual = Ledger((Fact(Kind("task"), "ship it", "m1"),))  # type: ignore[arg-type]
+    third = replace(summary, id="sum-kind", metadata={"ledger": unusual.to_json()})
+    assert not remember_ledger(third, unusual)
 
 
 @pytest.mark.property
@@ -192,3 +200,31 @@ def test_kept_facts_observed_as_messages_come_see_across_their_joins() -> None:
     kept.observe_more([added])
     parts = [part for m in (*older, said, added) for part in folded_parts(m) if part]
     assert kept.missing([fact], parts) == []
+
+
+@pytest.mark.parametrize("name", ["OpenHands", "SWE-agent", "software-agent-sdk"])
+def test_a_replay_read_ahead_gives_the_facts_a_replay_of_the_span_gives(name: str) -> None:
+    """`extract_facts` fed the rest of a span after a replay of its first messages finds what it
+    finds replaying the span; a replay of other messages, or of another task, it does not use."""
+    from conformance import TRAJECTORY_FILES, trajectory_as_openai
+
+    from precis.core.messages import messages_from_openai
+    from precis.facts.extract import Replay
+
+    path = next(p for p in TRAJECTORY_FILES if p.name.startswith(name))
+    messages = messages_from_openai(trajectory_as_openai(path))[:80]
+    task = next(m.content for m in messages if m.role == "user")
+    for end in (6, 30, 80):
+        span = messages[1:end]
+        expected = extract_facts(span, task=task)
+        for ahead in (0, 1, 4, len(span) // 2, len(span)):
+            replay = Replay(task)
+            replay.feed(span[:ahead])
+            assert extract_facts(span, task=task, replay=replay) == expected
+            assert replay.fed == span  # fed the rest: a longer span may use it again
+    span = messages[1:30]
+    for other in (Replay(task), Replay("another task")):
+        other.feed(messages[2:5] if other.task == task else span[:3])
+        fed = list(other.fed)
+        assert extract_facts(span, task=task, replay=other) == extract_facts(span, task=task)
+        assert other.fed == fed  # not used, so not fed

@@ -16,7 +16,9 @@ from precis.core.jscompat import js_round
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall
 from precis.core.planning import (
     NO_ASSISTANT_MESSAGE,
+    _candidate_cuts,
     eviction_steps,
+    first_cut,
     has_pending_tool_call,
     normalize_percentage,
     pinned_mask,
@@ -250,6 +252,53 @@ def test_planner_matches_letta_loop_run_forwards(
         assert expected is None
     else:
         assert plan.cutoff == expected
+
+
+@pytest.mark.property
+@given(
+    conversation=tool_conversations(min_size=4, max_turns=30),
+    more=st.integers(0, 12),
+    fill=st.one_of(st.floats(0.35, 1.2), st.floats(0, 1.6)),
+    percentage=st.one_of(st.none(), st.sampled_from([0.05, 0.1, 0.3, 0.5, 0.9, 1.0, 2.0])),
+    reserved=st.sampled_from([0, 0, 1, 300, 5000]),
+    fallback=st.booleans(),
+)
+def test_no_plan_summarizes_less_than_the_first_cut_of_fewer_messages(
+    conversation: list[Message],
+    more: int,
+    fill: float,
+    percentage: float | None,
+    reserved: int,
+    fallback: bool,
+) -> None:
+    """What the next compaction's ledger reads ahead (`first_cut` of the context as it is) is
+    summarized by any plan of it with messages appended, whatever the window."""
+    earlier = conversation[: max(0, len(conversation) - more)]
+    cut = first_cut(earlier, percentage)
+    assert cut == 0 or earlier[cut].role == "assistant"
+    if len(earlier) >= 4:  # the first of the cuts the sliding window's steps try
+        pending = has_pending_tool_call(earlier[-1])
+        max_cut = len(earlier) - 2 if pending else len(earlier) - 1
+        p = normalize_percentage(percentage)
+        found = _candidate_cuts(earlier, p, max_cut, ("assistant",))
+        assert cut == (found[0][1] if found else 0)
+    counts = LettaEstimator().count_many(conversation)
+    window = None if fill > 1.5 else int(fill * sum(counts))
+    plans = [plan_all(conversation), plan_all(conversation, keep_newest=True)]
+    with contextlib.suppress(PlanningError):
+        plans.append(
+            plan_sliding_window(
+                conversation,
+                tokens=counts,
+                context_window=window,
+                percentage=percentage,
+                reserved_tokens=reserved,
+                user_boundary_fallback=fallback,
+            )
+        )
+    for plan in plans:
+        evicted = {id(m) for m in (*plan.summarize, *plan.pinned)}
+        assert all(id(m) in evicted for m in earlier[:cut]), plan.mode
 
 
 def test_a_negative_token_count_is_refused_naming_the_message() -> None:

@@ -290,6 +290,25 @@ def _candidate_cuts(
     return found
 
 
+def first_cut(messages: Sequence[Message], percentage: float | None) -> int:
+    """Where the sliding window's first eviction step cuts these messages (0 when it cannot):
+    no plan of them, nor of them with more messages after, summarizes less than the messages
+    before it (a later step, a longer list, `plan_all` and a cut before a user message too cut
+    at or after it), whatever their tokens."""
+    n = len(messages)
+    if n < 4:
+        return 0
+    max_cut = n - 2 if has_pending_tool_call(messages[-1]) else n - 1
+    scanned = 0  # `_candidate_cuts`' scan, up to the first cut it finds
+    for e in eviction_steps(percentage):
+        top = min(js_round(e * n), n - 1, max_cut - 1)
+        for i in range(top, scanned, -1):
+            if messages[i].role == "assistant":
+                return i
+        scanned = max(scanned, top)
+    return 0
+
+
 _PINNED = attrgetter("pinned")
 
 

@@ -339,10 +339,19 @@ _NEWLINES_AFTER_PUNCT = bytes.maketrans(b"ludsnpokye", b"....np..pp")
 
 
 def _text_features(text: str) -> tuple[int, ...]:
-    """Counts of the pieces o200k-style pre-tokenisation cuts text into, without a Python loop."""
-    classes = text.encode("utf-8", "surrogatepass").translate(_CLASSES, _CONTINUATION)
-    caseless = classes.translate(_CASELESS)
+    """Counts of the pieces o200k-style pre-tokenisation cuts text into, without a Python loop.
+
+    ASCII text (most of an agent's) has no class o, k, y or e: their counts are 0 unread."""
+    if text.isascii():
+        classes = text.encode().translate(_CLASSES)
+        other = k = y = e = 0
+    else:
+        classes = text.encode("utf-8", "surrogatepass").translate(_CLASSES, _CONTINUATION)
+        other, k = classes.count(b"o"), classes.count(b"k")
+        y, e = classes.count(b"y"), classes.count(b"e")
     letters = classes.translate(_ONLY_LETTERS)
+    ascii_letters = letters.count(b"L") - other  # l and u: the "L"s not of another script
+    caseless = classes.translate(_CASELESS)
     punct = classes.translate(_ONLY_PUNCT)
     spaces = classes.translate(_ONLY_SPACES)
     newlines = classes.translate(_NEWLINES_AFTER_PUNCT)
@@ -351,7 +360,7 @@ def _text_features(text: str) -> tuple[int, ...]:
     glued = caseless.count(b"pL") - caseless.count(b"ppL") - caseless.count(b"spL")
     return (
         letters.count(b".L") + (letters[:1] == b"L") + classes.count(b"lu"),
-        classes.count(b"l") + classes.count(b"u"),
+        ascii_letters,
         classes.count(b"uu"),
         classes.count(b"ulu"),
         classes.count(b"dld") + classes.count(b"ldl"),
@@ -364,10 +373,10 @@ def _text_features(text: str) -> tuple[int, ...]:
         spaces.count(b".ss") + (spaces[:2] == b"ss"),
         caseless.count(b"sd"),
         caseless.count(b"n" * 16) + spaces.count(b"s" * 64),
-        classes.count(b"k"),
-        classes.count(b"o"),
-        classes.count(b"y"),
-        classes.count(b"e"),
+        k,
+        other,
+        y,
+        e,
     )
 
 

@@ -19,14 +19,14 @@ from precis.core.steps import Steps
 from precis.core.tokens import TextEstimator, TokenCounter, count_all
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
-from precis.engine.audit import audited
+from precis.engine.audit import audited, committed_summary, plain_metadata
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.packing import settle_tokens_after
 from precis.engine.requests import Call, Request, Summarize
 from precis.engine.results import CompactionResult, CompactionStats, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
 from precis.engine.truncation import plan_truncation
-from precis.engine.work import Candidate, NoOp, Work, capped_ledger, joined, smaller
+from precis.engine.work import Candidate, LedgerAhead, NoOp, Work, capped_ledger, joined, smaller
 from precis.facts import KeptFacts, missing_from_folded, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
@@ -106,6 +106,7 @@ class Compactor:
         self._view = view
         self._ids = MessageIds()
         self.kept = KeptFacts()  # what the last guard found: the same answers, sooner
+        self.ahead = LedgerAhead()  # the next ledger's replay, read at the checks before it
 
     def tokens(self, messages: Sequence[Message]) -> int:
         return sum(self.counter.count(m) for m in messages)
@@ -188,9 +189,8 @@ class Compactor:
                         trigger, conversation_id, candidate.stats.as_dict(), str(text)
                     )
                 )
-            return CompactionResult(
-                candidate.stats, candidate.summary, committed.messages, tuple(reports)
-            )
+            summary = committed_summary(candidate.summary, committed.messages)
+            return CompactionResult(candidate.stats, summary, committed.messages, tuple(reports))
         raise AssertionError("unreachable")
 
     def _no_op(
@@ -228,7 +228,7 @@ class Compactor:
 
             plans.append(all_mode)  # planned only when it is tried
         self._step("planned")
-        work = Work(messages, counts, self.counter)
+        work = Work(messages, counts, self.counter, self.ahead.take(snapshot.version, job.task))
         failures: list[str] = []
         stuck = True  # every failure so far is that nothing could be made smaller
         over: Candidate | None = None
@@ -266,9 +266,14 @@ class Compactor:
         raise CompactionError(f"no acceptable compaction of {where}: " + "; ".join(failures))
 
     def _audited(self, c: Candidate, before: list[Message], tried: list[str]) -> Candidate:
-        """The candidate with its summary's audit: what it dropped, checked and rolled back."""
+        """The candidate with its summary's audit: what it dropped, checked and rolled back.
+
+        Its metadata, made here of fresh containers, goes to the store uncopied when every
+        value in it is plain JSON data (the store would copy it only to make it so)."""
         verbatim = [f.text for f in c.required]
-        return replace(c, summary=audited(c.summary, before, c.context, tried, verbatim))
+        handed = plain_metadata(c.summary, c.ledger, [before, tried, verbatim], c.plain_ledger)
+        summary = audited(c.summary, before, c.context, tried, verbatim, handed=handed)
+        return replace(c, summary=summary)
 
     def _plan_sliding(
         self, messages: Sequence[Message], counts: list[int], floor_tokens: int
@@ -301,7 +306,8 @@ class Compactor:
         span = tuple(evicted)
         entry = work.ledgers.get(tuple(map(id, span)))
         if entry is None:
-            ledger = capped_ledger(Ledger(tuple(extract_facts(span, task=job.task))))
+            facts = extract_facts(span, task=job.task, replay=work.replay)
+            ledger = capped_ledger(Ledger(tuple(facts)))
             entry = work.ledgers[tuple(map(id, span))] = (span, ledger)
         return entry[1]
 
@@ -484,7 +490,7 @@ class Compactor:
             created_at=now,
             metadata={**metadata, "stats": stats.as_dict()},
         )
-        remember_ledger(summary, ledger)  # the next compaction reads it back without parsing
+        plain = remember_ledger(summary, ledger)  # the next compaction reads it, unparsed
         counter = self.counter
         if settled and type(counter) is TextEstimator:
             # Counted above as a reader counts it: the view after and the next check look it up.
@@ -500,6 +506,7 @@ class Compactor:
             ledger,
             lambda: joined(pinned_text, work.folded([summary]), keep_text),
             kept_texts,
+            plain,
         )
 
     def _truncate(
@@ -556,11 +563,10 @@ class Compactor:
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
-        remember_ledger(marker, ledger)
+        plain = remember_ledger(marker, ledger)
         required = self._required(ledger, job.task is not None)
-        return Candidate(
-            "truncate", marker, context, stats, required, ledger, lambda: work.folded(context)
-        )
+        made = (marker, context, stats, required, ledger, lambda: work.folded(context))
+        return Candidate("truncate", *made, plain_ledger=plain)
 
     def _verify(self, candidate: Candidate, messages: Sequence[Message], before: int) -> str | None:
         """Why this candidate must not be committed, or None when it may."""

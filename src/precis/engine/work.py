@@ -7,19 +7,23 @@ search (see `Compactor._candidate`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from precis.core.messages import Message
+from precis.core.planning import first_cut
 from precis.core.tokens import TokenCounter
 from precis.engine.results import CompactionStats
 from precis.facts import folded_parts
+from precis.facts.extract import Replay
 from precis.summarize.guard import Fact, Ledger
 
 __all__ = [
     "LEDGER_LIMIT",
     "VITAL_KINDS",
     "Candidate",
+    "LedgerAhead",
     "NoOp",
     "Work",
     "capped_ledger",
@@ -44,6 +48,8 @@ class Candidate:
     # when needed, and folded texts of runs of its messages: a fact a run holds, it holds.
     whole: Callable[[], str]
     runs: tuple[str, ...] = ()
+    # The ledger's facts are plain strings throughout (`remember_ledger` said so).
+    plain_ledger: bool = False
 
 
 def capped_ledger(ledger: Ledger) -> Ledger:
@@ -60,10 +66,17 @@ class Work:
     messages live for the search, and other entries hold their messages, so no id is reused
     while it is remembered."""
 
-    __slots__ = ("counter", "counts", "ledgers", "parts")
+    __slots__ = ("counter", "counts", "ledgers", "parts", "replay")
 
-    def __init__(self, messages: Sequence[Message], counts: Sequence[int], counter: TokenCounter):
+    def __init__(
+        self,
+        messages: Sequence[Message],
+        counts: Sequence[int],
+        counter: TokenCounter,
+        replay: Replay | None = None,
+    ):
         self.counter = counter
+        self.replay = replay  # the replay of the evicted span's first messages, read ahead
         self.counts = dict(zip(map(id, messages), counts, strict=True))
         self.parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
         self.ledgers: dict[tuple[int, ...], tuple[tuple[Message, ...], Ledger]] = {}
@@ -112,3 +125,55 @@ def smaller(best: Candidate | None, other: Candidate) -> Candidate:
         return other
     after = other.stats.context_tokens_after
     return other if after < best.stats.context_tokens_after else best
+
+
+class LedgerAhead:
+    """A `Replay` of the context's unpinned messages before the sliding window's first cut
+    (`first_cut`), for one version of the context and one task; fed at each check, handed to
+    the compaction of that version, which feeds it the rest of its span (`extract_facts` checks
+    that it is the replay of the span's first messages, else replays the span anew)."""
+
+    __slots__ = ("_lock", "_state")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # The context version and task, the replay, how many messages of the context it has
+        # looked at, and the last of them.
+        self._state: tuple[int, str, Replay, int, Message | None] | None = None
+
+    def read(
+        self,
+        version: int,
+        task_of: Callable[[], str | None],
+        messages: Sequence[Message],
+        percentage: float | None,
+    ) -> None:
+        """Feed the replay the unpinned messages before the first cut that it has not seen;
+        `task_of` gives the context's task, asked when this version is new (a task set since is
+        not the one the compaction is given, which then replays its span anew)."""
+        upto = first_cut(messages, percentage)
+        with self._lock:
+            state = self._state
+            if state is None or state[0] != version:
+                task = task_of() if upto else None
+                if not (task and task.strip()):
+                    return  # a task found in the span itself is the span's to find
+                state = (version, task, Replay(task), 0, None)
+            task = state[1]
+            _, _, replay, seen, last = state
+            if seen and (seen > len(messages) or messages[seen - 1] is not last):
+                state = (version, task, Replay(task), 0, None)  # not the context it read
+                _, _, replay, seen, last = state
+            if upto > seen:
+                replay.feed(m for m in messages[seen:upto] if not m.pinned)
+                state = (version, task, replay, upto, messages[upto - 1])
+            self._state = state
+
+    def take(self, version: int, task: str | None) -> Replay | None:
+        """The replay read ahead of this version of the context with this task, handed over
+        (a compaction feeds it on: no check feeds it again)."""
+        with self._lock:
+            state, self._state = self._state, None
+        if state is None or state[0] != version or state[1] != task:
+            return None
+        return state[2]

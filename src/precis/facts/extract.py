@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import islice
+from operator import is_
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
@@ -42,10 +43,44 @@ _FILE_EXT_RE: Final = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _CARRIERS: Final = frozenset({KIND_SUMMARY, KIND_MARKER})
 
 
-def extract_facts(messages: Sequence[Message], *, task: str | None = None) -> list[Fact]:
+class Replay:
+    """The collector's pass over a span's first messages (`fed`, in order), with where each fact
+    was first seen: fed more as the span grows, it holds what a pass over the longer span would."""
+
+    __slots__ = ("collector", "fed", "sources", "task")
+
+    def __init__(self, task: str | None) -> None:
+        self.task = task
+        self.collector = Collector(task, full=False)
+        self.sources = _Sources(task is not None)
+        self.fed: list[Message] = []
+
+    def feed(self, messages: Iterable[Message]) -> None:
+        """Replay these messages after those fed so far."""
+        collector, sources, fed = self.collector, self.sources, self.fed
+        for message in messages:
+            fed.append(message)
+            if message.kind in _CARRIERS or message.kind == KIND_TASK:
+                continue
+            # Each message is fed as a span of its own, as the guard always did: every error is
+            # filed at position 0, so errors keep the order they were first seen in.
+            collector.feed_one(message, 0)
+            sources.note(collector.facts, message.id or f"@{len(fed) - 1}")
+
+    def starts(self, messages: Sequence[Message], task: str | None) -> bool:
+        """Whether this is the replay of the first messages of `messages` with this task."""
+        fed = self.fed
+        return task == self.task and len(fed) <= len(messages) and all(map(is_, fed, messages))
+
+
+def extract_facts(
+    messages: Sequence[Message], *, task: str | None = None, replay: Replay | None = None
+) -> list[Fact]:
     """Every fact of the span a summary must keep, deterministic and in priority order.
 
     Ledgers stored on earlier summaries inside the span come first, so they are never lost.
+    `replay`, a replay of the span's first messages (read ahead), is fed the rest and read
+    instead of replaying the span anew; it is the same pass.
     """
     carried: list[Fact] = []
     for message in messages:
@@ -55,15 +90,10 @@ def extract_facts(messages: Sequence[Message], *, task: str | None = None) -> li
         task = next(
             (m.content for m in messages if m.kind == KIND_TASK and m.content.strip()), None
         )
-    collector = Collector(task, full=False)
-    sources = _Sources(task is not None)
-    for index, message in enumerate(messages):
-        if message.kind in _CARRIERS or message.kind == KIND_TASK:
-            continue
-        # Each message is fed as a span of its own, as the guard always did: every error is
-        # filed at position 0, so errors keep the order they were first seen in.
-        collector.feed_one(message, 0)
-        sources.note(collector.facts, message.id or f"@{index}")
+    if replay is None or not replay.starts(messages, task):
+        replay = Replay(task)
+    replay.feed(islice(messages, len(replay.fed), None))
+    collector, sources = replay.collector, replay.sources
     facts = collector.facts
     found: list[Fact] = []
     found += _constraint_facts(facts, sources)
@@ -97,30 +127,34 @@ def stored_ledger(message: Message) -> Ledger:
     return ledger
 
 
-def remember_ledger(message: Message, ledger: Ledger) -> None:
+def remember_ledger(message: Message, ledger: Ledger) -> bool:
     """Note that `message` (a summary or marker being made) carries `ledger`, so reading it back
-    in a later compaction (`stored_ledger`) parses nothing.
+    in a later compaction (`stored_ledger`) parses nothing; whether it was noted.
 
     Only a ledger that reading its JSON would give back unchanged is remembered: every text
-    non-blank, each (kind, text) once, the strings plain. Else `stored_ledger` parses as before.
+    non-blank, each (kind, text) once, the strings plain (`str` itself, the kind too). Else
+    `stored_ledger` parses as before.
     """
     data = message.metadata.get("ledger")
     facts = ledger.facts
     if not message.id or not isinstance(data, list) or len(data) != len(facts):
-        return
+        return False
     for fact in facts:
         text = fact.text
         # Blank is what `not text.strip()` says: empty, or whitespace only.
         if type(text) is not str or not text or text.isspace():
-            return
+            return False
         if type(fact.source_id) is not str or type(fact.note) is not str:
-            return
+            return False
+        if type(fact.kind) is not str:
+            return False
     if len({(fact.kind, fact.text) for fact in facts}) != len(facts):
-        return
+        return False
     with _LEDGERS_LOCK:
         if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
             del _LEDGERS[next(iter(_LEDGERS))]
         _LEDGERS[message.id] = (data, ledger)
+    return True
 
 
 _LEDGERS: dict[str, tuple[Any, Ledger]] = {}

@@ -497,14 +497,17 @@ def _held(
 ) -> int:
     """What `KeptFacts` notes of a fact tested on the whole: absent, or the newest part that
     holds it alone (the newest stays longest), or spread when none does or, for a fact spread
-    last time, without looking again."""
-    if not test(text):
-        return _ABSENT
-    if not spread:
-        for i in range(len(parts) - 1, -1, -1):
-            if anchor in parts[i] and test(parts[i]):
-                return i
-    return _SPREAD
+    last time, without looking again. A part that holds it is looked for first: what a part
+    holds, the whole holds (its ends are joining spaces there), so the whole is tested only
+    when no part holds it, or its anchor shows it absent."""
+    if spread:
+        return _SPREAD if test(text) else _ABSENT
+    if anchor not in text:
+        return _ABSENT  # every text the test passes holds the anchor
+    for i in range(len(parts) - 1, -1, -1):
+        if anchor in parts[i] and test(parts[i]):
+            return i
+    return _SPREAD if test(text) else _ABSENT
 
 
 def _fresh(parts: Sequence[str], old_at: dict[int, int]) -> list[tuple[int, int]]:

@@ -43,6 +43,9 @@ SystemPromptCompiler = Callable[[str, list[Message]], str]
 CHARS_PER_TOKEN = 4
 # The least a turn is given in a view, however full the window is of fixed things.
 MIN_TURN_TOKENS = 64
+# Share of the soft watermark past which a check reads the next compaction's ledger ahead: one
+# is near, so little is read for a compaction that never comes.
+AHEAD = 0.8
 
 
 def _keep_prompt(text: str, context: list[Message]) -> str:
@@ -436,10 +439,19 @@ class BaseSession:
             # The guard's facts, asked of the messages as they come: a compaction keeps them.
             self.compactor.kept.observe(view)
         estimate = estimate_context(view, self.counter)
-        if estimate.last_usage_index is not None:
-            # The reported usage already counted system prompt and tools.
-            return estimate.tokens, snapshot, parts
-        return estimate.tokens + floor, snapshot, parts
+        # The reported usage already counted system prompt and tools.
+        tokens = estimate.tokens + (0 if estimate.last_usage_index is not None else floor)
+        threshold = self.settings.threshold
+        near = threshold is not None and threshold * AHEAD <= tokens <= threshold
+        if self.settings.guard and near:
+            # No compaction now, one soon: replay what it will summarize whatever it plans.
+            def task() -> str | None:
+                found = _task_message([m for m in snapshot.messages if m.pinned])
+                return found.content if found is not None else None
+
+            percentage = self.settings.sliding_window_percentage
+            self.compactor.ahead.read(snapshot.version, task, view, percentage)
+        return tokens, snapshot, parts
 
     def _needs_compaction_steps(self) -> Steps[Request, bool]:
         threshold = self.settings.threshold
