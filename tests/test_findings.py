@@ -289,16 +289,35 @@ def test_a_listed_rule_goes_on_over_its_indented_lines() -> None:
     ]
 
 
-def test_the_pinned_task_s_listed_rules_are_rules_shown_once() -> None:
-    task = (
-        "Fix the division bug.\n\n## Important Rules\n"
-        "1. To finish, issue the following command: `echo DONE_AND_SUBMIT`.\n"
-        "   Do not combine it with any other command.\n"
-    )
-    messages = [turn("b1", "bash", command="ls"), result("b1", "a.py")]
-    rules = section(brief(messages, task=task, clip_chars=4000), "Constraints")
+LISTED_TASK = (
+    "Fix the division bug.\n\n## Important Rules\n"
+    "1. To finish, issue the following command: `echo DONE_AND_SUBMIT`.\n"
+    "   Do not combine it with any other command.\n"
+)
+
+
+def test_the_task_s_listed_rules_are_rules_shown_once() -> None:
+    messages = [
+        Message(role="user", content=LISTED_TASK),
+        turn("b1", "bash", command="ls"),
+        result("b1", "a.py"),
+    ]
+    rules = section(brief(messages, clip_chars=4000), "Constraints")
     assert "`echo DONE_AND_SUBMIT`. Do not combine it with any other command." in rules
     assert rules.count("Do not combine it") == 1
+
+
+def test_the_pinned_task_s_rules_are_read_in_it_not_listed_again() -> None:
+    # Pinned beside the summary, the task states its rules verbatim; a rule the user gave
+    # later is still listed.
+    messages = [
+        turn("b1", "bash", command="ls"),
+        result("b1", "a.py"),
+        Message(role="user", content="Never edit tests/test_division.py while you fix it."),
+    ]
+    text = brief(messages, task=LISTED_TASK, clip_chars=4000)
+    assert "Do not combine it" not in text
+    assert "- Never edit tests/test_division.py while you fix it." in section(text, "Constraints")
 
 
 SPECS = [f"- Add `export_rows_{i}` to the ReportsController, paged by week {i}." for i in range(12)]
