@@ -190,6 +190,19 @@ LONG_TASK = (
 )
 
 
+def test_a_task_s_gist_leaves_out_a_rule_cut_where_its_sentences_are() -> None:
+    # The rule runs on past "(e.g." where the gist cuts the task's sentences: its opening piece
+    # is still the rule's, listed with the rules, and no part of the gist.
+    rule = (
+        "Note however that you cannot use any interactive session commands (e.g. python, vim) "
+        "in this environment, but you can write scripts and run them."
+    )
+    task = LONG_TASK + rule
+    gist = task_gist(task, 400, frozenset({rule.lower()}))
+    assert "crypto.chal.csaw.io port 4242" in gist
+    assert "interactive session" not in gist
+
+
 def test_a_long_task_is_shown_by_its_opening_and_what_it_names() -> None:
     gist = task_gist(LONG_TASK, 200)
     assert gist.startswith("We are solving a CTF challenge named Katy, worth 10 points.")
