@@ -14,7 +14,7 @@ from conformance import trajectory
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
 from precis.eval.replay import load_conversation
-from precis.facts import Collector, extract_facts
+from precis.facts import Collector, Fact, extract_facts
 from precis.facts.digest import (
     code_outline,
     file_held,
@@ -27,6 +27,9 @@ from precis.facts.digest import (
 from precis.facts.terms import error_lines, short_arguments, terms_in
 from precis.facts.text import constraint_sentences, heading_rules
 from precis.summarize.base import SummaryRequest
+from precis.summarize.brief.items import Item
+from precis.summarize.brief.labels import TASK
+from precis.summarize.brief.must import mark
 from precis.summarize.brief.sections import _note_items
 from precis.summarize.extractive import ExtractiveSummarizer
 
@@ -209,6 +212,32 @@ def test_a_long_task_is_shown_by_its_opening_and_what_it_names() -> None:
     assert "crypto.chal.csaw.io port 4242" in gist
     assert utf16_len(gist) <= 200
     assert task_gist("Fix the bug.", 200) == "Fix the bug."
+
+
+def test_the_task_led_by_the_guard_s_words_adds_what_they_do_not_hold() -> None:
+    # The gist left out "The description is:", so only its first sentence matches the guard's
+    # words; the sentence those words end inside is not shown again after them, and a sentence
+    # naming a host comes before one that only has a number.
+    fact = Fact(
+        "task",
+        "We are solving a CTF challenge named Katy, worth 10 points. "
+        "The description is: i every1 im new!!!!!!! holds up spork",
+        "task",
+    )
+    gist = (
+        "We are solving a CTF challenge named Katy, worth 10 points. "
+        "i every1 im new!!!!!!! holds up spork my name is katy lol. "
+        "im 13 years old and i like 2 watch invader zim w/ my girlfreind lol. "
+        "The challenge server runs on crypto.chal.csaw.io port 4242."
+    )
+    items = [Item(gist, 0)]
+    mark({TASK: items}, [fact])
+    text = items[0].text
+    assert text.startswith(fact.text + " … ")
+    rest = text[len(fact.text) :]
+    assert "i every1 im new" not in rest
+    assert rest.endswith("The challenge server runs on crypto.chal.csaw.io port 4242.")
+    assert items[0].variants[-1] == fact.text
 
 
 def test_a_pinned_task_takes_little_of_the_brief() -> None:
