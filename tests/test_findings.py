@@ -14,7 +14,7 @@ from conformance import trajectory
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
 from precis.eval.replay import load_conversation
-from precis.facts import Collector, extract_facts
+from precis.facts import Collector, Fact, extract_facts
 from precis.facts.digest import (
     code_outline,
     file_held,
@@ -27,6 +27,9 @@ from precis.facts.digest import (
 from precis.facts.terms import error_lines, short_arguments, terms_in
 from precis.facts.text import constraint_sentences, heading_rules
 from precis.summarize.base import SummaryRequest
+from precis.summarize.brief.items import Item
+from precis.summarize.brief.labels import TASK
+from precis.summarize.brief.must import mark
 from precis.summarize.brief.sections import _note_items
 from precis.summarize.extractive import ExtractiveSummarizer
 
@@ -190,12 +193,51 @@ LONG_TASK = (
 )
 
 
+def test_a_task_s_gist_leaves_out_a_rule_cut_where_its_sentences_are() -> None:
+    # The rule runs on past "(e.g." where the gist cuts the task's sentences: its opening piece
+    # is still the rule's, listed with the rules, and no part of the gist.
+    rule = (
+        "Note however that you cannot use any interactive session commands (e.g. python, vim) "
+        "in this environment, but you can write scripts and run them."
+    )
+    task = LONG_TASK + rule
+    gist = task_gist(task, 400, frozenset({rule.lower()}))
+    assert "crypto.chal.csaw.io port 4242" in gist
+    assert "interactive session" not in gist
+
+
 def test_a_long_task_is_shown_by_its_opening_and_what_it_names() -> None:
     gist = task_gist(LONG_TASK, 200)
     assert gist.startswith("We are solving a CTF challenge named Katy, worth 10 points.")
     assert "crypto.chal.csaw.io port 4242" in gist
     assert utf16_len(gist) <= 200
     assert task_gist("Fix the bug.", 200) == "Fix the bug."
+
+
+def test_the_task_led_by_the_guard_s_words_adds_what_they_do_not_hold() -> None:
+    # The gist left out "The description is:", so only its first sentence matches the guard's
+    # words; the sentence those words end inside is not shown again after them, and a sentence
+    # naming a host comes before one that only has a number.
+    fact = Fact(
+        "task",
+        "We are solving a CTF challenge named Katy, worth 10 points. "
+        "The description is: i every1 im new!!!!!!! holds up spork",
+        "task",
+    )
+    gist = (
+        "We are solving a CTF challenge named Katy, worth 10 points. "
+        "i every1 im new!!!!!!! holds up spork my name is katy lol. "
+        "im 13 years old and i like 2 watch invader zim w/ my girlfreind lol. "
+        "The challenge server runs on crypto.chal.csaw.io port 4242."
+    )
+    items = [Item(gist, 0)]
+    mark({TASK: items}, [fact])
+    text = items[0].text
+    assert text.startswith(fact.text + " … ")
+    rest = text[len(fact.text) :]
+    assert "i every1 im new" not in rest
+    assert rest.endswith("The challenge server runs on crypto.chal.csaw.io port 4242.")
+    assert items[0].variants[-1] == fact.text
 
 
 def test_a_pinned_task_takes_little_of_the_brief() -> None:
@@ -289,16 +331,35 @@ def test_a_listed_rule_goes_on_over_its_indented_lines() -> None:
     ]
 
 
-def test_the_pinned_task_s_listed_rules_are_rules_shown_once() -> None:
-    task = (
-        "Fix the division bug.\n\n## Important Rules\n"
-        "1. To finish, issue the following command: `echo DONE_AND_SUBMIT`.\n"
-        "   Do not combine it with any other command.\n"
-    )
-    messages = [turn("b1", "bash", command="ls"), result("b1", "a.py")]
-    rules = section(brief(messages, task=task, clip_chars=4000), "Constraints")
+LISTED_TASK = (
+    "Fix the division bug.\n\n## Important Rules\n"
+    "1. To finish, issue the following command: `echo DONE_AND_SUBMIT`.\n"
+    "   Do not combine it with any other command.\n"
+)
+
+
+def test_the_task_s_listed_rules_are_rules_shown_once() -> None:
+    messages = [
+        Message(role="user", content=LISTED_TASK),
+        turn("b1", "bash", command="ls"),
+        result("b1", "a.py"),
+    ]
+    rules = section(brief(messages, clip_chars=4000), "Constraints")
     assert "`echo DONE_AND_SUBMIT`. Do not combine it with any other command." in rules
     assert rules.count("Do not combine it") == 1
+
+
+def test_the_pinned_task_s_rules_are_read_in_it_not_listed_again() -> None:
+    # Pinned beside the summary, the task states its rules verbatim; a rule the user gave
+    # later is still listed.
+    messages = [
+        turn("b1", "bash", command="ls"),
+        result("b1", "a.py"),
+        Message(role="user", content="Never edit tests/test_division.py while you fix it."),
+    ]
+    text = brief(messages, task=LISTED_TASK, clip_chars=4000)
+    assert "Do not combine it" not in text
+    assert "- Never edit tests/test_division.py while you fix it." in section(text, "Constraints")
 
 
 SPECS = [f"- Add `export_rows_{i}` to the ReportsController, paged by week {i}." for i in range(12)]

@@ -71,6 +71,45 @@ def test_head_tail_with_a_tiny_limit_is_just_the_note() -> None:
     assert view == "[… 1000 lines omitted; read_original(m, section) …]"
 
 
+SHELL_OUTPUT = "\n".join(
+    [
+        *(f"<p>row {i}</p>" for i in range(40)),
+        "FLAG{found_it}",
+        "</body></html>",
+        "(Open file: /work/ctf/2016/quals/web/i-got-id/printenv.pl)",
+        "(Current directory: /work/ctf/2016/quals/web/i-got-id)",
+        "bash-$",
+    ]
+)
+
+
+def test_head_tail_shows_the_result_s_tail_before_the_harness_prompt() -> None:
+    # The prompt lines a harness prints after every output follow the tail, outside its share:
+    # the tail is the result's last lines (the flag), not the prompt's.
+    view = head_tail(SHELL_OUTPUT, message_id="m", max_chars=480, head_lines=40, tail_lines=20)
+    assert view is not None and len(view) <= 480
+    assert "FLAG{found_it}\n</body></html>\n(Open file: /work/ctf/2016/quals/web/i-got" in view
+    assert view.endswith("(Current directory: /work/ctf/2016/quals/web/i-got-id)\nbash-$")
+
+
+def test_head_tail_leaves_out_a_harness_prompt_too_big_for_the_room() -> None:
+    # A prompt that would take over a third of the room is left out, and counted as omitted.
+    view = head_tail(SHELL_OUTPUT, message_id="m", max_chars=260, head_lines=40, tail_lines=20)
+    assert view is not None and len(view) <= 260
+    assert view.endswith("FLAG{found_it}\n</body></html>")
+    head, rest = view.split("\n[… ", 1)
+    note, tail = rest.split(" …]\n", 1)
+    omitted = len(SHELL_OUTPUT) - len(head) - len(tail)
+    assert note == f"{omitted} characters omitted; read_original(m, section)"
+
+
+def test_head_tail_keeps_a_last_line_that_is_the_result() -> None:
+    # A value in parentheses is output, not a prompt: it stays the tail's last line.
+    text = "\n".join([*(f"step {i}" for i in range(200)), "(344, 345)"])
+    view = head_tail(text, message_id="m", max_chars=300, head_lines=40, tail_lines=20)
+    assert view is not None and view.endswith("step 199\n(344, 345)")
+
+
 @pytest.mark.property
 @given(
     text=st.text(alphabet="ab \n", max_size=3000),

@@ -7,6 +7,7 @@ shrink them while the store keeps every original, which `read_original` pages ba
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,31 +34,78 @@ def head_tail(
         raise ValueError("max_chars, head_lines and tail_lines must be >= 0")
     if len(text) <= max_chars:
         return None
+    # The prompt a harness prints after every output is not the result's tail: it follows the
+    # tail, outside its share, when it takes a small part of the room; else it is left out.
+    body = _unwrapped(text)
+    wrapper = len(text) - len(body)
+    room = max_chars - len(_omission(len(text), "characters", message_id))
+    if wrapper and wrapper * WRAPPER_PARTS <= room:
+        return (
+            _head_tail(body, message_id, max_chars - wrapper, head_lines, tail_lines)
+            + (text[len(body) :])
+        )
+    return _head_tail(body, message_id, max_chars, head_lines, tail_lines, text[len(body) :])
+
+
+# The most of a cut text's room (beside its note) its harness's wrapper lines may take and still
+# be shown: a third.
+WRAPPER_PARTS: Final = 3
+
+
+def _head_tail(
+    text: str, message_id: str, max_chars: int, head_lines: int, tail_lines: int, cut: str = ""
+) -> str:
+    """`head_tail` of a text longer than `max_chars`, whose end `cut` (whole lines, each after
+    a newline) was cut off and is counted as omitted."""
     shown = head_lines + tail_lines
     head_share = head_lines / shown if shown else 0.5
     lines = text.split("\n")
     if len(lines) <= shown:
-        return _head_tail_chars(text, message_id, max_chars, head_share)
+        return _head_tail_chars(text, message_id, max_chars, head_share, len(cut))
     budget = max(0, max_chars - len(_omission(len(lines), "lines", message_id)) - 2)
     head = _take_lines(lines[:head_lines], int(budget * head_share), from_end=False)
     tail_budget = budget - sum(len(line) + 1 for line in head)
     tail_source = lines[len(lines) - tail_lines :] if tail_lines else []
     tail = _take_lines(tail_source, tail_budget, from_end=True)
-    omitted = len(lines) - len(head) - len(tail)
+    omitted = len(lines) - len(head) - len(tail) + cut.count("\n")
     return "\n".join([*head, _omission(omitted, "lines", message_id), *tail])
+
+
+# A line a shell harness prints after every output: its prompt ("bash-$", "$"), a status line
+# "(Label: value)" ("(Current directory: /repo)"), or the tag that closes the output.
+_WRAPPER_LINE_RE: Final = re.compile(
+    r"\s*(?:[\w.@~:/-]*\$\s*|\([A-Z][\w ]{0,40}: [^\n]*\)|</[a-z_-]+>|)\s*"
+)
+
+
+def _unwrapped(text: str) -> str:
+    """`text` without the harness's wrapper lines at its end (all of it when nothing else is
+    left: then it is no wrapper)."""
+    end = len(text)
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        if start == 0 or _WRAPPER_LINE_RE.fullmatch(text, start, end) is None:
+            break
+        end = start - 1
+    return text[:end] if text[:end].strip() else text
 
 
 def _omission(count: int, unit: str, message_id: str) -> str:
     return f"[… {count} {unit} omitted; read_original({message_id}, section) …]"
 
 
-def _head_tail_chars(text: str, message_id: str, max_chars: int, head_share: float) -> str:
-    budget = max(0, max_chars - len(_omission(len(text), "characters", message_id)) - 2)
+def _head_tail_chars(
+    text: str, message_id: str, max_chars: int, head_share: float, left_out: int = 0
+) -> str:
+    """The head and tail of `text` by characters; `left_out` more were cut off its end."""
+    budget = max(0, max_chars - len(_omission(len(text) + left_out, "characters", message_id)) - 2)
     head_chars = int(budget * head_share)
     tail_chars = budget - head_chars
     head = text[:head_chars]
     tail = text[len(text) - tail_chars :] if tail_chars else ""
-    note = _omission(len(text) - len(head) - len(tail), "characters", message_id)
+    if len(head) + len(tail) >= len(text):
+        head, tail = text, ""  # the text without its wrapper fits whole
+    note = _omission(len(text) + left_out - len(head) - len(tail), "characters", message_id)
     return "\n".join(part for part in (head, note, tail) if part)
 
 

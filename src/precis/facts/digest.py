@@ -231,7 +231,7 @@ def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str
     if utf16_len(line) <= units:
         return line
     sentences = [s for s in (one_line(p) for p in _SENTENCE_RE.split(text)) if len(s) > 7]
-    sentences = [s for s in sentences if s.lower() not in rules and not HARNESS_LINE_RE.match(s)]
+    sentences = [s for s in sentences if not _ruled(s, rules) and not HARNESS_LINE_RE.match(s)]
     picked: list[int] = []
     used = 0
     opening = units * 2 // 5
@@ -251,6 +251,13 @@ def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str
     )
     chosen = fit_sentences(sentences, rest, units, picked, used)
     return " ".join(sentences[i] for i in chosen) if chosen else shorten(line, units)
+
+
+def _ruled(sentence: str, rules: frozenset[str]) -> bool:
+    """Whether a task's sentence is listed with the rules, whole or as a piece of one (a rule
+    runs on past "e.g." or a line break where the task's sentences are cut)."""
+    low = sentence.lower()
+    return low in rules or any(low in rule for rule in rules)
 
 
 def fit_sentences(

@@ -53,8 +53,9 @@ MUST_ROUNDS: Final = 3
 # The least of the gist worth showing after the guard's words for the task.
 _MIN_REST: Final = 40
 _SENTENCE_END_RE: Final = re.compile(r"(?<=[.!?])\s+")
-# A sentence that names something: code, a path or file, a host, a number.
-_NAMED_RE: Final = re.compile(r"`[^`]+`|\w[/.:]\w|\d")
+# A sentence that names code, a path or file, or a host; then one that has a number.
+_CODE_NAMED_RE: Final = re.compile(r"`[^`]+`|\w[/.:]\w")
+_DIGIT_RE: Final = re.compile(r"\d")
 # A markup tag around a task's parts ("<uploaded_files>", "</issue_description>").
 _TAG_RE: Final = re.compile(r"</?[A-Za-z_][\w-]*>")
 # What the gist's section takes besides its text (heading, newlines), so the lead fits as it did.
@@ -132,15 +133,6 @@ def _as_variant(item: Item, fact: Fact) -> bool:
     return True
 
 
-def _fit(rest: str, room: int) -> str:
-    """The gist's sentences within `room`: those that name something (code, a path, a host,
-    a number) first, shown in their order; one cut only when none fits whole."""
-    sentences = [p for p in _SENTENCE_END_RE.split(rest) if p.strip()]
-    ranked = sorted(range(len(sentences)), key=lambda i: _NAMED_RE.search(sentences[i]) is None)
-    picked = fit_sentences(sentences, ranked, room)
-    return " ".join(sentences[i] for i in picked) if picked else shorten(rest, room)
-
-
 def _lead_task(items: list[Item], fact: Fact, rank: int) -> None:
     """The task led by the guard's words for it, then what else its gist named."""
     if not items:
@@ -160,6 +152,38 @@ def _lead_task(items: list[Item], fact: Fact, rank: int) -> None:
     rest = " ".join(words[cut:]).strip().lstrip("… ").strip()
     # Within the gist's own size (its section's cap): the rest gives way to the fact's words.
     room = utf16_len(task.text) - utf16_len(fact.text) - utf16_len(ELLIPSIS) - _SLACK
-    rest = _fit(rest, room) if room >= _MIN_REST else ""
-    text = f"{fact.text} … {rest}" if rest and rest not in fact.text else fact.text
-    items[0] = Item(text, task.order, task.keep, variants=(fact.text,), must=rank)
+    forms = _fit_forms(rest, room, fact.text) if room >= _MIN_REST else []
+    texts = [f"{fact.text} … {form}" for form in forms if form not in fact.text]
+    text = texts[0] if texts else fact.text
+    # Shorter whole forms: the fact's words and fewer of the gist's sentences, the ones that
+    # name something kept longest, down to the fact's words alone.
+    variants = (*texts[1:], fact.text) if texts else (fact.text,)
+    items[0] = Item(text, task.order, task.keep, variants=variants, must=rank)
+
+
+def _fit_forms(rest: str, room: int, shown: str = "") -> list[str]:
+    """The gist's sentences within `room`, shown in their order: those that name code, a path
+    or a host first, then those with a number, then the rest; one cut only when none fits whole.
+    Then each shorter form that leaves out its last-ranked sentence. A sentence whose opening
+    the fact's words (`shown`) already hold is not shown again."""
+    sentences = [p for p in _SENTENCE_END_RE.split(rest) if p.strip() and _opening(p) not in shown]
+    if not sentences:
+        return []
+    ranked = sorted(range(len(sentences)), key=lambda i: _naming(sentences[i]))
+    picked = fit_sentences(sentences, ranked, room)
+    if not picked:
+        return [shorten(" ".join(sentences), room)]
+    by_rank = sorted(picked, key=ranked.index)
+    return [" ".join(sentences[i] for i in sorted(by_rank[:k])) for k in range(len(by_rank), 0, -1)]
+
+
+def _naming(sentence: str) -> int:
+    """0 for a sentence that names code, a path or a host, 1 for one with a number, else 2."""
+    if _CODE_NAMED_RE.search(sentence):
+        return 0
+    return 1 if _DIGIT_RE.search(sentence) else 2
+
+
+def _opening(sentence: str) -> str:
+    """A sentence's first words (at most five): what shows it was already shown."""
+    return " ".join(sentence.split()[:5])

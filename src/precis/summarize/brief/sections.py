@@ -15,6 +15,7 @@ from precis.facts import (
     TermEntry,
     basename,
     compact,
+    fold,
     forbids,
     is_trivial,
     one_line,
@@ -105,13 +106,22 @@ def _text_item(text: str, order: int, cap: int, keep: tuple[str, ...] = ()) -> I
     return Item(shorten(one_line(text), cap, keep), order, keep)
 
 
-def _constraint_items(facts: Facts, cap: int, *, small: bool = False) -> list[Item]:
+def _constraint_items(
+    facts: Facts, cap: int, *, small: bool = False, pinned: bool = False
+) -> list[Item]:
     """The user's prohibitions first, then the user's other rules, then the system prompt's.
 
     A finished tracker item's specs say what was built: in a larger brief they come after the
-    rules that still bind, within the section's share; a small brief leaves them for last."""
-    user_rules = list(facts.constraints.values())
-    spec_rules = [v for k, v in facts.spec_constraints.items() if k not in facts.constraints]
+    rules that still bind, within the section's share; a small brief leaves them for last.
+    With the task `pinned` beside the summary (letta's brief, which shows the task by its gist),
+    the rules it states are read there, verbatim: the brief does not list them again."""
+    held = fold(facts.task) if pinned and facts.task else ""
+    user_rules = [v for v in facts.constraints.values() if not (held and fold(v) in held)]
+    spec_rules = [
+        v
+        for k, v in facts.spec_constraints.items()
+        if k not in facts.constraints and not (held and fold(v) in held)
+    ]
     system_rules = [
         v
         for k, v in facts.system_constraints.items()
@@ -512,7 +522,12 @@ def sections(
     out: dict[str, list[Item]] = {
         TASK: _task_items(facts, labels, caps[TASK], keep_rules=style != "letta"),
         PHASE: _phase_items(facts, language),
-        CONSTRAINTS: _constraint_items(facts, caps[CONSTRAINTS], small=budget <= SMALL_BRIEF_CHARS),
+        CONSTRAINTS: _constraint_items(
+            facts,
+            caps[CONSTRAINTS],
+            small=budget <= SMALL_BRIEF_CHARS,
+            pinned=facts.task_given and style == "letta",
+        ),
     }
     if style == "letta":
         out[REQUESTS] = _request_items(facts, caps[REQUESTS])
