@@ -228,7 +228,8 @@ class Compactor:
 
             plans.append(all_mode)  # planned only when it is tried
         self._step("planned")
-        work = Work(messages, counts, self.counter, self.ahead.take(snapshot.version, job.task))
+        ahead = self.ahead.take(snapshot.version, job.task)
+        work = Work(messages, counts, self.counter, ahead, [*snapshot.messages, *job.pending])
         failures: list[str] = []
         stuck = True  # every failure so far is that nothing could be made smaller
         over: Candidate | None = None
@@ -395,6 +396,7 @@ class Compactor:
             phase=job.phase,
             timeout=s.summary_timeout,
             kept=plan.keep,
+            originals=work.originals(plan.summarize),
         )
         text: str = yield Summarize(self.summarizer, request)
         text = clip_summary(text, clip)
@@ -570,12 +572,10 @@ class Compactor:
 
     def _verify(self, candidate: Candidate, messages: Sequence[Message], before: int) -> str | None:
         """Why this candidate must not be committed, or None when it may."""
-        violations = check(candidate.context)
-        if violations:
+        if violations := check(candidate.context):
             return "invalid context: " + "; ".join(str(v) for v in violations[:3])
         kept_ids = {m.id for m in candidate.context}
-        missing = [m.id for m in messages if m.pinned and m.id not in kept_ids]
-        if missing:
+        if missing := [m.id for m in messages if m.pinned and m.id not in kept_ids]:
             return f"pinned messages missing: {', '.join(missing)}"
         lost: list[Fact] = []
         whole: str | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import is_not
 
 from precis.core.messages import Message
 from precis.core.planning import first_cut
@@ -66,7 +67,7 @@ class Work:
     messages live for the search, and other entries hold their messages, so no id is reused
     while it is remembered."""
 
-    __slots__ = ("counter", "counts", "ledgers", "parts", "replay")
+    __slots__ = ("counter", "counts", "ledgers", "parts", "replay", "stored")
 
     def __init__(
         self,
@@ -74,12 +75,22 @@ class Work:
         counts: Sequence[int],
         counter: TokenCounter,
         replay: Replay | None = None,
+        stored: Sequence[Message] = (),
     ):
         self.counter = counter
         self.replay = replay  # the replay of the evicted span's first messages, read ahead
+        # The context as stored, before the view cut its long outputs: by id, when any differs.
+        self.stored = {m.id: m for m in stored if m.id}
         self.counts = dict(zip(map(id, messages), counts, strict=True))
         self.parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
         self.ledgers: dict[tuple[int, ...], tuple[tuple[Message, ...], Ledger]] = {}
+
+    def originals(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        """The messages as stored, where the view showed one cut (a long output head+tail, an
+        old one masked); () when it showed them all whole."""
+        stored = self.stored
+        whole = tuple(stored.get(m.id, m) if m.id else m for m in messages)
+        return whole if any(map(is_not, whole, messages)) else ()
 
     def tokens(self, messages: Sequence[Message]) -> int:
         """`Compactor.tokens`, from the context's counts (a message made since is counted)."""

@@ -25,7 +25,9 @@ class SummaryRequest:
     summary being replaced (it may also sit in `messages`; it is then counted once); `phase` a
     phase the application just finished, which the summary must name. `timeout` bounds each
     model call, in seconds. `kept` are the messages that stay verbatim right after the summary
-    (context, not to be summarized: a request they answer is not open).
+    (context, not to be summarized: a request they answer is not open). `originals` are
+    `messages` as stored, when the view showed some of them cut (a long tool output head+tail):
+    a summarizer that reads by rule may read them whole; empty when none was cut.
     """
 
     messages: tuple[Message, ...]
@@ -39,6 +41,7 @@ class SummaryRequest:
     phase: str | None = None
     timeout: float | None = None
     kept: tuple[Message, ...] = ()
+    originals: tuple[Message, ...] = ()
 
 
 class Summarizer(Protocol):

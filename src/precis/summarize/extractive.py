@@ -9,6 +9,7 @@ them within the budget, and merges them into an earlier brief.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from precis.core.messages import KIND_SUMMARY, Message
 from precis.facts import (
@@ -140,16 +141,18 @@ class ExtractiveSummarizer(LocalSummarizer):
             and request.previous_summary is None
             and request.phase is None
         )
+        # A long output the view showed head+tail is read whole: the brief picks what it keeps.
+        span = request.originals or request.messages
         if plain:
             return build_brief(
-                request.messages,
+                span,
                 mode=request.mode,
                 budget=self.budget_for(request),
                 instructions=request.instructions,
                 answered=answers_last_request(request.kept),
                 must=must_keep(request),
             )
-        previous, fresh = split_previous(request)
+        previous, fresh = split_previous(replace(request, messages=span))
         return build_brief(
             fresh,
             mode=request.mode,
@@ -160,7 +163,7 @@ class ExtractiveSummarizer(LocalSummarizer):
             task=request.task,
             previous=previous,
             phase=request.phase,
-            ledger=_carried_ledger(request.messages, previous),
+            ledger=_carried_ledger(span, previous),
             answered=answers_last_request(request.kept),
             must=must_keep(request),
         )
