@@ -8,6 +8,7 @@ a `SummaryReader` when one is given (the brief reads its own sections), else as 
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -117,7 +118,7 @@ class Facts:
     records: dict[str, Record] = field(default_factory=dict)
 
 
-MAX_SPEC_CONSTRAINTS = 64
+MAX_SPEC_CONSTRAINTS = 128
 MAX_ITEM_RULES = 16
 MAX_SPEC_UNITS = 300
 MAX_ANSWER_UNITS = 300
@@ -132,6 +133,13 @@ def spec_rules(text: str) -> tuple[tuple[int, str], ...]:
     rules = [r for r in dict.fromkeys((*stated, *listed)) if utf16_len(r) <= MAX_SPEC_UNITS]
     placed = [(max(0, text.find(r[:24])), r) for r in rules]
     return tuple(sorted(placed, key=lambda p: (not forbids(p[1]), p[0])))
+
+
+def _section_start(text: str, key: str) -> int:
+    """Where a tracker's output shows `key`'s own section: the line that opens with it (after a
+    status mark), not an earlier item's list of what it blocks; else its first mention."""
+    heading = re.search(rf"(?m)^[^\w\n]{{0,4}}{re.escape(key)}(?![\w-]|\.\w)", text)
+    return heading.start() if heading else max(0, text.find(key))
 
 
 # Folds an earlier summary's text into the collector; False leaves it to the plain-text fold.
@@ -437,7 +445,7 @@ class Collector:
                 progress.set_status(key, status, at, work.reason)
             if work.shown and text:
                 # Each rule is filed with the item whose part of the output states it.
-                starts = sorted((max(0, text.find(key)), key) for key in work.shown)
+                starts = sorted((_section_start(text, key), key) for key in work.shown)
                 for at_, rule in found.derived("rules", spec_rules):
                     source = next((k for s, k in reversed(starts) if s <= at_), work.shown[0])
                     self._spec_rule(rule, source)

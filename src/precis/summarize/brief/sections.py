@@ -139,6 +139,10 @@ def _constraint_items(
     # The system prompt stays in context anyway; a finished tracker item's specs say what was
     # built, after the rules that still bind (its prohibitions still stand).
     finished = {k for k, e in facts.progress.items.items() if e.status in {"done", "committed"}}
+    # While one item is worked on, the specs of those not started yet wait as a finished one's.
+    items_ = facts.progress.items.values()
+    if any(e.status == "in_progress" for e in items_):
+        finished |= {e.key for e in items_ if e.status == "open"}
     done: set[int] = set()
     for item in items:
         rule = everything[item.order]
