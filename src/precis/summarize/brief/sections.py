@@ -112,7 +112,8 @@ def _constraint_items(
     """The user's prohibitions first, then the user's other rules, then the system prompt's.
 
     A finished tracker item's specs say what was built: in a larger brief they come after the
-    rules that still bind, within the section's share; a small brief leaves them for last.
+    rules that still bind, within the section's share; a small brief leaves them for last. So
+    do its prohibitions that bind only that item ("No UI changes in this task.").
     With the task `pinned` beside the summary (letta's brief, which shows the task by its gist),
     the rules it states are read there, verbatim: the brief does not list them again."""
     held = fold(facts.task) if pinned and facts.task else ""
@@ -146,7 +147,9 @@ def _constraint_items(
     done: set[int] = set()
     for item in items:
         rule = everything[item.order]
-        done_with = facts.spec_sources.get(rule.lower()) in finished and not forbids(rule)
+        done_with = facts.spec_sources.get(rule.lower()) in finished and (
+            not forbids(rule) or _THIS_TASK_RE.search(rule) is not None
+        )
         if done_with:
             done.add(item.order)
             item.modest = not small  # the section's share, not everyone's room
@@ -160,6 +163,12 @@ def _constraint_items(
             STRONG_CONSTRAINT_RE.search(i.text) is None,
         ),
     )
+
+
+# A rule that binds only the item it was written for ("No UI changes in this task.").
+_THIS_TASK_RE: Final = re.compile(
+    r"(?i)\b(?:in|for|during|by) this (?:task|ticket|issue|item|subtask|change)\b"
+)
 
 
 def _request_items(facts: Facts, cap: int) -> list[Item]:
