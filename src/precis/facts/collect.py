@@ -412,7 +412,10 @@ class Collector:
         """What an acting call came back with, on the note of the turn that made it."""
         note = self._noted.pop(call.id, None)
         held = found.derived("held", file_held) if reads_only and note is not None else ""
-        quiet = (reads_only and not held) or bool(call.thought)
+        # A tracker asked to show items: the work state gives them with their titles.
+        work = call.work
+        shows = work is not None and bool(work.shown) and not (work.tracker or work.commit)
+        quiet = (reads_only and not held) or bool(call.thought) or shows
         if note is not None and (found.failed or not quiet):
             # What an edit wrote is in its call; its output only shows the file back.
             wrote = call.writes or call.edits_open_file or call.shell_writes or found.wrote
