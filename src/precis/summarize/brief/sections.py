@@ -188,12 +188,21 @@ def _request_items(facts: Facts, cap: int) -> list[Item]:
 
 def _error_items(errors: list[ErrorEntry], cap: int) -> list[Item]:
     """The latest errors first, each with how often it recurred and what was tried next."""
-    items = []
+    items: list[Item] = []
+    fixed: dict[tuple[int, str], int] = {}  # (where seen, fix) → its item
     for error in errors:
         text = error.signature if error.carried else shorten(error.signature, 200)
         if error.count > 1 and not error.carried:
             text += f" (×{error.count})"
+        # Errors one output printed, with one fix, are one line: the fix is said once.
+        k = fixed.get((error.first, error.fix)) if error.fix else None
+        if k is not None:
+            signatures, _, fix = items[k].text.partition(" → ")
+            joined = f"{signatures}; {text} → {fix}"
+            items[k] = _text_item(joined, items[k].order, cap + utf16_len(text) + 2)
+            continue
         if error.fix:
+            fixed[(error.first, error.fix)] = len(items)
             text += f" → {shorten(error.fix, 240)}"
         items.append(_text_item(text, error.first, cap))
     return items
