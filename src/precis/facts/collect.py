@@ -16,7 +16,7 @@ from functools import partial
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
-from precis.facts.digest import Note, code_outline, file_held, value_count, value_tokens
+from precis.facts.digest import Note, calls_made, code_outline, file_held, value_count, value_tokens
 from precis.facts.fixes import FIX_CHANGE_MESSAGES, fixed_by, refusal
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
@@ -114,6 +114,8 @@ class Facts:
     spec_sources: dict[str, str] = field(default_factory=dict)
     # What each source file the agent read defines (`digest.code_outline`), newest read last.
     outlines: dict[str, str] = field(default_factory=dict)
+    # The functions the source files read call without defining them, with how often.
+    calls_read: dict[str, int] = field(default_factory=dict)
     # The records the agent's lookups returned (`precis.facts.records`), by id, newest last.
     records: dict[str, Record] = field(default_factory=dict)
 
@@ -402,6 +404,9 @@ class Collector:
         path = next((t.key for t in call.arg_terms if t.gate in {"path", "term-path"}), "")
         if not path or PATH_EXT_RE.search(path) is None:
             return
+        calls = self.facts.calls_read
+        for name, n in found.derived("calls", calls_made).items():
+            calls[name] = calls.get(name, 0) + n
         outline = found.derived("outline", lambda text: code_outline(unnumbered(text)))
         if outline:
             outlines = self.facts.outlines

@@ -345,6 +345,24 @@ _IMPORT_RE: Final = re.compile(r"^\s*import\s.*?from\s+[\"']([^\"']+)[\"']")
 _OUTLINE_UNITS: Final = 1500
 
 
+# A call of a snake_case function: `update_computer_inputs(`, `load_panes(`.
+_CALL_RE: Final = re.compile(r"(?<![\w.:])([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\(")
+_DEFINED_RE: Final = re.compile(
+    r"\b(?:def|defp|defmacro|fn|fun|func|function|let|const)\s+([a-z]\w*)"
+)
+
+
+def calls_made(text: str) -> dict[str, int]:
+    """The snake_case functions a source file calls that it does not define, with how often:
+    what the code is built on (`update_computer_inputs`), for lookup hints."""
+    defined = set(_DEFINED_RE.findall(text))
+    counts: dict[str, int] = {}
+    for name in _CALL_RE.findall(text):
+        if name not in defined:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def code_outline(text: str, units: int = _OUTLINE_UNITS) -> str:
     """What a source file the agent read defines, in a line: its modules, classes and
     functions (with their arity), the events it handles or pushes, its hooks and imports."""

@@ -312,8 +312,14 @@ def hint_items(
     candidates += [t.label.split("=", 1)[-1] for t in facts.identifiers.ranked()]
     candidates += [basename(t.label) for t in read if t.weight > W_OUTPUT]
     candidates += facts.carried_hints
+    # Last, what the code read calls most (room permitting): what it is built on.
+    called = sorted(facts.calls_read.items(), key=lambda kv: -kv[1])
+    candidates += [name for name, n in called if n >= _CALLED_TIMES]
     fresh = [t for t in dict.fromkeys(candidates) if t and utf16_len(t) <= 60][:MAX_HINTS]
     return [Item(term, i, shrink=False) for i, term in enumerate(fresh) if term not in shown]
+
+
+_CALLED_TIMES = 2
 
 
 @dataclass(slots=True)
