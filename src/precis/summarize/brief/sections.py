@@ -315,8 +315,9 @@ def hint_items(
     # Last, what the code read calls most (room permitting): what it is built on.
     called = sorted(facts.calls_read.items(), key=lambda kv: -kv[1])
     candidates += [name for name, n in called if n >= _CALLED_TIMES]
-    fresh = [t for t in dict.fromkeys(candidates) if t and utf16_len(t) <= 60][:MAX_HINTS]
-    return [Item(term, i, shrink=False) for i, term in enumerate(fresh) if term not in shown]
+    # The first that the brief does not show already.
+    fresh = [t for t in dict.fromkeys(candidates) if t and utf16_len(t) <= 60 and t not in shown]
+    return [Item(term, i, shrink=False) for i, term in enumerate(fresh[:MAX_HINTS])]
 
 
 _CALLED_TIMES = 2
