@@ -137,6 +137,19 @@ def apply_guard(
     missing = missing_from(body)
     if not missing:
         return GuardResult(body, (), ())
+    # Most often every missing fact fits in its fullest line beside the body as it is: the
+    # section is rendered at once, and its length is what `_section_units` would add up.
+    section = _render_fullest(missing, heading, labels)
+    need, size = utf16_len(section), utf16_len(body)
+    gap = utf16_len(_SECTION_GAP) if summary else 0
+    if size <= clip - need - utf16_len(_SECTION_GAP) and need <= clip - size - gap:
+        cut = _cut(summary, clip - gap - need)
+        text = f"{cut}{_SECTION_GAP}{section}" if cut else section
+        if cut == body:  # it lacks what the body lacked, and all of that is appended
+            return GuardResult(text, tuple(missing), ())
+        picked = {id(fact) for fact in missing}
+        dropped = tuple(fact for fact in missing_from(cut) if id(fact) not in picked)
+        return GuardResult(text, tuple(missing), dropped)
     whole, lost_whole = body, {id(f) for f in missing}
     floor = min(utf16_len(body), math.ceil(clip * BODY_FLOOR_SHARE))
     # Cutting the body may cut facts out of it: shrink until what is missing fits, or the floor.
@@ -249,6 +262,19 @@ def _choose(
                 used += cost
                 break
     return chosen
+
+
+def _render_fullest(facts: Sequence[Fact], heading: str, labels: Mapping[str, str]) -> str:
+    """`_render` of every one of `facts` in its fullest line, for facts in priority order (so
+    each kind's facts stand together, in the order `KINDS` gives the kinds)."""
+    out = [f"## {heading}"]
+    kind = ""
+    for fact in facts:
+        if fact.kind != kind:
+            kind = fact.kind
+            out.append(labels[kind])
+        out.append(_BULLET + _sized(fact)[0][0])
+    return "\n".join(out)
 
 
 def _render(chosen: Sequence[tuple[Fact, str]], heading: str, labels: Mapping[str, str]) -> str:
