@@ -237,8 +237,10 @@ def missing_from_folded(facts: Iterable[Fact], folded: str) -> list[Fact]:
     """`missing_facts` for a text already folded (a fact whose anchor the text lacks is
     missing without its test)."""
     out: list[Fact] = []
+    remembered = _PROBED.get
     for fact in facts:
-        _, test, anchor, _ = _probed(fact)
+        hit = remembered(id(fact))  # `_probed`, inline: this runs for every fact
+        _, test, anchor, _ = hit[1] if hit is not None and hit[0] is fact else _probed(fact)
         if not (anchor in folded and test(folded)):
             out.append(fact)
     return out
@@ -364,9 +366,12 @@ class KeptFacts:
         found: dict[tuple[str, str], int] = {}
         missing: list[Fact] = []
         probes: list[_Probed] = []
+        remembered, was = _PROBED.get, old_found.get
         for fact in facts:
-            probe = key, test, anchor, reach = _probed(fact)
-            state = old_found.get(key, _SPREAD)
+            hit = remembered(id(fact))  # `_probed`, inline: this runs for every fact
+            probe = hit[1] if hit is not None and hit[0] is fact else _probed(fact)
+            key, test, anchor, reach = probe
+            state = was(key, _SPREAD)
             if state >= 0:
                 if at_now is not None:
                     holder = at_now.get(id(old_parts[state]))
