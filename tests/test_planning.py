@@ -222,8 +222,9 @@ def test_planner_matches_letta_loop_run_forwards(
     fallback: bool,
     given_list: bool,
 ) -> None:
-    """The backward search counts only the tail it needs and finds letta's cut, or letta's error,
-    for any window from none to past the whole conversation, with pinned messages."""
+    """The backward search (given a counter: it counts only the tail it needs) and the forward
+    one (given a list of counts) find letta's cut, or letta's error, for any window from none to
+    past the whole conversation, with pinned messages."""
     counts = LettaEstimator().count_many(conversation)
     window = None if fill > 1.5 else int(fill * sum(counts))
     expected = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import compress, islice
+from itertools import accumulate, compress, islice
 from operator import attrgetter, not_
 
 from precis.core.errors import PlanningError
@@ -229,6 +229,8 @@ def _search_cut(
     goal = (1 - p) * context_window
     if not found or context_window + reserved < goal:  # (the latter: letta never steps)
         raise PlanningError(NO_ASSISTANT_MESSAGE)
+    if counts.counter is None:  # every count is given: the cuts are weighed forwards
+        return _first_fitting(found, counts, pins, goal, reserved)
     pinned: dict[int, int] = {}  # index -> tokens of each pinned message
     if pins:
         pinned_at = list(compress(range(len(messages)), pins))
@@ -264,6 +266,29 @@ def _search_cut(
         best -= 1
         cut = earlier
     e, cut = found[best]
+    if e >= 1.0 and reserved <= 0:  # the quirk: the last step fails unless a reserve was met
+        raise PlanningError(NO_ASSISTANT_MESSAGE)
+    return cut
+
+
+def _first_fitting(
+    found: list[tuple[float, int]],
+    counts: _TailCounts,
+    pins: list[bool] | None,
+    goal: float,
+    reserved: int,
+) -> int:
+    """`_search_cut`'s answer when every count is given (a list): the kept tokens of a cut
+    are all the tokens but the unpinned ones before it, which only grow as the cut moves on, so
+    the first step whose cut fits is the one the walk back from the last cut stops at."""
+    forwards = counts.backwards[::-1]
+    if pins:
+        forwards = [0 if pinned else count for count, pinned in zip(forwards, pins, strict=True)]
+    before = [0, *accumulate(forwards)]  # the unpinned tokens before each index
+    total = counts.total
+    if total - before[found[-1][1]] + reserved >= goal:  # not even the last cut fits
+        raise PlanningError(NO_ASSISTANT_MESSAGE)
+    e, cut = next((e, cut) for e, cut in found if total - before[cut] + reserved < goal)
     if e >= 1.0 and reserved <= 0:  # the quirk: the last step fails unless a reserve was met
         raise PlanningError(NO_ASSISTANT_MESSAGE)
     return cut
