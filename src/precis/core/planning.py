@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, islice
+from itertools import compress, islice
 from operator import attrgetter, not_
 
 from precis.core.errors import PlanningError
@@ -280,18 +280,24 @@ def _first_fitting(
 ) -> int:
     """`_search_cut`'s answer when every count is given (a list): the kept tokens of a cut
     are all the tokens but the unpinned ones before it, which only grow as the cut moves on, so
-    the first step whose cut fits is the one the walk back from the last cut stops at."""
-    forwards = counts.backwards[::-1]
-    if pins:
-        forwards = [0 if pinned else count for count, pinned in zip(forwards, pins, strict=True)]
-    before = [0, *accumulate(forwards)]  # the unpinned tokens before each index
-    total = counts.total
-    if total - before[found[-1][1]] + reserved >= goal:  # not even the last cut fits
-        raise PlanningError(NO_ASSISTANT_MESSAGE)
-    e, cut = next((e, cut) for e, cut in found if total - before[cut] + reserved < goal)
-    if e >= 1.0 and reserved <= 0:  # the quirk: the last step fails unless a reserve was met
-        raise PlanningError(NO_ASSISTANT_MESSAGE)
-    return cut
+    the first step whose cut fits is the one the walk back from the last cut stops at; the
+    front up to it is summed once (the walk sums the tail after it)."""
+    backwards = counts.backwards
+    n = len(backwards)
+    pinned_at = list(compress(range(n), pins)) if pins else []
+    total, before, at, k = counts.total, 0, 0, 0  # the unpinned tokens before index `at`
+    for e, cut in found:
+        if cut > at:
+            before += sum(backwards[n - cut : n - at])
+            while k < len(pinned_at) and pinned_at[k] < cut:
+                before -= backwards[n - 1 - pinned_at[k]]
+                k += 1
+            at = cut
+        if total - before + reserved < goal:
+            if e >= 1.0 and reserved <= 0:  # the quirk: the last step fails unless a reserve
+                raise PlanningError(NO_ASSISTANT_MESSAGE)  # was met
+            return cut
+    raise PlanningError(NO_ASSISTANT_MESSAGE)  # not even the last cut fits
 
 
 def _candidate_cuts(
