@@ -152,9 +152,11 @@ def apply_guard(
         return GuardResult(text, tuple(missing), dropped)
     whole, lost_whole = body, {id(f) for f in missing}
     floor = min(utf16_len(body), math.ceil(clip * BODY_FLOOR_SHARE))
+    measured = missing  # the facts whose section is `need` long
     # Cutting the body may cut facts out of it: shrink until what is missing fits, or the floor.
     while True:
-        need = _section_units(missing, heading, labels)
+        if missing is not measured:
+            need = _section_units(missing, heading, labels)
         room = clip - need - utf16_len(_SECTION_GAP)
         if utf16_len(body) <= room or utf16_len(body) <= floor:
             break
