@@ -26,7 +26,17 @@ from precis.engine.requests import Call, Request, Summarize
 from precis.engine.results import CompactionResult, CompactionStats, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
 from precis.engine.truncation import plan_truncation
-from precis.engine.work import Candidate, LedgerAhead, NoOp, Work, capped_ledger, joined, smaller
+from precis.engine.work import (
+    Candidate,
+    LedgerAhead,
+    NoOp,
+    Work,
+    capped_ledger,
+    guard_budget,
+    joined,
+    required_facts,
+    smaller,
+)
 from precis.facts import KeptFacts, missing_from_folded, present, remember_ledger
 from precis.stores.base import (
     CompactionEvent,
@@ -37,7 +47,6 @@ from precis.stores.base import (
 )
 from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.guard import (
-    BODY_FLOOR_SHARE,
     Fact,
     Ledger,
     apply_guard,
@@ -51,15 +60,11 @@ __all__ = ["CompactionJob", "CompactionResult", "CompactionStats", "Compactor", 
 View = Callable[[list[Message], int], list[Message]]
 # How verification words a candidate that is not smaller than the context it would replace.
 NOT_SMALLER = "context did not shrink"
-# Share of the summary budget that the task and red lines may claim as must-keep text.
-REQUIRED_SHARE = 0.6
 # Characters per token when sizing a summary to the room left: few, so it is not too big (code
 # and identifiers run about three; a summary too big for the room is asked again, smaller).
 FIT_CHARS_PER_TOKEN = 3
 # Times a summary over the room is asked again, smaller.
 FIT_RETRIES = 3
-# Fact kinds a compaction must keep verbatim (else it is rolled back).
-REQUIRED_KINDS = ("task", "constraint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,14 +299,6 @@ class Compactor:
         after = candidate.stats.context_tokens_after + floor_tokens
         return threshold is not None and after > threshold
 
-    def _guard_budget(self, required: Sequence[Fact], clip: int) -> int:
-        """Room for summary + retained facts: the clip (see `_clip`), widened (up to the
-        configured clip) only when the must-keeps would not fit beside the body's least share."""
-        need = sum(len(f.text) + 4 for f in required) + 40
-        if need <= clip * (1 - BODY_FLOOR_SHARE):
-            return clip
-        return min(self.settings.effective_clip_chars, need + int(clip * BODY_FLOOR_SHARE))
-
     def _ledger(self, evicted: Sequence[Message], job: CompactionJob, work: Work) -> Ledger:
         """The evicted span's facts, after those its earlier summaries carried."""
         span = tuple(evicted)
@@ -311,28 +308,6 @@ class Compactor:
             ledger = capped_ledger(Ledger(tuple(facts)))
             entry = work.ledgers[tuple(map(id, span))] = (span, ledger)
         return entry[1]
-
-    def _required(
-        self, ledger: Ledger, known_task: bool, clip: int | None = None
-    ) -> tuple[Fact, ...]:
-        """The task and the red lines, as many as fit in a share of the clip.
-
-        Past that share a summary could not hold them and anything else, so the rest are kept
-        by the guard when there is room but not demanded.
-        """
-        room = int((clip or self.settings.effective_clip_chars) * REQUIRED_SHARE)
-        required: list[Fact] = []
-        if not known_task:
-            # Without a stated task the span's first request stands in for it; keep it if
-            # there is room, but do not roll back over it.
-            ledger = Ledger(tuple(f for f in ledger.facts if f.kind != "task"))
-        # The required kinds in their order, each kind's facts in ledger order (a stable sort).
-        for fact in [f for kind in REQUIRED_KINDS for f in ledger.facts if f.kind == kind]:
-            room -= len(fact.text) + 3
-            if room < 0 and required:
-                break
-            required.append(fact)
-        return tuple(required)
 
     def _clip(self, plan: CompactionPlan, job: CompactionJob, work: Work, fit: bool) -> int:
         """The summary's clip: the setting, never more than half the span it replaces (a summary
@@ -401,7 +376,7 @@ class Compactor:
         text: str = yield Summarize(self.summarizer, request)
         text = clip_summary(text, clip)
         ledger = self._ledger(plan.summarize, job, work)
-        required = self._required(ledger, job.task is not None, clip)
+        required = required_facts(ledger, job.task is not None, clip)
         ends: list[int] = []
         kept = work.folded_parts(stays := [*plan.pinned, *plan.keep], ends)
         cut = ends[len(plan.pinned) - 1] if plan.pinned else 0
@@ -410,7 +385,9 @@ class Compactor:
             # Facts the kept messages already hold need not be repeated in the summary.
             needed = Ledger(tuple(self.kept.missing(ledger.facts, kept, joined(*kept))))
             self.kept.asked_of(stays, ends)
-            text = apply_guard(text, needed, clip_chars=self._guard_budget(required, clip)).text
+            text = apply_guard(
+                text, needed, clip_chars=guard_budget(required, clip, s.effective_clip_chars)
+            ).text
         self._step("summarized")
         metadata: dict[str, Any] = {
             "summary": text,
@@ -524,7 +501,10 @@ class Compactor:
         )
         # The marker carries the dropped span's task and red lines; a bigger marker may drop more.
         for _ in range(3):
-            required = self._required(self._ledger(plan.dropped, job, work), job.task is not None)
+            widest = self.settings.effective_clip_chars
+            required = required_facts(
+                self._ledger(plan.dropped, job, work), job.task is not None, widest
+            )
             lines = [f.text for f in missing_from_folded(required, work.folded(plan.kept))]
             if lines == found:
                 break
@@ -566,7 +546,7 @@ class Compactor:
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
         plain = remember_ledger(marker, ledger)
-        required = self._required(ledger, job.task is not None)
+        required = required_facts(ledger, job.task is not None, self.settings.effective_clip_chars)
         made = (marker, context, stats, required, ledger, lambda: work.folded(context))
         return Candidate("truncate", *made, plain_ledger=plain)
 

@@ -18,23 +18,31 @@ from precis.core.tokens import TokenCounter
 from precis.engine.results import CompactionStats
 from precis.facts import folded_parts
 from precis.facts.extract import Replay
-from precis.summarize.guard import Fact, Ledger
+from precis.summarize.guard import BODY_FLOOR_SHARE, Fact, Ledger
 
 __all__ = [
     "LEDGER_LIMIT",
+    "REQUIRED_KINDS",
+    "REQUIRED_SHARE",
     "VITAL_KINDS",
     "Candidate",
     "LedgerAhead",
     "NoOp",
     "Work",
     "capped_ledger",
+    "guard_budget",
     "joined",
+    "required_facts",
     "smaller",
 ]
 
 # Fact kinds a summary always carries forward, and the bound on the ledger it carries.
 VITAL_KINDS = frozenset({"constraint", "task", "pinned"})
 LEDGER_LIMIT = 200
+# Share of the summary budget that the task and red lines may claim as must-keep text.
+REQUIRED_SHARE = 0.6
+# Fact kinds a compaction must keep verbatim (else it is rolled back).
+REQUIRED_KINDS = ("task", "constraint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +127,37 @@ class Work:
 def joined(*folded: str) -> str:
     """Folded texts of consecutive runs of messages as the folded text of all of them."""
     return " ".join(text for text in folded if text)
+
+
+def guard_budget(required: Sequence[Fact], clip: int, widest: int) -> int:
+    """Room for summary + retained facts: the clip, widened (up to `widest`, the configured
+    clip) only when the must-keeps would not fit beside the body's least share."""
+    need = sum(len(f.text) + 4 for f in required) + 40
+    if need <= clip * (1 - BODY_FLOOR_SHARE):
+        return clip
+    return min(widest, need + int(clip * BODY_FLOOR_SHARE))
+
+
+def required_facts(ledger: Ledger, known_task: bool, clip: int) -> tuple[Fact, ...]:
+    """The task and the red lines, as many as fit in a share of the clip: the text a compaction
+    must keep verbatim, else it is rolled back.
+
+    Past that share a summary could not hold them and anything else, so the rest are kept by
+    the guard when there is room but not demanded.
+    """
+    room = int(clip * REQUIRED_SHARE)
+    required: list[Fact] = []
+    if not known_task:
+        # Without a stated task the span's first request stands in for it; keep it if there is
+        # room, but do not roll back over it.
+        ledger = Ledger(tuple(f for f in ledger.facts if f.kind != "task"))
+    # The required kinds in their order, each kind's facts in ledger order (a stable sort).
+    for fact in [f for kind in REQUIRED_KINDS for f in ledger.facts if f.kind == kind]:
+        room -= len(fact.text) + 3
+        if room < 0 and required:
+            break
+        required.append(fact)
+    return tuple(required)
 
 
 @dataclass(frozen=True, slots=True)
