@@ -698,3 +698,29 @@ def test_a_fix_says_what_the_change_s_words_say_not_a_cry_or_a_plan() -> None:
     )
     (error,) = Collector().feed(_error_then(plan)).errors.values()
     assert error.fix == "It seems the old text did not match. ⇒ str_replace(parser.c: +b)"
+
+
+def test_a_traceback_error_says_where_the_projects_code_raised_it() -> None:
+    """The innermost frame of the project's code names the file a successor opens; a
+    library's frame (site-packages) or a `<string>` one names nothing of the project's."""
+    ours = (
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 1, in <module>\n'
+        '  File "/testbed/tests/missing_colon.py", line 5, in division\n'
+        "    return a/b\n"
+        "           ~^~\n"
+        "ZeroDivisionError: division by zero\n"
+    )
+    assert error_lines(ours) == [
+        "ZeroDivisionError: division by zero (/testbed/tests/missing_colon.py, line 5, in division)"
+    ]
+    library = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.11/site-packages/yaml/parser.py", line 9, in parse\n'
+        "    raise ParserError(problem)\n"
+        "yaml.parser.ParserError: expected ':'\n"
+    )
+    assert error_lines(library) == ["yaml.parser.ParserError: expected ':'"]
+    assert error_lines('  File "<string>", line 1\nSyntaxError: invalid syntax') == [
+        "SyntaxError: invalid syntax"
+    ]
