@@ -349,6 +349,23 @@ def test_the_task_s_listed_rules_are_rules_shown_once() -> None:
     assert rules.count("Do not combine it") == 1
 
 
+def test_a_small_brief_shows_a_listed_rule_by_its_own_sentences() -> None:
+    # The guard demands the rule's sentence verbatim; what its listed item says after it is
+    # advice a small brief has no room for. A rule that leans on the sentence before it ("Do
+    # not combine it …") is still shown in its item.
+    task = LISTED_TASK + "2. DO NOT run any command that prints binary output! Use `xxd` for it.\n"
+    messages = [
+        Message(role="user", content=task),
+        turn("b1", "bash", command="ls"),
+        result("b1", "a.py"),
+    ]
+    rules = section(brief(messages, clip_chars=2000), "Constraints")
+    assert "- DO NOT run any command that prints binary output!\n" in rules + "\n"
+    assert "`xxd`" not in rules
+    assert "`echo DONE_AND_SUBMIT`. Do not combine it with any other command." in rules
+    assert rules.count("Do not combine it") == 1
+
+
 def test_the_pinned_task_s_rules_are_read_in_it_not_listed_again() -> None:
     # Pinned beside the summary, the task states its rules verbatim; a rule the user gave
     # later is still listed.
