@@ -741,3 +741,18 @@ def test_a_traceback_error_says_where_the_projects_code_raised_it() -> None:
     assert error_lines('  File "<string>", line 1\nSyntaxError: invalid syntax') == [
         "SyntaxError: invalid syntax"
     ]
+
+
+def test_a_port_given_with_its_host_is_shown_with_it() -> None:
+    # "nc crypto.example.io:4242" names where to connect; "port 4242" alone does not. A file's
+    # line ("main.py:12") is no host and port.
+    found = list(terms_in("run nc crypto.example.io:4242 after main.py:12, on port 8000"))
+    assert ("port", "port 4242", "crypto.example.io:4242") in found
+    assert not any(key == "port 12" for _, key, _ in found)
+    assert ("port", "port 8000", "port 8000") in found
+    messages = [
+        Message(role="user", content="It runs on port 4242: use nc crypto.example.io:4242."),
+        turn("b1", "bash", command="ls"),
+        result("b1", "a.py"),
+    ]
+    assert "crypto.example.io:4242" in section(brief(messages, clip_chars=2000), "Identifiers")

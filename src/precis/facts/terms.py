@@ -97,6 +97,14 @@ def _port(number: str) -> Iterator[tuple[str, str, str]]:
         yield "port", f"port {number}", f"port {number}"
 
 
+# A host name and a port: "crypto.example.io:4242" (a domain, not a file's "a.py:12").
+_HOST_PORT_RE: Final = re.compile(
+    r"(?P<host>[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:com|org|net|io|dev|app|edu|gov|co|ai|cloud|"
+    r"local|internal|uk|de|fr|cn|jp|eu|us))"
+    r":(?P<port>\d{2,5})"
+)
+
+
 def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, str]]:
     """`(kind, key, label)` for an identifier a whitespace token holds, given the word before."""
     if token.startswith(":"):
@@ -114,6 +122,11 @@ def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, st
         return
     if core.isdigit():
         return  # a bare number (ASCII: the token is) is no identifier by itself
+    at = _HOST_PORT_RE.fullmatch(core)
+    if at is not None:  # "crypto.example.io:4242": the port, shown with the host it is on
+        for kind, key, _ in _port(at.group("port")):
+            yield kind, key, core
+        return
     match = TOKEN_ID_RE.fullmatch(core)
     if match is None:
         # "s/1.2.3/1.2.4/", "version=2.0.1", "(#12)": look at the pieces between separators.
