@@ -756,3 +756,17 @@ def test_a_port_given_with_its_host_is_shown_with_it() -> None:
         result("b1", "a.py"),
     ]
     assert "crypto.example.io:4242" in section(brief(messages, clip_chars=2000), "Identifiers")
+
+
+def test_a_task_gist_shows_no_headings_and_its_opening_whole() -> None:
+    # "INSTRUCTIONS:" heads what follows and says nothing by itself; a short opening too long
+    # for its share of the gist is shown whole, not cut ("We're currently solving the fo …").
+    task = (
+        "We're currently solving the following CTF challenge.\n"
+        "The description is:\nWtf... I just set up this website and it's already popped...\n"
+        "INSTRUCTIONS:\nNow, you're going to solve this challenge on your own.\n"
+        "IMPORTANT TIPS:\n" + "Use it wisely! " * 20
+    )
+    gist = task_gist(task, 120)
+    assert gist.startswith("We're currently solving the following CTF challenge. ")
+    assert "INSTRUCTIONS:" not in gist and "TIPS:" not in gist and "…" not in gist
