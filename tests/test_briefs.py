@@ -304,3 +304,31 @@ def test_llm_custom_prompt_replaces_the_built_in_one() -> None:
     assert provider.sent[0][1]["content"].startswith(f"Task: {TASK_EN}")
     llm(provider, ENGLISH, style="notes", prompt="CONSTRUCTOR PROMPT")
     assert provider.sent[1][0]["content"] == "CONSTRUCTOR PROMPT"
+
+
+def test_an_item_shown_by_the_guards_words_is_not_widened_into_a_cut() -> None:
+    """A task shown by the guard's words for it (a whole shorter form) is given back more of
+    its text only as a longer whole form: a head+tail cut of the gist would lose those words,
+    and the guard would add them again, cutting the brief's tail."""
+    from precis.summarize.brief.fill import _Brief
+    from precis.summarize.brief.items import Item
+    from precis.summarize.brief.labels import TASK, labels_for
+
+    words = "We're solving the following issue. Here's the issue text: ISSUE: precision is lost"
+    gist = f"{words} … " + " ".join(f"sentence {i} of the issue." for i in range(40))
+    longer = f"{words} … sentence 0 of the issue."
+    brief = _Brief(2000, labels_for("letta", "en"), "")
+    item = Item(gist, 0, variants=(longer, words), must=0)
+    brief.add_section(TASK, [item])
+    section = brief.sections[TASK]
+    brief._try_item(section, item, utf16_len(words) + 20)
+    assert item.shown == words
+    brief._widen(section, item, 300)
+    assert item.shown == longer  # the longer whole form that fits, not a cut of the gist
+    brief._widen(section, item, 2000)
+    assert item.shown == longer  # no longer whole form: as it was
+    plain = Item(gist, 1, variants=(words,))
+    brief.add_section("notes", [plain])
+    brief._try_item(brief.sections["notes"], plain, utf16_len(words) + 20)
+    brief._widen(brief.sections["notes"], plain, brief.used + 200)
+    assert plain.shown != words and "…" in plain.shown  # no fact at stake: a cut may widen it

@@ -349,6 +349,23 @@ def test_the_task_s_listed_rules_are_rules_shown_once() -> None:
     assert rules.count("Do not combine it") == 1
 
 
+def test_a_small_brief_shows_a_listed_rule_by_its_own_sentences() -> None:
+    # The guard demands the rule's sentence verbatim; what its listed item says after it is
+    # advice a small brief has no room for. A rule that leans on the sentence before it ("Do
+    # not combine it …") is still shown in its item.
+    task = LISTED_TASK + "2. DO NOT run any command that prints binary output! Use `xxd` for it.\n"
+    messages = [
+        Message(role="user", content=task),
+        turn("b1", "bash", command="ls"),
+        result("b1", "a.py"),
+    ]
+    rules = section(brief(messages, clip_chars=2000), "Constraints")
+    assert "- DO NOT run any command that prints binary output!\n" in rules + "\n"
+    assert "`xxd`" not in rules
+    assert "`echo DONE_AND_SUBMIT`. Do not combine it with any other command." in rules
+    assert rules.count("Do not combine it") == 1
+
+
 def test_the_pinned_task_s_rules_are_read_in_it_not_listed_again() -> None:
     # Pinned beside the summary, the task states its rules verbatim; a rule the user gave
     # later is still listed.
@@ -698,3 +715,58 @@ def test_a_fix_says_what_the_change_s_words_say_not_a_cry_or_a_plan() -> None:
     )
     (error,) = Collector().feed(_error_then(plan)).errors.values()
     assert error.fix == "It seems the old text did not match. ⇒ str_replace(parser.c: +b)"
+
+
+def test_a_traceback_error_says_where_the_projects_code_raised_it() -> None:
+    """The innermost frame of the project's code names the file a successor opens; a
+    library's frame (site-packages) or a `<string>` one names nothing of the project's."""
+    ours = (
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 1, in <module>\n'
+        '  File "/testbed/tests/missing_colon.py", line 5, in division\n'
+        "    return a/b\n"
+        "           ~^~\n"
+        "ZeroDivisionError: division by zero\n"
+    )
+    assert error_lines(ours) == [
+        "ZeroDivisionError: division by zero (/testbed/tests/missing_colon.py, line 5, in division)"
+    ]
+    library = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.11/site-packages/yaml/parser.py", line 9, in parse\n'
+        "    raise ParserError(problem)\n"
+        "yaml.parser.ParserError: expected ':'\n"
+    )
+    assert error_lines(library) == ["yaml.parser.ParserError: expected ':'"]
+    assert error_lines('  File "<string>", line 1\nSyntaxError: invalid syntax') == [
+        "SyntaxError: invalid syntax"
+    ]
+
+
+def test_a_port_given_with_its_host_is_shown_with_it() -> None:
+    # "nc crypto.example.io:4242" names where to connect; "port 4242" alone does not. A file's
+    # line ("main.py:12") is no host and port.
+    found = list(terms_in("run nc crypto.example.io:4242 after main.py:12, on port 8000"))
+    assert ("port", "port 4242", "crypto.example.io:4242") in found
+    assert not any(key == "port 12" for _, key, _ in found)
+    assert ("port", "port 8000", "port 8000") in found
+    messages = [
+        Message(role="user", content="It runs on port 4242: use nc crypto.example.io:4242."),
+        turn("b1", "bash", command="ls"),
+        result("b1", "a.py"),
+    ]
+    assert "crypto.example.io:4242" in section(brief(messages, clip_chars=2000), "Identifiers")
+
+
+def test_a_task_gist_shows_no_headings_and_its_opening_whole() -> None:
+    # "INSTRUCTIONS:" heads what follows and says nothing by itself; a short opening too long
+    # for its share of the gist is shown whole, not cut ("We're currently solving the fo …").
+    task = (
+        "We're currently solving the following CTF challenge.\n"
+        "The description is:\nWtf... I just set up this website and it's already popped...\n"
+        "INSTRUCTIONS:\nNow, you're going to solve this challenge on your own.\n"
+        "IMPORTANT TIPS:\n" + "Use it wisely! " * 20
+    )
+    gist = task_gist(task, 120)
+    assert gist.startswith("We're currently solving the following CTF challenge. ")
+    assert "INSTRUCTIONS:" not in gist and "TIPS:" not in gist and "…" not in gist

@@ -46,6 +46,8 @@ _METER_RE: Final = re.compile(
 _LISTING_RE: Final = re.compile(r"^\s*\d+(?:→|\t|:(?!\d)|\s\|)")
 # A sentence that says why: a reason's words (`REASON_RE`), or one that opens "Since …".
 _WHY_RE: Final = re.compile(rf"(?i)^since\b|{REASON_RE.pattern.removeprefix('(?i)')}")
+# A line that only heads what follows ("INSTRUCTIONS:", "IMPORTANT TIPS:"): no sentence.
+_HEADING_RE: Final = re.compile(r"^(?:#+\s*)?[\w ]{1,30}:$")
 _NOTE_UNITS: Final = 220
 _MIN_CUT: Final = 60
 _DIGEST_UNITS: Final = 160
@@ -231,7 +233,11 @@ def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str
     if utf16_len(line) <= units:
         return line
     sentences = [s for s in (one_line(p) for p in _SENTENCE_RE.split(text)) if len(s) > 7]
-    sentences = [s for s in sentences if not _ruled(s, rules) and not HARNESS_LINE_RE.match(s)]
+    sentences = [
+        s
+        for s in sentences
+        if not _ruled(s, rules) and not HARNESS_LINE_RE.match(s) and not _HEADING_RE.match(s)
+    ]
     picked: list[int] = []
     used = 0
     opening = units * 2 // 5
@@ -242,7 +248,10 @@ def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str
         picked.append(i)
         used += cost
     if not picked and sentences:
-        sentences[0] = shorten(sentences[0], opening)
+        # The opening leads: whole when it takes at most half the room (a cut one says little),
+        # else its head.
+        if utf16_len(sentences[0]) > units // 2:
+            sentences[0] = shorten(sentences[0], opening)
         picked.append(0)
         used += utf16_len(sentences[0]) + 1
     rest = sorted(

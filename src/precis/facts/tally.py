@@ -59,6 +59,8 @@ class Tally:
             term.weight = weight
         if "=" in label and "=" not in term.label:
             term.label = label
+        elif kind == "port" and ":" in label and ":" not in term.label:
+            term.label = label  # the port with its host says more than "port 4242"
         if kind in TELLING_KINDS or kind == "error":  # a telling sighting tells
             term.kind = kind
 

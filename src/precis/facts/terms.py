@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.facts.patterns import (
@@ -97,6 +97,14 @@ def _port(number: str) -> Iterator[tuple[str, str, str]]:
         yield "port", f"port {number}", f"port {number}"
 
 
+# A host name and a port: "crypto.example.io:4242" (a domain, not a file's "a.py:12").
+_HOST_PORT_RE: Final = re.compile(
+    r"(?P<host>[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:com|org|net|io|dev|app|edu|gov|co|ai|cloud|"
+    r"local|internal|uk|de|fr|cn|jp|eu|us))"
+    r":(?P<port>\d{2,5})"
+)
+
+
 def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, str]]:
     """`(kind, key, label)` for an identifier a whitespace token holds, given the word before."""
     if token.startswith(":"):
@@ -114,6 +122,11 @@ def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, st
         return
     if core.isdigit():
         return  # a bare number (ASCII: the token is) is no identifier by itself
+    at = _HOST_PORT_RE.fullmatch(core)
+    if at is not None:  # "crypto.example.io:4242": the port, shown with the host it is on
+        for kind, key, _ in _port(at.group("port")):
+            yield kind, key, core
+        return
     match = TOKEN_ID_RE.fullmatch(core)
     if match is None:
         # "s/1.2.3/1.2.4/", "version=2.0.1", "(#12)": look at the pieces between separators.
@@ -394,11 +407,42 @@ def error_lines(text: str) -> list[str]:
             )
         if hit:
             signature = one_line(ERROR_PREFIX_RE.sub("", ERROR_TAG_RE.sub("", stripped)))
+            signature += _raised_at(text, line)
             seen.setdefault(error_key(signature), signature)
     lines = list(seen.values())
     chosen = lines if len(lines) <= 3 else [*lines[:2], lines[-1]]
     # pytest prints "E KeyError: x" and then "FAILED test - KeyError: x": keep the fuller one.
     return [a for a in chosen if not any(a != b and a in b for b in chosen)]
+
+
+# A Python traceback's frame: `File "/app/x.py", line 5, in division`.
+_FRAME_RE: Final = re.compile(
+    r'^\s*File "(?P<path>/[^"<>]+)", line (?P<line>\d+)(?:, in (?P<fn>[\w.<>]+))?'
+)
+# How far above an error's line its innermost frame may stand (the frame, its code, a caret).
+_FRAME_LINES: Final = 4
+_LIBRARY_PARTS: Final = ("/site-packages/", "/dist-packages/", "/lib/python")
+
+
+def _raised_at(text: str, line: str) -> str:
+    """Where a traceback's error was raised: " (path, line N, in fn)" of the frame just above
+    the error's line, when that frame is the project's code (not a library's); else ""."""
+    if 'File "' not in text:
+        return ""
+    at = text.find(line)
+    if at <= 0:
+        return ""
+    above = text[:at].rstrip("\n").split("\n")[-_FRAME_LINES:]
+    for previous in reversed(above):
+        frame = _FRAME_RE.match(previous)
+        if frame is None:
+            continue
+        path = frame.group("path")
+        if any(part in path for part in _LIBRARY_PARTS):
+            return ""
+        where = f"{path}, line {frame.group('line')}"
+        return f" ({where}, in {frame.group('fn')})" if frame.group("fn") else f" ({where})"
+    return ""
 
 
 def project_root(paths: Iterable[str]) -> str:

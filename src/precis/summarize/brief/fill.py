@@ -128,7 +128,14 @@ class _Brief:
         if item.shown == item.text or not item.shrink:
             return
         now = utf16_len(item.shown)
-        wider = shorten(item.text, now + limit - self.used, item.keep)
+        if item.must is not None and item.shown in item.variants:
+            # Shown by a whole shorter form that carries what the guard demands (its words for
+            # the task, say): a longer whole form if one fits, never a cut of the text, which
+            # may lose them (the guard would add them again, cutting the brief's tail).
+            room = now + limit - self.used
+            wider = next((v for v in item.variants if now < utf16_len(v) <= room), item.shown)
+        else:
+            wider = shorten(item.text, now + limit - self.used, item.keep)
         extra = utf16_len(wider) - now
         if extra > 0 and self.used + extra <= limit:
             item.shown = wider

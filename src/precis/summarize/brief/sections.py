@@ -130,13 +130,21 @@ def _constraint_items(
     ]
     ruled = user_rules + spec_rules
     everything = ruled + system_rules
-    # A rule another one holds whole (a sentence of a listed item) is shown once, in the fuller.
+    # A rule another one holds whole (a sentence of a listed item) is shown once, in the fuller;
+    # a small brief has no room for what a listed item says after the rule it opens with
+    # ("DO NOT run … binary output! Instead try …"): it shows the rule's sentence alone, as the
+    # guard demands it (a rule that leans on the sentence before it is shown in its item).
     lowered = [r.lower() for r in everything]
-    items = [
-        _text_item(rule, i, cap)
-        for i, rule in enumerate(everything)
-        if not any(j != i and lowered[i] in other for j, other in enumerate(lowered))
-    ]
+
+    def shown(i: int) -> bool:
+        if small and any(j != i and lowered[i].startswith(lowered[j]) for j in range(len(ruled))):
+            return False
+        return not any(
+            j != i and lowered[i] in other and not (small and other.startswith(lowered[i]))
+            for j, other in enumerate(lowered)
+        )
+
+    items = [_text_item(rule, i, cap) for i, rule in enumerate(everything) if shown(i)]
     # The system prompt stays in context anyway; a finished tracker item's specs say what was
     # built, after the rules that still bind (its prohibitions still stand).
     finished = {k for k, e in facts.progress.items.items() if e.status in {"done", "committed"}}
