@@ -35,6 +35,7 @@ from precis.stores.pg_terms import (
     index_patterns,
     index_pieces,
     like_pattern,
+    rarest_piece,
 )
 from precis.stores.recall import (
     IDEOGRAPHIC_RANGES,
@@ -190,7 +191,10 @@ class PostgresDialect(Dialect):
         (asked by spans of 64 windows when it is long); once few matches are expected in all
         that is left, that is read at once. The first read walks its windows row by row unless
         the conversation's newest messages show the terms to be rare together; then it too asks
-        the index (checking every row of four windows for two words costs some 12 ms).
+        the index (checking every row of four windows for two words costs some 12 ms). The
+        reads of spans and of all the rest ask the index for each term of several by its rarest
+        key only (`rarest_piece`), each row it lets through checked for the whole term: there
+        each key costs its list of rows over most of the history, not over a few windows.
 
         Each term is a bound parameter (an escaped ILIKE pattern, an array), so no query syntax
         can raise. A term no index answers is checked on the rows of the window only.
@@ -208,6 +212,10 @@ class PostgresDialect(Dialect):
         share, held = self._samples.share(db, conversation_id, last)
         asked: list[tuple[str, str]] = []
         checked = [like_pattern(t) for t in scanned]
+        # For the reads of spans and of all the rest, where each key asked costs its list of
+        # rows over most of the history: each term of several by its rarest key alone.
+        wide_asked: list[tuple[str, str]] = []
+        wide_checked = list(checked)
         for term in indexed:
             pieces = index_pieces(term, share) if len(terms) == 1 else None
             if pieces is None:
@@ -215,20 +223,33 @@ class PostgresDialect(Dialect):
             else:
                 asked += index_patterns(pieces)
                 checked.append(like_pattern(term))
-        where = [f"{_DOC} {operator} ?" for operator, _ in asked]
-        where += [f"{_UNINDEXED_DOC} ILIKE ?" for _ in checked]
-        if grams:
-            where.append("grams @> ?")
+            piece = rarest_piece(term, share) if len(terms) > 1 else term
+            if piece == term:
+                wide_asked.append(("ILIKE", like_pattern(term)))
+            else:
+                wide_asked += index_patterns([piece])
+                wide_checked.append(like_pattern(term))
+        if len(terms) == 1:
+            wide_asked, wide_checked = asked, checked
+        where, conditions = _where(asked, checked, grams)
         select = "SELECT id, role, seq, content, calls_text FROM messages WHERE conversation_id = ?"
-        rest = f" AND seq >= ? AND seq <= ? AND {' AND '.join(where)} ORDER BY seq"
+        rest = f" AND seq >= ? AND seq <= ? AND {where} ORDER BY seq"
         windowed = self.sql(f"{select} AND {_WINDOW} && ?{rest} DESC LIMIT ?")
         # The same through the recall index only: `seq + 0`, a range the primary key cannot give.
         indexed_rest = rest.replace("seq >= ? AND seq <= ?", "seq + 0 >= ? AND seq + 0 <= ?")
         through_index = self.sql(f"{select} AND {_WINDOW} && ?{indexed_rest} DESC LIMIT ?")
+        wide_where, wide_conditions = _where(wide_asked, wide_checked, grams)
+        wide_rest = f" AND seq >= ? AND seq <= ? AND {wide_where} ORDER BY seq"
+        spans = windowed
+        if wide_conditions != conditions:
+            # Asked by keys the planner may think common: through the recall index only.
+            indexed_wide = wide_rest.replace(
+                "seq >= ? AND seq <= ?", "seq + 0 >= ? AND seq + 0 <= ?"
+            )
+            spans = self.sql(f"{select} AND {_WINDOW} && ?{indexed_wide} + 0 DESC LIMIT ?")
         # `seq + 0`: an order the primary key cannot give, or the planner, which cannot know a
         # term is rare, may walk the history backwards through it checking every row.
-        everything = self.sql(f"{select}{rest} + 0 DESC LIMIT ?")
-        conditions = (*(pattern for _, pattern in asked), *checked, *([grams] if grams else []))
+        everything = self.sql(f"{select}{wide_rest} + 0 DESC LIMIT ?")
         floor = scan_bound(terms, last) + 1  # the oldest seq a match may have
         out: list[Found] = []
         high, wanted = last, FIRST_WINDOWS * WINDOW_ROWS
@@ -242,11 +263,18 @@ class PostgresDialect(Dialect):
             rate = (len(out) + 1) / max(1, last - high)
             if rate * (high - floor + 1) <= FEW_LEFT * (n - len(out)) and high < last:
                 # Few matches are left to find: all the rest at once, the terms narrowing it.
-                low, query, window = floor, everything, ()
+                low, query, window, asking = floor, everything, (), wide_conditions
             else:
-                low, keys = _windows(conversation_id, high, max(floor, high - wanted + 1))
-                low, query, window = max(low, floor), first if high == last else windowed, (keys,)
-            params = (conversation_id, *window, low, high, *conditions, n - len(out))
+                start = max(floor, high - wanted + 1)
+                low, keys = _windows(conversation_id, high, start)
+                low, window, asking = max(low, floor), (keys,), conditions
+                if high == last:
+                    query = first
+                elif high - start < SPAN_ROWS:
+                    query = windowed
+                else:
+                    query, asking = spans, wide_conditions
+            params = (conversation_id, *window, low, high, *asking, n - len(out))
             for row in db.execute(query, params).fetchall():
                 hit = found(str(row[0]), str(row[1]), int(row[2]), doc_text(row[3], row[4]))
                 if holds_all(hit, terms):
@@ -277,6 +305,19 @@ def _try(db: Handle, statement: str) -> None:
     except psycopg.Error:
         db.execute("ROLLBACK TO SAVEPOINT precis_try")
     db.execute("RELEASE SAVEPOINT precis_try")
+
+
+def _where(
+    asked: Sequence[tuple[str, str]], checked: Sequence[str], grams: Sequence[str]
+) -> tuple[str, tuple[Any, ...]]:
+    """The conditions of a read, and their parameters: the terms (or pieces of them) the recall
+    index is asked for, those checked on each row it lets through, and the grams."""
+    where = [f"{_DOC} {operator} ?" for operator, _ in asked]
+    where += [f"{_UNINDEXED_DOC} ILIKE ?" for _ in checked]
+    if grams:
+        where.append("grams @> ?")
+    params = (*(pattern for _, pattern in asked), *checked, *([list(grams)] if grams else []))
+    return " AND ".join(where), params
 
 
 def _windows(conversation_id: str, high: int, low: int) -> tuple[int, list[str]]:
