@@ -196,6 +196,10 @@ class PostgresDialect(Dialect):
         key only (`rarest_piece`), each row it lets through checked for the whole term: there
         each key costs its list of rows over most of the history, not over a few windows.
 
+        A first read walked row by row folds each row's text once for all the terms (`lower`,
+        then `LIKE ALL`), where an `ILIKE` per term folds it for each: 15 -> 7 ms for `deploy
+        staging cluster` at 1,000,000 messages.
+
         Each term is a bound parameter (an escaped ILIKE pattern, an array), so no query syntax
         can raise. A term no index answers is checked on the rows of the window only.
         """
@@ -250,14 +254,25 @@ class PostgresDialect(Dialect):
         # `seq + 0`: an order the primary key cannot give, or the planner, which cannot know a
         # term is rare, may walk the history backwards through it checking every row.
         everything = self.sql(f"{select}{wide_rest} + 0 DESC LIMIT ?")
+        # Row by row, each row's text folded once for all its terms (`ILIKE` folds it for each:
+        # lower(a) LIKE lower(b) is how PostgreSQL does a ILIKE b); the grams not indexed.
+        texts = [like_pattern(t) for t, kind in zip(terms, kinds, strict=True) if kind != "gram"]
+        walked_where = (
+            [f"lower({_UNINDEXED_DOC}) LIKE ALL (ARRAY[{', '.join(['lower(?)'] * len(texts))}])"]
+            if texts
+            else []
+        )
+        if grams:
+            walked_where.append("coalesce(grams, '{}') @> ?")
+        walked_rest = f" AND seq >= ? AND seq <= ? AND {' AND '.join(walked_where)}"
+        walked = self.sql(f"{select}{walked_rest} ORDER BY seq DESC LIMIT ?")
+        walked_conditions = (*texts, *([list(grams)] if grams else []))
         floor = scan_bound(terms, last) + 1  # the oldest seq a match may have
         out: list[Found] = []
         high, wanted = last, FIRST_WINDOWS * WINDOW_ROWS
         # Reading the first windows row by row checks each row's text for each term: cheap
         # when many rows match, wasted when few do. Which is so, the sample of the newest says.
-        first = windowed
-        if (asked or grams) and held(terms) * RARE_ROWS < 1:
-            first = through_index
+        walk_first = not ((asked or grams) and held(terms) * RARE_ROWS < 1)
         window: tuple[Any, ...]
         while high >= floor and len(out) < n:
             rate = (len(out) + 1) / max(1, last - high)
@@ -268,8 +283,10 @@ class PostgresDialect(Dialect):
                 start = max(floor, high - wanted + 1)
                 low, keys = _windows(conversation_id, high, start)
                 low, window, asking = max(low, floor), (keys,), conditions
-                if high == last:
-                    query = first
+                if high == last and walk_first:
+                    query, window, asking = walked, (), walked_conditions
+                elif high == last:
+                    query = through_index
                 elif high - start < SPAN_ROWS:
                     query = windowed
                 else:
