@@ -376,6 +376,8 @@ def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
         words = ["alpha" if i % 2 else "omega", "Beta GAMMA" if i % 5 == 0 else "beta gamma"]
         if i in (40, 41):
             words.append("alpha omega")  # the only messages holding both, long ago
+        if i % 3 == 0:
+            words.append(f"build-{i % 4}000")
         messages.append(user(" ".join(words)))
     reads: list[str] = []
     with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
@@ -399,13 +401,19 @@ def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
                 yield Spy(db)
 
         monkeypatch.setattr(store, "_transaction", spied)
-        for query, through_index in (("alpha omega", True), ("beta gamma", False)):
+        for query, through_index in (
+            ("alpha omega", True),
+            ("beta gamma", False),
+            ("beta GAMMA 000", False),
+        ):
             reads.clear()
             got = [(h.id, h.score) for h in store.recall(CID, query, 10)]
             assert got == [(h.id, h.score) for h in reference.recall(CID, query, 10)], query
             assert ("seq + 0 >=" in reads[0]) is through_index, (query, reads[0])
             # Row by row, each row's text is folded once for all the terms.
             assert ("LIKE ALL" in reads[0]) is not through_index, (query, reads[0])
+        # A term without letters is looked for as it is, its text not folded.
+        assert "calls_text || '') LIKE %s" in reads[0], reads[0]
 
 
 def test_postgres_asks_the_rest_of_the_history_by_each_terms_rarest_key(

@@ -15,6 +15,7 @@ from precis.stores.recall import MOST_TRIGRAMS, RARE_SHARE, TRIGRAM_CHARS
 
 __all__ = [
     "Samples",
+    "caseless",
     "doc_text",
     "index_patterns",
     "index_pieces",
@@ -35,6 +36,12 @@ _TRGM_WORD = re.compile(r"[^\W_]+")
 _ASCII_NON_WORD = {c: " " for c in range(128) if not chr(c).isalnum()}
 # A piece of a term without letters: ASCII digits and punctuation.
 _CASELESS = re.compile(r"[!-@\[-`{-~]+")
+
+
+def caseless(text: str) -> bool:
+    """Whether a text has no letters (ASCII digits and punctuation only): LIKE finds it as ILIKE
+    does, without folding the case of the text it looks in."""
+    return _CASELESS.fullmatch(text) is not None
 
 
 def like_pattern(term: str) -> str:
@@ -145,11 +152,11 @@ def index_patterns(pieces: Sequence[str]) -> list[tuple[str, str]]:
     """The conditions that ask the index for the pieces of a term, each (operator, pattern):
     those without letters through LIKE, first, which need not fold the text's case to check a
     row (no character folds to an ASCII digit or punctuation); the others through ILIKE."""
-    caseless = [piece for piece in pieces if _CASELESS.fullmatch(piece)]
-    cased = [piece for piece in pieces if not _CASELESS.fullmatch(piece)]
+    bare = [piece for piece in pieces if caseless(piece)]
+    cased = [piece for piece in pieces if not caseless(piece)]
     return [
         (operator, "%" + "%".join(like_escaped(piece) for piece in group) + "%")
-        for operator, group in (("LIKE", caseless), ("ILIKE", cased))
+        for operator, group in (("LIKE", bare), ("ILIKE", cased))
         if group
     ]
 
