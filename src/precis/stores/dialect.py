@@ -101,16 +101,10 @@ class Dialect:
         raise NotImplementedError
 
     def newest(
-        self,
-        db: Handle,
-        conversation_id: str,
-        phases: Sequence[Sequence[str]],
-        n: int,
-        last: int | None = None,
+        self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
     ) -> list[Found]:
         """For each phase (terms), the newest `n` messages of the conversation holding every one
-        of its terms (see stores/recall.py), newest first; `last`, when given, is the
-        conversation's last seq as the caller read it in this transaction."""
+        of its terms (see stores/recall.py), newest first."""
         raise NotImplementedError
 
     def optimize(self, db: Handle) -> None:

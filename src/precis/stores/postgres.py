@@ -177,27 +177,13 @@ class PostgresDialect(Dialect):
         return extras
 
     def newest(
-        self,
-        db: Handle,
-        conversation_id: str,
-        phases: Sequence[Sequence[str]],
-        n: int,
-        last: int | None = None,
+        self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
     ) -> list[Found]:
-        """Each phase's newest matches (`_newest`), below the conversation's last seq: the one
-        the recall read, or read here once for all the phases."""
-        if last is None:
-            top = db.execute(
-                self.sql("SELECT next_seq - 1 FROM conversations WHERE id = ?"),
-                (conversation_id,),
-            ).fetchone()
-            last = int(top[0]) if top is not None else 0
-        return [
-            hit for terms in phases for hit in self._newest(db, conversation_id, terms, n, last)
-        ]
+        """Each phase's newest matches (`_newest`)."""
+        return [hit for terms in phases for hit in self._newest(db, conversation_id, terms, n)]
 
     def _newest(
-        self, db: Handle, conversation_id: str, terms: Sequence[str], n: int, last: int
+        self, db: Handle, conversation_id: str, terms: Sequence[str], n: int
     ) -> list[Found]:
         """Window by window back from the newest: one query each, every term an index condition
         together with the windows (a trigram ILIKE, a lookup in the grams column), so no query
@@ -218,6 +204,10 @@ class PostgresDialect(Dialect):
         Each term is a bound parameter (an escaped ILIKE pattern, an array), so no query syntax
         can raise. A term no index answers is checked on the rows of the window only.
         """
+        top = db.execute(
+            self.sql("SELECT next_seq - 1 FROM conversations WHERE id = ?"), (conversation_id,)
+        ).fetchone()
+        last = int(top[0]) if top is not None else 0
         kinds = [term_kind(t) for t in terms]
         grams = [t for t, kind in zip(terms, kinds, strict=True) if kind == "gram"]
         indexed = [t for t, kind in zip(terms, kinds, strict=True) if kind == "trigram"]

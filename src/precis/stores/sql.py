@@ -425,13 +425,11 @@ class SQLStore(StoreBase):
         stores/recall.py: the newest matches of each term are ranked, not every match)."""
         terms = base.query_terms(query)
         with self._transaction(write=False) as db:
-            _, next_seq, _ = self._conversation_row(db, conversation_id)
+            self._conversation_row(db, conversation_id)
             if not terms or limit <= 0:
                 return []
             return recall.recall(
-                lambda phases: self._dialect.newest(
-                    db, conversation_id, phases, CANDIDATES, next_seq - 1
-                ),
+                lambda phases: self._dialect.newest(db, conversation_id, phases, CANDIDATES),
                 terms,
                 limit,
             )

@@ -146,16 +146,10 @@ class SQLiteDialect(Dialect):
             )
 
     def newest(
-        self,
-        db: Handle,
-        conversation_id: str,
-        phases: Sequence[Sequence[str]],
-        n: int,
-        last: int | None = None,
+        self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
     ) -> list[Found]:
         """Walk an index newest first (or, for terms none answers, the log), check each row's
-        text against the terms, stop at `n` that hold them all; for each phase. (The walk reads
-        the last seq with the row ids it needs, in one statement: `last` is not needed.)"""
+        text against the terms, stop at `n` that hold them all; for each phase."""
         out: list[Found] = []
         walk = _Walk(db, conversation_id, n)
         for terms in phases:
