@@ -272,6 +272,7 @@ def test_postgres_asks_the_index_for_the_rare_pieces_of_a_long_term() -> None:
     """pg_trgm's keys of a term, and the pieces of it a long term is asked by (no database)."""
     from precis.stores.pg_terms import index_patterns as _index_patterns
     from precis.stores.pg_terms import index_pieces as _index_pieces
+    from precis.stores.pg_terms import rarest_piece as _rarest_piece
     from precis.stores.pg_terms import term_trigrams as _term_trigrams
 
     term = "src/billing/module_17.py"
@@ -291,6 +292,10 @@ def test_postgres_asks_the_index_for_the_rare_pieces_of_a_long_term() -> None:
     assert _index_pieces(term, lambda key: 0.5) is None  # nothing rare: the whole term
     assert _index_pieces("error", lambda key: 0.0) is None  # a short term: all of it
     assert _index_patterns(["100%", "a_b\\c"]) == [("LIKE", "%100\\%%"), ("ILIKE", "%a\\_b\\\\c%")]
+    assert _rarest_piece(term, share) == "_17."  # the word 17 whole, the rarest key
+    assert _rarest_piece(term, lambda key: 0.0 if key == "lli" else 0.5) == "lli"
+    assert _rarest_piece("lock", lambda key: 0.5) == "loc"  # a tie: the first
+    assert _rarest_piece("to", lambda key: 0.5) == "to"  # no key but the term whole
     for share_of in (share, lambda key: 0.0, lambda key: len(key) / 10):
         found = _index_pieces(term, share_of) or [term]
         assert 1 <= len(found) <= 4
@@ -361,16 +366,18 @@ def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
 ) -> None:
     """Terms the newest messages never hold together are asked of the index from the first read
     (`seq + 0` keeps the primary key out); terms often together walk the first windows row by
-    row. Either way the answers are a MemoryStore's."""
+    row, each row's text folded once for them all. Either way the answers are a MemoryStore's."""
     from contextlib import contextmanager
 
     from precis.stores.postgres import PostgresStore
 
     messages = []
     for i in range(1_200):
-        words = ["alpha" if i % 2 else "omega", "beta gamma"]
+        words = ["alpha" if i % 2 else "omega", "Beta GAMMA" if i % 5 == 0 else "beta gamma"]
         if i in (40, 41):
             words.append("alpha omega")  # the only messages holding both, long ago
+        if i % 3 == 0:
+            words.append(f"build-{i % 4}000")
         messages.append(user(" ".join(words)))
     reads: list[str] = []
     with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
@@ -394,8 +401,74 @@ def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
                 yield Spy(db)
 
         monkeypatch.setattr(store, "_transaction", spied)
-        for query, through_index in (("alpha omega", True), ("beta gamma", False)):
+        for query, through_index in (
+            ("alpha omega", True),
+            ("beta gamma", False),
+            ("Gamma", False),  # one term, in every message: walked whatever the planner says
+            ("beta GAMMA 000", False),
+        ):
             reads.clear()
             got = [(h.id, h.score) for h in store.recall(CID, query, 10)]
             assert got == [(h.id, h.score) for h in reference.recall(CID, query, 10)], query
             assert ("seq + 0 >=" in reads[0]) is through_index, (query, reads[0])
+            # Row by row, each row's text is folded once for all the terms.
+            assert ("LIKE ALL" in reads[0]) is not through_index, (query, reads[0])
+        # A term without letters is looked for as it is, its text not folded.
+        assert "calls_text || '') LIKE %s" in reads[0], reads[0]
+
+
+def test_postgres_asks_the_rest_of_the_history_by_each_terms_rarest_key(
+    postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terms of several read all the rest at once by each term's rarest key only, the whole
+    term checked on each row (rows holding a key but not the term, the term in other cases):
+    the answers are a MemoryStore's."""
+    from contextlib import contextmanager
+
+    from precis.stores.postgres import PostgresStore
+
+    rng = random.Random(11)
+    messages = []
+    for i in range(1_500):
+        words = rng.choices(["migration", "lock", "unlock", "block", "the", "port"], k=3)
+        if i in (30, 31, 400):
+            words.append(rng.choice(["MIGRATION 迁移", "迁移 migration"]))
+        elif i % 97 == 5:
+            words.append("迁移 mig clock")  # the rarest keys, not the terms
+        messages.append(user(" ".join(words)))
+    reads: list[tuple[str, Any]] = []
+    with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
+        store.append(CID, messages)
+        reference = MemoryStore()
+        reference.append(CID, store.history(CID))
+        opened = store._transaction
+
+        class Spy:
+            def __init__(self, db: Any) -> None:
+                self._db = db
+
+            def execute(self, statement: str, params: Any = ()) -> Any:
+                if "FROM messages WHERE" in statement and " >= " in statement:
+                    reads.append((statement, params))
+                return self._db.execute(statement, params)
+
+        @contextmanager
+        def spied(*, write: bool) -> Any:
+            with opened(write=write) as db:
+                yield Spy(db)
+
+        monkeypatch.setattr(store, "_transaction", spied)
+        for query in ("MIGRATION lock", "migration 迁移", "lock MIGRATION 迁移"):
+            for limit in (2, 10):
+                reads.clear()
+                got = [(h.id, h.snippet, h.score) for h in store.recall(CID, query, limit)]
+                want = [(h.id, h.snippet, h.score) for h in reference.recall(CID, query, limit)]
+                assert got == want, (query, limit)
+        # The last read of `lock MIGRATION 迁移`'s phase of all: the rest, by one key of each.
+        rest = [(st, ps) for st, ps in reads if "&&" not in st and "%lock%" in ps]
+        assert rest, reads
+        statement, params = rest[0]
+        asked = [p for p in params if isinstance(p, str) and p.startswith("%")]
+        assert "%migration%" in [p.lower() for p in asked] and "%lock%" in asked
+        assert any(len(p) == 5 for p in asked), asked  # a key of three characters
+        assert "calls_text || '') ILIKE" in statement  # the whole terms, checked on each row
