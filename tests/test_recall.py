@@ -361,14 +361,37 @@ def test_postgres_recalls_a_long_term_by_its_pieces_alike(
     assert any(len(p) == 2 and p[0] in "billing" and p[1] == "_17." for p in asked), asked
 
 
+def _spy_reads(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """The statements (with their parameters) a PostgreSQL recall reads a range of rows with."""
+    from contextlib import contextmanager
+
+    reads: list[tuple[str, Any]] = []
+    opened = store._transaction
+
+    class Spy:
+        def __init__(self, db: Any) -> None:
+            self._db = db
+
+        def execute(self, statement: str, params: Any = ()) -> Any:
+            if "FROM messages WHERE" in statement and " >= " in statement:
+                reads.append((statement, params))
+            return self._db.execute(statement, params)
+
+    @contextmanager
+    def spied(*, write: bool) -> Any:
+        with opened(write=write) as db:
+            yield Spy(db)
+
+    monkeypatch.setattr(store, "_transaction", spied)
+    return reads
+
+
 def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
     postgres_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Terms the newest messages never hold together are asked of the index from the first read
     (`seq + 0` keeps the primary key out); terms often together walk the first windows row by
     row, each row's text folded once for them all. Either way the answers are a MemoryStore's."""
-    from contextlib import contextmanager
-
     from precis.stores.postgres import PostgresStore
 
     messages = []
@@ -379,28 +402,11 @@ def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
         if i % 3 == 0:
             words.append(f"build-{i % 4}000")
         messages.append(user(" ".join(words)))
-    reads: list[str] = []
     with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
         store.append(CID, messages)
         reference = MemoryStore()
         reference.append(CID, store.history(CID))
-        opened = store._transaction
-
-        class Spy:
-            def __init__(self, db: Any) -> None:
-                self._db = db
-
-            def execute(self, statement: str, params: Any = ()) -> Any:
-                if "FROM messages WHERE" in statement and " >= " in statement:
-                    reads.append(statement)
-                return self._db.execute(statement, params)
-
-        @contextmanager
-        def spied(*, write: bool) -> Any:
-            with opened(write=write) as db:
-                yield Spy(db)
-
-        monkeypatch.setattr(store, "_transaction", spied)
+        reads = _spy_reads(store, monkeypatch)
         for query, through_index in (
             ("alpha omega", True),
             ("beta gamma", False),
@@ -410,11 +416,12 @@ def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
             reads.clear()
             got = [(h.id, h.score) for h in store.recall(CID, query, 10)]
             assert got == [(h.id, h.score) for h in reference.recall(CID, query, 10)], query
-            assert ("seq + 0 >=" in reads[0]) is through_index, (query, reads[0])
+            first = reads[0][0]
+            assert ("seq + 0 >=" in first) is through_index, (query, first)
             # Row by row, each row's text is folded once for all the terms.
-            assert ("LIKE ALL" in reads[0]) is not through_index, (query, reads[0])
+            assert ("LIKE ALL" in first) is not through_index, (query, first)
         # A term without letters is looked for as it is, its text not folded.
-        assert "calls_text || '') LIKE %s" in reads[0], reads[0]
+        assert "calls_text || '') LIKE %s" in reads[0][0], reads[0]
 
 
 def test_postgres_asks_the_rest_of_the_history_by_each_terms_rarest_key(
@@ -423,8 +430,6 @@ def test_postgres_asks_the_rest_of_the_history_by_each_terms_rarest_key(
     """Terms of several read all the rest at once by each term's rarest key only, the whole
     term checked on each row (rows holding a key but not the term, the term in other cases):
     the answers are a MemoryStore's."""
-    from contextlib import contextmanager
-
     from precis.stores.postgres import PostgresStore
 
     rng = random.Random(11)
@@ -436,28 +441,11 @@ def test_postgres_asks_the_rest_of_the_history_by_each_terms_rarest_key(
         elif i % 97 == 5:
             words.append("迁移 mig clock")  # the rarest keys, not the terms
         messages.append(user(" ".join(words)))
-    reads: list[tuple[str, Any]] = []
     with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
         store.append(CID, messages)
         reference = MemoryStore()
         reference.append(CID, store.history(CID))
-        opened = store._transaction
-
-        class Spy:
-            def __init__(self, db: Any) -> None:
-                self._db = db
-
-            def execute(self, statement: str, params: Any = ()) -> Any:
-                if "FROM messages WHERE" in statement and " >= " in statement:
-                    reads.append((statement, params))
-                return self._db.execute(statement, params)
-
-        @contextmanager
-        def spied(*, write: bool) -> Any:
-            with opened(write=write) as db:
-                yield Spy(db)
-
-        monkeypatch.setattr(store, "_transaction", spied)
+        reads = _spy_reads(store, monkeypatch)
         for query in ("MIGRATION lock", "migration 迁移", "lock MIGRATION 迁移"):
             for limit in (2, 10):
                 reads.clear()
