@@ -361,10 +361,16 @@ def test_postgres_recalls_a_long_term_by_its_pieces_alike(
     assert any(len(p) == 2 and p[0] in "billing" and p[1] == "_17." for p in asked), asked
 
 
-def _spy_reads(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """The statements (with their parameters) a PostgreSQL recall reads a range of rows with."""
+def _spied(
+    store: Any, messages: list[Message], monkeypatch: pytest.MonkeyPatch
+) -> tuple[MemoryStore, list[tuple[str, Any]]]:
+    """The messages stored, a MemoryStore holding the same to compare answers with, and the
+    statements (with their parameters) the PostgreSQL recall then reads a range of rows with."""
     from contextlib import contextmanager
 
+    store.append(CID, messages)
+    reference = MemoryStore()
+    reference.append(CID, store.history(CID))
     reads: list[tuple[str, Any]] = []
     opened = store._transaction
 
@@ -383,7 +389,7 @@ def _spy_reads(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, A
             yield Spy(db)
 
     monkeypatch.setattr(store, "_transaction", spied)
-    return reads
+    return reference, reads
 
 
 def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
@@ -403,10 +409,7 @@ def test_postgres_first_read_asks_the_index_only_for_terms_rare_together(
             words.append(f"build-{i % 4}000")
         messages.append(user(" ".join(words)))
     with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
-        store.append(CID, messages)
-        reference = MemoryStore()
-        reference.append(CID, store.history(CID))
-        reads = _spy_reads(store, monkeypatch)
+        reference, reads = _spied(store, messages, monkeypatch)
         for query, through_index in (
             ("alpha omega", True),
             ("beta gamma", False),
@@ -442,10 +445,7 @@ def test_postgres_asks_the_rest_of_the_history_by_each_terms_rarest_key(
             words.append("迁移 mig clock")  # the rarest keys, not the terms
         messages.append(user(" ".join(words)))
     with PostgresStore(postgres_url, schema=pg_schema, max_size=2) as store:
-        store.append(CID, messages)
-        reference = MemoryStore()
-        reference.append(CID, store.history(CID))
-        reads = _spy_reads(store, monkeypatch)
+        reference, reads = _spied(store, messages, monkeypatch)
         for query in ("MIGRATION lock", "migration 迁移", "lock MIGRATION 迁移"):
             for limit in (2, 10):
                 reads.clear()
