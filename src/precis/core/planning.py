@@ -8,8 +8,9 @@ the `e >= 1.0` post-check). Improvements are parameters and change nothing unles
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import compress, islice
 from operator import attrgetter, not_
 
@@ -48,12 +49,17 @@ def normalize_percentage(value: float | None) -> float:
 
 def eviction_steps(percentage: float | None) -> list[float]:
     """The eviction steps letta tries (float accumulation): 0.3 → 0.4 … 1.0999999999999999."""
-    e = normalize_percentage(percentage)
+    return list(_steps(normalize_percentage(percentage)))
+
+
+@lru_cache(maxsize=64)
+def _steps(e: float) -> tuple[float, ...]:
+    """`eviction_steps` of a normalized percentage, made once: every plan walks them."""
     steps: list[float] = []
     while e < 1.0:
         e += 0.1
         steps.append(e)
-    return steps
+    return tuple(steps)
 
 
 def has_pending_tool_call(message: Message) -> bool:
@@ -221,16 +227,19 @@ def _search_cut(
     as the cut moves forward, so that first step is found from the last cut back: the tail is
     counted from the end until it no longer fits, and nothing before is ever counted.
     """
-    found = _candidate_cuts(messages, p, max_cut, roles)
     if context_window is None:  # no goal: the first cut is the answer
-        if found and found[0][0] < 1.0:
-            return found[0][1]
+        first = next(_cuts(messages, p, max_cut, roles), None)
+        if first is not None and first[0] < 1.0:
+            return first[1]
         raise PlanningError(NO_ASSISTANT_MESSAGE)
     goal = (1 - p) * context_window
-    if not found or context_window + reserved < goal:  # (the latter: letta never steps)
+    if context_window + reserved < goal:  # letta never steps
         raise PlanningError(NO_ASSISTANT_MESSAGE)
     if counts.counter is None:  # every count is given: the cuts are weighed forwards
-        return _first_fitting(found, counts, pins, goal, reserved)
+        return _first_fitting(_cuts(messages, p, max_cut, roles), counts, pins, goal, reserved)
+    found = _candidate_cuts(messages, p, max_cut, roles)
+    if not found:
+        raise PlanningError(NO_ASSISTANT_MESSAGE)
     pinned: dict[int, int] = {}  # index -> tokens of each pinned message
     if pins:
         pinned_at = list(compress(range(len(messages)), pins))
@@ -272,7 +281,7 @@ def _search_cut(
 
 
 def _first_fitting(
-    found: list[tuple[float, int]],
+    found: Iterable[tuple[float, int]],
     counts: _TailCounts,
     pins: list[bool] | None,
     goal: float,
@@ -305,20 +314,26 @@ def _candidate_cuts(
 ) -> list[tuple[float, int]]:
     """Each eviction step that has a cut, with it: the last message in `roles` at or before
     round(e * n) (and before `max_cut`), never the first message. Each index is read once."""
+    return list(_cuts(messages, p, max_cut, roles))
+
+
+def _cuts(
+    messages: Sequence[Message], p: float, max_cut: int, roles: tuple[str, ...]
+) -> Iterator[tuple[float, int]]:
+    """`_candidate_cuts` one step at a time: a search that stops at a step reads no further."""
     n = len(messages)
-    found: list[tuple[float, int]] = []
     cut: int | None = None
     scanned = 0  # indices 1..scanned are looked at already
-    for e in eviction_steps(p):
+    for e in _steps(normalize_percentage(p)):
         top = min(js_round(e * n), n - 1, max_cut - 1)
         for i in range(top, scanned, -1):
             if messages[i].role in roles:
                 cut = i
                 break
-        scanned = max(scanned, top)
+        if top > scanned:
+            scanned = top
         if cut is not None:
-            found.append((e, cut))
-    return found
+            yield e, cut
 
 
 def first_cut(messages: Sequence[Message], percentage: float | None) -> int:
@@ -370,7 +385,7 @@ def pinned_mask(messages: Sequence[Message]) -> list[bool]:
     """Pinned flags, widened so a pinned call keeps its results and a pinned result its call."""
     mask = list(map(_PINNED, messages))
     # Only a pinned call or result has others in its group (a pinned task stands alone).
-    if any(m.pinned and (m.tool_calls or m.role == "tool") for m in messages):
+    if any(m.tool_calls or m.role == "tool" for m in compress(messages, mask)):
         for group in call_groups(messages):
             if any(mask[i] for i in group):
                 for i in group:
