@@ -515,6 +515,11 @@ def check_context_ids(
     exists: Callable[[str], bool],
 ) -> None:
     """Refuse duplicate ids and ids the conversation does not hold (the summary excepted)."""
+    distinct = set(context_ids)
+    placed = summary_id in distinct
+    distinct.discard(summary_id)
+    if len(distinct) + placed == len(context_ids) and all(map(exists, distinct)):
+        return  # the usual case, found without naming the first bad id
     seen: set[str] = set()
     for message_id in context_ids:
         if message_id in seen:

@@ -178,7 +178,10 @@ class MemoryStore(StoreBase):
             conv.id_list = compaction.id_list(later)
             conv.version += 1
             conv.prompt_stale = True
-            conv.events.append(replace(compaction.event, stats=stats, summary_id=stored.id))
+            event = compaction.event
+            conv.events.append(
+                CompactionEvent(event.trigger, event.mode, stats, stored.id, event.at)
+            )
             return self._snapshot(conv)
 
     def events(self, conversation_id: str) -> list[CompactionEvent]:
