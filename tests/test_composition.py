@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from precis import AsyncSession, CompactionSettings, Session
+from precis.core.errors import StoreError
 from precis.core.messages import Message, ToolCall
 from precis.core.tokens import LettaEstimator
 from precis.engine.audit import audit_of
 from precis.engine.composition import kind_of, measure
 from precis.stores import MemoryStore, SQLiteStore
 from precis.stores.base import ConversationStore
-from precis.stores.samples import PARTS, Sample
+from precis.stores.samples import PARTS, SAMPLE_KINDS, Sample, check_sample, numbered
 from precis.summarize.base import LocalSummarizer, SummaryRequest
 
 RED_LINE = "never touch the legacy/ directory, only add new modules"
@@ -163,3 +167,34 @@ def test_a_compaction_keeps_its_audit_on_the_summary(store: ConversationStore) -
         result.stats.context_tokens_after,
     ]
     assert audit_of(Message(role="user", content="old summary", kind="summary"))["attempts"] == []
+
+
+_COUNT = st.one_of(st.integers(-2, 9), st.booleans())
+
+
+@given(
+    st.sampled_from(["append", "compaction", "rewind"]),
+    st.lists(_COUNT, min_size=8, max_size=8),
+    st.one_of(st.none(), st.integers(-1, 9), st.booleans()),
+    st.integers(0, 9),
+    st.integers(0, 9),
+)
+def test_a_store_checks_and_numbers_a_sample_as_the_plain_field_by_field_way_does(
+    kind: str, counts: list[int], window: int | None, turn: int, version: int
+) -> None:
+    """`check_sample` refuses what a look at each field refuses; `numbered` is `replace`."""
+    sample = Sample(kind, "t", counts[0], window, *counts[1:])  # type: ignore[arg-type]
+    fields = {name: sample.part(name) for name in PARTS}
+    fields |= {"in_context": sample.in_context, "reserved": sample.reserved}
+    bad = (
+        kind not in SAMPLE_KINDS
+        or any(not isinstance(v, int) or v < 0 for v in fields.values())
+        or (window is not None and (not isinstance(window, int) or window < 1))
+    )
+    try:
+        check_sample("c", sample)
+    except StoreError:
+        assert bad
+    else:
+        assert not bad
+    assert numbered(sample, turn, version) == replace(sample, turn=turn, version=version)

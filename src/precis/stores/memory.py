@@ -22,7 +22,7 @@ from precis.stores.base import (
     search_text,
 )
 from precis.stores.recall import CANDIDATES, Found, found, holds_all, recall, scan_bound
-from precis.stores.samples import Sample, check_sample, grown
+from precis.stores.samples import Sample, check_sample, grown, numbered
 
 __all__ = ["MemoryStore"]
 
@@ -222,7 +222,7 @@ class MemoryStore(StoreBase):
                 if not conv.samples:
                     return None
                 sample = grown(conv.samples[-1], sample)
-            stored = replace(sample, turn=len(conv.samples) + 1, version=conv.version)
+            stored = numbered(sample, len(conv.samples) + 1, conv.version)
             conv.samples.append(stored)
             return stored
 

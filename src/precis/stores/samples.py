@@ -13,12 +13,21 @@ from typing import Any, Final, Literal
 
 from precis.core.errors import StoreError
 
-__all__ = ["PARTS", "SAMPLE_KINDS", "Sample", "SampleKind", "check_sample", "grown"]
+__all__ = [
+    "PARTS",
+    "SAMPLE_KINDS",
+    "Sample",
+    "SampleKind",
+    "check_sample",
+    "grown",
+    "numbered",
+]
 
 SampleKind = Literal["append", "compaction"]
 SAMPLE_KINDS: Final = ("append", "compaction")
 # The parts a sample counts, bottom of the stack first; their sum is the sample's total.
 PARTS: Final = ("system", "tools", "pinned", "summary", "messages", "tool_outputs")
+_INT: Final = frozenset({int})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +99,16 @@ class Sample:
 
 def check_sample(conversation_id: str, sample: Sample) -> None:
     """Refuse a sample no chart could draw: an unknown kind, a negative count or window."""
+    s = sample
+    numbers = (s.system, s.tools, s.pinned, s.summary, s.messages, s.tool_outputs, s.in_context)
+    window = s.window
+    if (
+        s.kind in SAMPLE_KINDS
+        and set(map(type, (*numbers, s.reserved))) == _INT
+        and min(*numbers, s.reserved) >= 0
+        and (window is None or (type(window) is int and window >= 1))
+    ):
+        return  # the usual sample, seen whole at once
     where = f"sample for conversation {conversation_id!r}"
     if sample.kind not in SAMPLE_KINDS:
         raise StoreError(f"{where}: kind must be one of {SAMPLE_KINDS}, got {sample.kind!r}")
@@ -100,6 +119,27 @@ def check_sample(conversation_id: str, sample: Sample) -> None:
             raise StoreError(f"{where}: {name} must be a whole number >= 0, got {value!r}")
     if sample.window is not None and (not isinstance(sample.window, int) or sample.window < 1):
         raise StoreError(f"{where}: window must be positive or None, got {sample.window!r}")
+
+
+def numbered(sample: Sample, turn: int, version: int) -> Sample:
+    """The sample with the store's turn and version: `dataclasses.replace`, made directly (the
+    store keeps one per turn)."""
+    s = sample
+    return Sample(
+        s.kind,
+        s.at,
+        s.in_context,
+        s.window,
+        s.reserved,
+        s.system,
+        s.tools,
+        s.pinned,
+        s.summary,
+        s.messages,
+        s.tool_outputs,
+        turn,
+        version,
+    )
 
 
 def grown(previous: Sample, added: Sample) -> Sample:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from typing import Any
 
 from precis.core.errors import ConversationNotFound, UnknownMessage, VersionConflict
@@ -36,7 +35,7 @@ from precis.stores.rows import (
     message_from_row,
     message_values,
 )
-from precis.stores.samples import PARTS, Sample, check_sample, grown
+from precis.stores.samples import PARTS, Sample, check_sample, grown, numbered
 
 __all__ = ["SAMPLE_COLUMNS", "Dialect", "Handle", "Rows", "SQLStore", "context_sql"]
 
@@ -456,7 +455,7 @@ class SQLStore(StoreBase):
                 if latest is None:
                     return None
                 sample = grown(latest, sample)
-            stored = replace(sample, turn=1 if latest is None else latest.turn + 1, version=version)
+            stored = numbered(sample, 1 if latest is None else latest.turn + 1, version)
             db.execute(
                 self._q(_SAMPLE_INSERT),
                 (
