@@ -127,6 +127,23 @@ def test_kinds_of_messages() -> None:
     assert kind_of(Message(role="assistant", content="a")) == "messages"
 
 
+def test_a_sample_counts_each_message_in_its_kind() -> None:
+    messages = [
+        Message(role="user", content="t" * n, pinned=n % 2 == 0, kind=kind)
+        for n, kind in enumerate(["message", "summary", "marker", "task", "summary"], 1)
+    ]
+    messages += [
+        Message(role="tool", content="out", tool_call_id="c"),
+        Message(role="tool", content="kept", tool_call_id="d", pinned=True),
+        Message(role="assistant", content="a" * 40),
+    ]
+    counter = LettaEstimator()
+    sample = measure(messages, counter, kind="append", at="t", settings=CompactionSettings())
+    for part in ("pinned", "summary", "tool_outputs", "messages"):
+        expected = sum(counter.count(m) for m in messages if kind_of(m) == part)
+        assert sample.part(part) == expected
+
+
 class ForgetfulSummarizer(LocalSummarizer):
     """A summary that keeps nothing the user said, red lines included."""
 
