@@ -169,9 +169,8 @@ class BaseSession:
                 else:
                     # New messages before the last view's tail (a summary before what it kept):
                     # show those, and the tail from its first whole turn as it was shown.
-                    j = 0
-                    while j < min(k, len(messages)) and messages[-1 - j] is seen[-1 - j]:
-                        j += 1
+                    same = list(map(is_, reversed(messages), reversed(seen)))
+                    j = same.index(False) if False in same else len(same)
                     while j and messages[-j].role == "tool":
                         j -= 1
                     if j:
