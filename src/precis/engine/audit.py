@@ -8,7 +8,6 @@ rolled back before it and why.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from operator import attrgetter
 from typing import Any, Final
 
@@ -49,7 +48,7 @@ def audited(
         "attempts": list(attempts),
     }
     metadata = {**summary.metadata, "audit": audit}
-    return replace(summary, metadata=HandedOver(metadata) if handed else metadata)
+    return summary.restamped(metadata=HandedOver(metadata) if handed else metadata)
 
 
 def audit_of(summary: Message) -> dict[str, Any]:
