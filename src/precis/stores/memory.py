@@ -36,6 +36,8 @@ class _Conversation:
     log: list[Message] = field(default_factory=list)
     seq_of: dict[str, int] = field(default_factory=dict)
     id_list: list[str] | None = None
+    # The messages of `id_list`, looked up once (None: look them up at the next read).
+    in_context: list[Message] | None = None
     version: int = 0
     events: list[CompactionEvent] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
@@ -89,6 +91,8 @@ class MemoryStore(StoreBase):
             self._store(conv, stored)
             if conv.id_list is not None:
                 conv.id_list.extend(m.id for m in stored)
+                if conv.in_context is not None:
+                    conv.in_context.extend(stored)
             return stored
 
     def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
@@ -99,6 +103,7 @@ class MemoryStore(StoreBase):
             if seq is None:
                 raise UnknownMessage(conversation_id, message_id)
             conv.log[seq - 1] = replace(conv.log[seq - 1], pinned=pinned)
+            conv.in_context = None
             if pinned:
                 conv.pinned.add(message_id)
             else:
@@ -108,7 +113,10 @@ class MemoryStore(StoreBase):
         if conv.id_list is None:
             messages = list(conv.log)
         else:
-            messages = [conv.log[conv.seq_of[i] - 1] for i in conv.id_list]
+            if conv.in_context is None:
+                log, seq_of = conv.log, conv.seq_of
+                conv.in_context = [log[seq_of[i] - 1] for i in conv.id_list]
+            messages = list(conv.in_context)
         return ContextSnapshot(
             messages=messages,
             version=conv.version,
@@ -176,6 +184,7 @@ class MemoryStore(StoreBase):
             later = [m.id for m in conv.log[max(compaction.snapshot_last_seq, 0) :]]
             self._store(conv, [stored])
             conv.id_list = compaction.id_list(later)
+            conv.in_context = None
             conv.version += 1
             conv.prompt_stale = True
             event = compaction.event
