@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import is_not
+from typing import cast
 
 from precis.core.messages import Message
 from precis.core.planning import first_cut
@@ -102,8 +103,11 @@ class Work:
 
     def tokens(self, messages: Sequence[Message]) -> int:
         """`Compactor.tokens`, from the context's counts (a message made since is counted)."""
-        counts, count = self.counts, self.counter.count
-        return sum(counts[id(m)] if id(m) in counts else count(m) for m in messages)
+        found = list(map(self.counts.get, map(id, messages)))
+        if None not in found:  # the usual case: every message is the context's
+            return sum(cast(list[int], found))
+        count = self.counter.count
+        return sum(count(m) if n is None else n for m, n in zip(messages, found, strict=True))
 
     def folded(self, messages: Sequence[Message]) -> str:
         """`context_text(messages).folded`, from parts already folded."""

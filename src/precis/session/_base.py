@@ -78,6 +78,10 @@ class _View(NamedTuple):
     shown: list[Message]
 
 
+# `_display`'s limits worked out of one settings: it, fits, for tools, head, tail, short.
+_Limits = tuple[CompactionSettings, int | None, int | None, int, int, int]
+
+
 def _remember(
     messages: Sequence[Message],
     counter: TokenCounter,
@@ -126,6 +130,8 @@ class BaseSession:
         self._created = False
         self._floor_counts: dict[str, int] = {}
         self._last_view: _View | None = None
+        # What `_display` works out of the settings, with the settings it was worked out of.
+        self._display_limits: _Limits | None = None
 
     # --- pure ---------------------------------------------------------------------------------
 
@@ -205,12 +211,18 @@ class BaseSession:
         """Each message as shown on its own: long tool outputs head+tail, any message too big
         for half the window head+tail too."""
         s = self.settings
-        fits = s.context_window * CHARS_PER_TOKEN // 2 if s.context_window else None
-        tools = s.tool_output_max_chars
-        for_tools = min(tools, fits) if tools is not None and fits is not None else tools or fits
-        head, tail = s.tool_output_head_lines, s.tool_output_tail_lines
-        # Most messages are short enough to be shown as they are: skip the display calls then.
-        short = -1 if head < 0 or tail < 0 else min(x for x in (for_tools, fits, 1 << 62) if x)
+        limits = self._display_limits
+        if limits is None or limits[0] is not s:
+            fits = s.context_window * CHARS_PER_TOKEN // 2 if s.context_window else None
+            tools = s.tool_output_max_chars
+            for_tools = (
+                min(tools, fits) if tools is not None and fits is not None else tools or fits
+            )
+            head, tail = s.tool_output_head_lines, s.tool_output_tail_lines
+            # Most messages are short enough to be shown as they are: skip the display calls.
+            short = -1 if head < 0 or tail < 0 else min(x for x in (for_tools, fits, 1 << 62) if x)
+            limits = self._display_limits = (s, fits, for_tools, head, tail, short)
+        _, fits, for_tools, head, tail, short = limits
         return [
             m
             if len(m.content) <= short
