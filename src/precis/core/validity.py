@@ -77,8 +77,10 @@ def check(
                 del open_calls[call_id]
                 answered.add(call_id)
             continue
-        close_turn(i)
-        answered.clear()
+        if open_calls:
+            close_turn(i)
+        if answered:
+            answered.clear()
         turn_index = None
         if msg.role == "assistant" and msg.tool_calls:
             turn_index = i
