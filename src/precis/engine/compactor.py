@@ -279,7 +279,7 @@ class Compactor:
         verbatim = [f.text for f in c.required]
         handed = plain_metadata(c.summary, c.ledger, [before, tried, verbatim], c.plain_ledger)
         summary = audited(c.summary, before, c.context, tried, verbatim, handed=handed)
-        return replace(c, summary=summary)
+        return c.with_summary(summary)
 
     def _plan_sliding(
         self, messages: Sequence[Message], counts: list[int], floor_tokens: int

@@ -61,6 +61,21 @@ class Candidate:
     # The ledger's facts are plain strings throughout (`remember_ledger` said so).
     plain_ledger: bool = False
 
+    def with_summary(self, summary: Message) -> Candidate:
+        """The candidate with another summary (its audited one): `dataclasses.replace`, made
+        directly, as every compaction does it once."""
+        return Candidate(
+            self.mode,
+            summary,
+            self.context,
+            self.stats,
+            self.required,
+            self.ledger,
+            self.whole,
+            self.runs,
+            self.plain_ledger,
+        )
+
 
 def capped_ledger(ledger: Ledger) -> Ledger:
     """Bound what a summary carries forward: every rule, the task and pins, the newest rest."""
