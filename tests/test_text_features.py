@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from precis.core import textfeatures
 from precis.core.textfeatures import CLASSES, CONTINUATION, text_features
 
 # The reference: each pattern found by bytes.count in a projection of the class string.
@@ -97,3 +98,14 @@ def test_the_bit_masks_count_what_bytes_count_counts(text: str) -> None:
 )
 def test_runs_and_chains_count_without_overlaps(text: str) -> None:
     assert text_features(text) == counted_features(text)
+
+
+def test_short_texts_of_one_class_string_share_their_features(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The memo of short class strings answers for any text of the same classes; when full it
+    starts over."""
+    monkeypatch.setattr(textfeatures, "SHORT_MEMO_SIZE", 2)
+    for text in ["ab 12", "cd 34", "Ab 12", "x" * 300, "", "é1", "ab 12"]:
+        assert text_features(text) == counted_features(text)
+        assert text_features(text) == counted_features(text)

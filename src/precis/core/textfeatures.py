@@ -64,9 +64,22 @@ def text_features(text: str) -> tuple[int, ...]:
         classes = text.encode("utf-8", "surrogatepass").translate(CLASSES, CONTINUATION)
         other, k = classes.count(b"o"), classes.count(b"k")
         y, e = classes.count(b"y"), classes.count(b"e")
-    if not classes:
-        return _NO_FEATURES
-    return _class_features(classes, other, k, y, e)
+    if len(classes) > SHORT_CHARS:
+        return _class_features(classes, other, k, y, e)
+    # A short text's class string (a message's stats, a tool's name) is often met before.
+    features = _SHORT.get(classes)
+    if features is None:
+        features = _class_features(classes, other, k, y, e) if classes else _NO_FEATURES
+        if len(_SHORT) >= SHORT_MEMO_SIZE:
+            _SHORT.clear()
+        _SHORT[classes] = features
+    return features
+
+
+# Class strings up to this long have their features remembered, this many of them at most.
+SHORT_CHARS = 256
+SHORT_MEMO_SIZE = 4096
+_SHORT: dict[bytes, tuple[int, ...]] = {}
 
 
 def _class_features(classes: bytes, other: int, k: int, y: int, e: int) -> tuple[int, ...]:
