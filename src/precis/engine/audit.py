@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import filterfalse
 from operator import attrgetter
 from typing import Any, Final
 
@@ -35,21 +36,21 @@ def audited(
 
     `handed`: the summary's metadata, the ids of `before`, `attempts` and `verbatim` are plain
     JSON data, and the metadata made here goes to the store whole (`HandedOver`)."""
-    kept = {m.id for m in context}
-    gone = [m.id for m in before if m.id not in kept]
+    gone = list(filterfalse(set(map(_ID, context)).__contains__, map(_ID, before)))
     stats = summary.metadata.get("stats", {})
     audit: dict[str, Any] = {
         "summarized": {"count": len(gone), "ids": gone[:AUDIT_IDS]},
         "verification": {
             "tool_pairs": "every call answered, in order",
-            "pinned_kept": sum(1 for m in context if m.pinned),
+            "pinned_kept": len(list(filter(_PINNED, context))),
             "verbatim_kept": list(verbatim),
             "tokens": [stats.get("context_tokens_before"), stats.get("context_tokens_after")],
         },
         "attempts": list(attempts),
     }
-    metadata = {**summary.metadata, "audit": audit}
-    return replace(summary, metadata=HandedOver(metadata) if handed else metadata)
+    if handed:
+        return replace(summary, metadata=HandedOver(summary.metadata, audit=audit))
+    return replace(summary, metadata={**summary.metadata, "audit": audit})
 
 
 def audit_of(summary: Message) -> dict[str, Any]:
@@ -64,6 +65,7 @@ def audit_of(summary: Message) -> dict[str, Any]:
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 _FACT_FIELDS: Final = tuple(map(attrgetter, ("kind", "text", "source_id", "note")))
 _ID: Final = attrgetter("id")
+_PINNED: Final = attrgetter("pinned")
 
 
 def plain_metadata(
