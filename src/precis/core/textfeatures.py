@@ -44,10 +44,10 @@ def _bits(members: bytes) -> bytes:
 
 # Each class string becomes a few ints, one bit per character, the first character the highest
 # bit: then `m >> 1` marks where the character before is in `m`, `m << 1` where the one after is,
-# and counting a pattern is an AND and a bit count instead of a pass of bytes.count.
-_LOWER, _UPPER, _LETTER = _bits(b"l"), _bits(b"u"), _bits(b"luo")
-_DIGIT, _SPACE, _NEWLINE = _bits(b"d"), _bits(b"s"), _bits(b"n")
-_PUNCT = _bits(b"pye")  # punctuation, symbols and emoji: one class once case is gone
+# and counting a pattern is an AND and a bit count instead of a pass of bytes.count. Three ints
+# hold a 3-bit code per character (punctuation, symbols and emoji 0, as one class once case is
+# gone; l 1, u 2, d 3, s 4, n 5, o 6, k 7), from which each class's bits are a few ANDs.
+_CODE_BITS = (_bits(b"ldnk"), _bits(b"udok"), _bits(b"snok"))
 _ONLY_PUNCT = bytes.maketrans(_CLASS_LETTERS, b".....p..pp")
 _LONG_PUNCT, _LONG_NEWLINES, _LONG_SPACES = b"p" * 64, b"n" * 16, b"s" * 64
 _NO_FEATURES = (0,) * 17
@@ -85,14 +85,12 @@ _SHORT: dict[bytes, tuple[int, ...]] = {}
 def _class_features(classes: bytes, other: int, k: int, y: int, e: int) -> tuple[int, ...]:
     """`text_features` of a class string, given its counts of o, k, y and e; each pattern
     counted as bytes.count counts it, without overlaps."""
-    lower, upper = _mask(classes, b"l", _LOWER), _mask(classes, b"u", _UPPER)
-    digit, space = _mask(classes, b"d", _DIGIT), _mask(classes, b"s", _SPACE)
-    newline = _mask(classes, b"n", _NEWLINE)
-    if other or k or y or e:
-        letter, punct = int(classes.translate(_LETTER), 2), int(classes.translate(_PUNCT), 2)
-    else:  # ASCII: punctuation is what no other class is
-        letter = lower | upper
-        punct = ((1 << len(classes)) - 1) ^ (letter | digit | space | newline)
+    one, two, four = (int(classes.translate(bit), 2) for bit in _CODE_BITS)
+    lower, upper = one & ~(two | four), two & ~(one | four)
+    digit, space = one & two & ~four, four & ~(one | two)
+    newline = one & four & ~two
+    letter = lower | upper | (two & four & ~one if other else 0)
+    punct = ((1 << len(classes)) - 1) ^ (one | two | four)
     # One punctuation character glued to the front of a word rides along with it.
     glued = (punct & (letter << 1) & ~((punct | space) >> 1)).bit_count()
     return (
@@ -116,11 +114,6 @@ def _class_features(classes: bytes, other: int, k: int, y: int, e: int) -> tuple
         y,
         e,
     )
-
-
-def _mask(classes: bytes, label: bytes, table: bytes) -> int:
-    """The bits of the characters of one class; none read when the class is absent."""
-    return int(classes.translate(table), 2) if label in classes else 0
 
 
 def _chained(starts: int, classes: bytes, pattern: bytes) -> int:
