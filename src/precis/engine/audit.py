@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import filterfalse
 from operator import attrgetter
 from typing import Any, Final
 
@@ -36,21 +35,21 @@ def audited(
 
     `handed`: the summary's metadata, the ids of `before`, `attempts` and `verbatim` are plain
     JSON data, and the metadata made here goes to the store whole (`HandedOver`)."""
-    gone = list(filterfalse(set(map(_ID, context)).__contains__, map(_ID, before)))
+    kept = {m.id for m in context}
+    gone = [m.id for m in before if m.id not in kept]
     stats = summary.metadata.get("stats", {})
     audit: dict[str, Any] = {
         "summarized": {"count": len(gone), "ids": gone[:AUDIT_IDS]},
         "verification": {
             "tool_pairs": "every call answered, in order",
-            "pinned_kept": len(list(filter(_PINNED, context))),
+            "pinned_kept": sum(1 for m in context if m.pinned),
             "verbatim_kept": list(verbatim),
             "tokens": [stats.get("context_tokens_before"), stats.get("context_tokens_after")],
         },
         "attempts": list(attempts),
     }
-    if handed:
-        return replace(summary, metadata=HandedOver(summary.metadata, audit=audit))
-    return replace(summary, metadata={**summary.metadata, "audit": audit})
+    metadata = {**summary.metadata, "audit": audit}
+    return replace(summary, metadata=HandedOver(metadata) if handed else metadata)
 
 
 def audit_of(summary: Message) -> dict[str, Any]:
@@ -65,7 +64,6 @@ def audit_of(summary: Message) -> dict[str, Any]:
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 _FACT_FIELDS: Final = tuple(map(attrgetter, ("kind", "text", "source_id", "note")))
 _ID: Final = attrgetter("id")
-_PINNED: Final = attrgetter("pinned")
 
 
 def plain_metadata(
