@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import add, attrgetter, floordiv, itemgetter, mul, ne
+from itertools import repeat
+from operator import add, attrgetter, floordiv, mul
 from typing import Any, Protocol, runtime_checkable
 
 from precis.core.errors import TokenizerUnavailable
@@ -29,9 +29,6 @@ class TokenCounter(Protocol):
 
 _ID = attrgetter("id")
 _CONTENT = attrgetter("content")
-_LENGTH = itemgetter(0)
-_COUNT = itemgetter(1)
-_UNKNOWN = (-1, 0)  # the memo entry of an id never counted: no content has length -1
 
 
 class _CachedCounter:
@@ -108,30 +105,39 @@ class _CachedCounter:
             keep(hit[1])
         else:
             return found
-        known = list(map(memo.get, map(_ID, messages), repeat(_UNKNOWN)))
-        known_lengths = list(map(_LENGTH, known))
-        if known_lengths.count(-1) == len(known):
-            return self._count_new(messages)
-        lengths = list(map(len, map(_CONTENT, messages)))
-        ids = list(map(_ID, messages))
-        counts = list(map(_COUNT, known))
+        # From the first message that is not: known in another form (a displayed copy), or new.
+        counts = found
         todo: list[int] = []
-        for i in compress(range(len(ids)), map(ne, known_lengths, lengths)):
-            other = None if known_lengths[i] < 0 else self._other_forms.get((ids[i], lengths[i]))
-            if other is None:
-                todo.append(i)
-            else:
-                counts[i] = other
+        other_forms = self._other_forms
+        any_known = bool(found)
+        for i in range(len(found), len(messages)):
+            message = messages[i]
+            mid, length = message.id, len(message.content)
+            hit = get(mid)
+            if hit is not None:
+                any_known = True
+                if hit[0] == length:
+                    counts.append(hit[1])
+                    continue
+                other = other_forms.get((mid, length))
+                if other is not None:
+                    counts.append(other)
+                    continue
+            todo.append(i)
+            counts.append(0)
+        if not any_known:
+            return self._count_new(messages)
         for i, count in zip(todo, self._count_many([messages[i] for i in todo]), strict=True):
             counts[i] = count
-            mid, length = ids[i], lengths[i]
+            message = messages[i]
+            mid, length = message.id, len(message.content)
             hit = memo.get(mid)
             if not mid or (hit is not None and hit[0] == length):
                 continue
             if hit is None:
                 memo[mid] = (length, count)
             else:
-                self._other_forms[(mid, length)] = count
+                other_forms[(mid, length)] = count
         return counts
 
     def _count_new(self, messages: Sequence[Message]) -> list[int]:
