@@ -230,6 +230,10 @@ def test_ledger_json_round_trip_and_merge() -> None:
     ledger = Ledger(tuple(facts))
     data = json.loads(json.dumps(ledger.to_json(), ensure_ascii=False))
     assert Ledger.from_json(data) == ledger
+    noted = Ledger((Fact("error", "boom", "7", note="fixed"), *facts))
+    assert [list(d.items()) for d in noted.to_json()] == [
+        list(f.to_json().items()) for f in noted.facts
+    ]
     assert Ledger.from_json([{"kind": "nope", "text": "x"}, 3, {"kind": "task"}]) == Ledger()
     older = Ledger((Fact("task", "a", "1"), Fact("constraint", "b", "1")))
     newer = Ledger((Fact("constraint", "b", "9"), Fact("identifier", "c", "9")))

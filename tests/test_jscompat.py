@@ -4,7 +4,9 @@ plain reference, and both against node itself."""
 from __future__ import annotations
 
 import json
+import json.encoder
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from json_texts import argument_texts, js_view, json_values, random_argument_text, write
+from json_texts import PIECES, argument_texts, js_view, json_values, random_argument_text, write
 
 from precis.core.jscompat import (
     js_json_stringify,
@@ -77,6 +79,24 @@ def test_lone_surrogates_are_escaped_and_counted_as_code_units() -> None:
     assert quote("\ud83d\ude00") == '"\ud83d\ude00"'  # a pair as two code points stays
     assert utf16_len("\ud800") == 1
     assert utf16_len("😀\ud800") == 3
+
+
+surrogates_too = st.characters() | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+
+
+def searched_quote(text: str) -> str:
+    """`quote` as it was: the JSON text searched for surrogates before any is escaped."""
+    quoted = json.encoder.encode_basestring(text)
+    if quoted.isascii() or re.search("[\ud800-\udfff]", quoted) is None:
+        return quoted
+    lone = "[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]"
+    return re.sub(lone, lambda m: f"\\u{ord(m.group()):04x}", quoted)
+
+
+@pytest.mark.property
+@given(st.lists(st.sampled_from(PIECES) | st.text(surrogates_too), max_size=6).map("".join))
+def test_quote_escapes_what_a_search_for_surrogates_escaped(text: str) -> None:
+    assert quote(text) == searched_quote(text)
 
 
 def test_integers_print_as_the_double_javascript_reads() -> None:

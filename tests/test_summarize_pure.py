@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 from conformance import vectors
+from hypothesis import given
+from hypothesis import strategies as st
 from letta_shape import letta_to_message, letta_to_messages
 
 from precis.core.errors import ContextOverflow, SummarizerError
-from precis.core.jscompat import utf16_len
+from precis.core.jscompat import js_json_stringify, utf16_len
 from precis.core.messages import Message, ToolCall
 from precis.providers.overflow import is_context_overflow, is_letta_context_overflow
 from precis.summarize import (
@@ -60,6 +62,17 @@ def test_package_vector(vector: dict[str, Any]) -> None:
         vector["summary"], vector.get("stats"), vector.get("mode"), time=FIXED_TIME
     )
     assert packed == vector["packed"]
+
+
+@pytest.mark.property
+@given(st.text(st.characters() | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)))
+def test_package_is_the_stringified_alert(summary: str) -> None:
+    message = (
+        "Note: prior messages have been hidden from view due to conversation memory constraints."
+        f"\nThe following is a summary of the previous messages:\n {summary}"
+    )
+    alert = {"type": "system_alert", "message": message, "time": summary[:9]}
+    assert package_summary(summary, None, None, time=summary[:9]) == js_json_stringify(alert)
 
 
 @pytest.mark.parametrize("vector", VECTORS["overflow"], ids=_ids(VECTORS["overflow"]))

@@ -107,9 +107,13 @@ def quote(text: str) -> str:
     """`JSON.stringify(text)`: quotes, short escapes, `\\u00xx` for other control characters and,
     as JavaScript has done since ES2019, `\\udxxx` for a lone surrogate; the rest raw."""
     quoted = _encode_basestring(text)
-    if quoted.isascii() or _SURROGATE.search(quoted) is None:
+    if quoted.isascii():
         return quoted
-    return _LONE_SURROGATE.sub(_escape_code_unit, quoted)
+    try:
+        quoted.encode()  # UTF-8 refuses exactly the surrogates, and sooner than a search finds none
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(_escape_code_unit, quoted)
+    return quoted
 
 
 def _escape_code_unit(match: re.Match[str]) -> str:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import add, attrgetter, floordiv, itemgetter, mul, ne
+from itertools import repeat
+from operator import add, attrgetter, floordiv, mul
 from typing import Any, Protocol, runtime_checkable
 
 from precis.core.errors import TokenizerUnavailable
 from precis.core.jscompat import js_restringified_lengths, utf16_len
 from precis.core.messages import Message
+from precis.core.textfeatures import CLASSES, text_features
 
 # letta-code counts an image as 1200 tokens, i.e. 4800 characters before the divide by four.
 IMAGE_CHARS = 4800
@@ -28,9 +29,6 @@ class TokenCounter(Protocol):
 
 _ID = attrgetter("id")
 _CONTENT = attrgetter("content")
-_LENGTH = itemgetter(0)
-_COUNT = itemgetter(1)
-_UNKNOWN = (-1, 0)  # the memo entry of an id never counted: no content has length -1
 
 
 class _CachedCounter:
@@ -107,30 +105,39 @@ class _CachedCounter:
             keep(hit[1])
         else:
             return found
-        known = list(map(memo.get, map(_ID, messages), repeat(_UNKNOWN)))
-        known_lengths = list(map(_LENGTH, known))
-        if known_lengths.count(-1) == len(known):
-            return self._count_new(messages)
-        lengths = list(map(len, map(_CONTENT, messages)))
-        ids = list(map(_ID, messages))
-        counts = list(map(_COUNT, known))
+        # From the first message that is not: known in another form (a displayed copy), or new.
+        counts = found
         todo: list[int] = []
-        for i in compress(range(len(ids)), map(ne, known_lengths, lengths)):
-            other = None if known_lengths[i] < 0 else self._other_forms.get((ids[i], lengths[i]))
-            if other is None:
-                todo.append(i)
-            else:
-                counts[i] = other
+        other_forms = self._other_forms
+        any_known = bool(found)
+        for i in range(len(found), len(messages)):
+            message = messages[i]
+            mid, length = message.id, len(message.content)
+            hit = get(mid)
+            if hit is not None:
+                any_known = True
+                if hit[0] == length:
+                    counts.append(hit[1])
+                    continue
+                other = other_forms.get((mid, length))
+                if other is not None:
+                    counts.append(other)
+                    continue
+            todo.append(i)
+            counts.append(0)
+        if not any_known:
+            return self._count_new(messages)
         for i, count in zip(todo, self._count_many([messages[i] for i in todo]), strict=True):
             counts[i] = count
-            mid, length = ids[i], lengths[i]
+            message = messages[i]
+            mid, length = message.id, len(message.content)
             hit = memo.get(mid)
             if not mid or (hit is not None and hit[0] == length):
                 continue
             if hit is None:
                 memo[mid] = (length, count)
             else:
-                self._other_forms[(mid, length)] = count
+                other_forms[(mid, length)] = count
         return counts
 
     def _count_new(self, messages: Sequence[Message]) -> list[int]:
@@ -301,86 +308,7 @@ MESSAGE_OVERHEAD_TOKENS = 4
 IMAGE_TOKENS = 765
 
 
-def _byte_table(classes: dict[bytes, bytes], default: bytes) -> bytes:
-    table = bytearray(default * 256)
-    for members, label in classes.items():
-        for b in members:
-            table[b] = label[0]
-    return bytes(table)
-
-
-# Each UTF-8 byte maps to a class; continuation bytes are dropped, so the class string has one
-# byte per character. The lead byte of a multi-byte character tells its block well enough:
-# l lower, u upper, d digit, s space, n newline, p punctuation (ASCII), o letter of another
-# script (U+00C0-U+1FFF), k CJK ideograph, kana or hangul (U+3000-U+DFFF), y other symbol,
-# e emoji and the rest of the astral planes.
-_CLASSES = _byte_table(
-    {
-        bytes(range(ord("a"), ord("z") + 1)): b"l",
-        bytes(range(ord("A"), ord("Z") + 1)): b"u",
-        b"0123456789": b"d",
-        b" \t\x0b\x0c": b"s",
-        b"\r\n": b"n",
-        bytes(range(0x80, 0x100)): b"y",
-        bytes(range(0xC3, 0xE2)): b"o",
-        bytes(range(0xE3, 0xEE)): b"k",
-        bytes(range(0xF0, 0xF5)): b"e",
-    },
-    b"p",
-)
-_CONTINUATION = bytes(range(0x80, 0xC0))
-# Projections of the class string that merge or blank classes, so that bytes.count finds runs.
-_CASELESS = bytes.maketrans(b"luoye", b"LLLpp")
-_ONLY_LETTERS = bytes.maketrans(b"ludsnpokye", b"LL....L...")
-_ONLY_PUNCT = bytes.maketrans(b"ludsnpokye", b".....p..pp")
-_ONLY_SPACES = bytes.maketrans(b"ludsnpokye", b"...s......")
-_ONLY_DIGITS = bytes.maketrans(b"ludsnpokye", b"  d       ")
-_NEWLINES_AFTER_PUNCT = bytes.maketrans(b"ludsnpokye", b"....np..pp")
-
-
-def _text_features(text: str) -> tuple[int, ...]:
-    """Counts of the pieces o200k-style pre-tokenisation cuts text into, without a Python loop.
-
-    ASCII text (most of an agent's) has no class o, k, y or e: their counts are 0 unread."""
-    if text.isascii():
-        classes = text.encode().translate(_CLASSES)
-        other = k = y = e = 0
-    else:
-        classes = text.encode("utf-8", "surrogatepass").translate(_CLASSES, _CONTINUATION)
-        other, k = classes.count(b"o"), classes.count(b"k")
-        y, e = classes.count(b"y"), classes.count(b"e")
-    letters = classes.translate(_ONLY_LETTERS)
-    ascii_letters = letters.count(b"L") - other  # l and u: the "L"s not of another script
-    caseless = classes.translate(_CASELESS)
-    punct = classes.translate(_ONLY_PUNCT)
-    spaces = classes.translate(_ONLY_SPACES)
-    newlines = classes.translate(_NEWLINES_AFTER_PUNCT)
-    digit_runs = classes.translate(_ONLY_DIGITS).split()
-    # One punctuation character glued to the front of a word rides along with it.
-    glued = caseless.count(b"pL") - caseless.count(b"ppL") - caseless.count(b"spL")
-    return (
-        letters.count(b".L") + (letters[:1] == b"L") + classes.count(b"lu"),
-        ascii_letters,
-        classes.count(b"uu"),
-        classes.count(b"ulu"),
-        classes.count(b"dld") + classes.count(b"ldl"),
-        glued,
-        punct.count(b".p") + (punct[:1] == b"p") - glued,
-        punct.count(b"p" * 64),
-        sum(map(floordiv, map(add, map(len, digit_runs), repeat(2)), repeat(3))),
-        # Newlines right after punctuation join its piece; others make their own.
-        newlines.count(b".n") + (newlines[:1] == b"n"),
-        spaces.count(b".ss") + (spaces[:2] == b"ss"),
-        caseless.count(b"sd"),
-        caseless.count(b"n" * 16) + spaces.count(b"s" * 64),
-        k,
-        other,
-        y,
-        e,
-    )
-
-
-# Tokens per unit of each `_text_features` count, fitted by least squares against exact o200k_base
+# Tokens per unit of each `text_features` count, fitted by least squares against exact o200k_base
 # counts (quicktok) over English prose, source code, JSON, agent transcripts, Chinese, Japanese,
 # Korean and European prose, and random hex/base64/UUID strings. A four-letter word after a space
 # costs 0.5 + 4 x 0.12 = 0.98; the pieces weighted 1.0 are the ones o200k nearly always keeps whole.
@@ -408,12 +336,12 @@ _FEATURE_WEIGHTS = (
 def _estimate_text(text: str) -> int:
     if not text:
         return 0
-    cost: float = sum(map(mul, _FEATURE_WEIGHTS, _text_features(text)))
+    cost: float = sum(map(mul, _FEATURE_WEIGHTS, text_features(text)))
     return max(1, round(cost))
 
 
-# ASCII characters of class "p" (`_CLASSES`' default): neither letter, digit, space nor newline.
-_ASCII_PUNCT = frozenset(chr(b) for b in range(128) if _CLASSES[b] == ord("p"))
+# ASCII characters of class "p" (`CLASSES`' default): neither letter, digit, space nor newline.
+_ASCII_PUNCT = frozenset(chr(b) for b in range(128) if CLASSES[b] == ord("p"))
 _ASCII_DIGITS = frozenset("0123456789")
 
 
@@ -436,7 +364,7 @@ class TextEstimator(_CachedCounter):
         (a summary whose stats alone change): the head's features are read once.
 
         Exact: where the head ends in ASCII punctuation and the rest starts with a digit, no
-        piece `_text_features` counts can run across the cut (each pattern that holds a digit
+        piece `text_features` counts can run across the cut (each pattern that holds a digit
         has a letter, space or digit before it, and none opens on one), and the rest starts no
         run the start-of-text checks count, so the features of the whole are those of the two
         parts added up."""
@@ -445,9 +373,9 @@ class TextEstimator(_CachedCounter):
             return _estimate_text(text)
         known, features = self._head
         if known != head:
-            features = _text_features(head)
+            features = text_features(head)
             self._head = (head, features)
-        both = map(add, features, _text_features(rest))
+        both = map(add, features, text_features(rest))
         cost: float = sum(map(mul, _FEATURE_WEIGHTS, both))
         return max(1, round(cost))
 

@@ -87,8 +87,9 @@ def packed_head(
             " constraints."
         )
     message = f"{note}\nThe following is a summary of the previous messages:\n {summary}"
-    packed: dict[str, Any] = {"type": "system_alert", "message": message, "time": time}
-    return js_json_stringify(packed)[:-1]  # the object left open for the stats
+    # js_json_stringify of {"type": "system_alert", "message": message, "time": time}, left open
+    # for the stats.
+    return f'{{"type":"system_alert","message":{quote(message)},"time":{js_json_stringify(time)}'
 
 
 def with_stats(head: str, stats: Mapping[str, Any] | None) -> str:
