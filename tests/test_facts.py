@@ -124,9 +124,10 @@ def assert_holders_hold(kept: Any) -> None:
     """What KeptFacts remembers as the part holding a fact does hold it, alone."""
     from precis.facts.verify import _matcher
 
-    parts, found = kept._last[:2]
-    for (kind, text), held in found.items():
-        assert held < 0 or _matcher(kind, text)(parts[held])
+    parts, found, facts = kept._last[:3]
+    for fact in facts:
+        held = found[id(fact)][0]
+        assert held < 0 or _matcher(fact.kind, fact.text)(parts[held])
 
 
 @pytest.mark.property
@@ -172,6 +173,31 @@ def test_kept_facts_answer_as_the_whole_text_does(
         kept.observe_more(seen[-1:])
         again = [m.content for m in seen]
         assert kept.missing(facts, again) == missing_from_folded(facts, " ".join(again))
+
+
+@pytest.mark.property
+@given(
+    parts=st.lists(
+        st.lists(st.sampled_from(PIECES + FILLERS), min_size=1, max_size=8).map(
+            lambda words: fold(" ".join(words))
+        ),
+        max_size=6,
+    ),
+    fact=st.sampled_from(KEPT_FACTS),
+)
+def test_the_holder_found_from_the_end_is_the_newest_part_holding_the_fact(
+    parts: list[str], fact: Fact
+) -> None:
+    """`_held` finds the parts holding a fact's anchor by where it occurs in the whole; what it
+    notes is what testing each part, newest first, and then the whole would note."""
+    from precis.facts.verify import _ABSENT, _SPREAD, _held, _probe
+
+    test, anchor, _ = _probe(fact.kind, fact.text)
+    text = " ".join(parts)
+    plain = next((i for i in range(len(parts) - 1, -1, -1) if test(parts[i])), None)
+    if plain is None:
+        plain = _SPREAD if test(text) else _ABSENT
+    assert _held(test, anchor, parts, text, False) == plain
 
 
 def test_kept_facts_look_across_a_join_an_eviction_made() -> None:

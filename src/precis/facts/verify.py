@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from itertools import accumulate
 from operator import is_
 from typing import Any, Final
 
@@ -295,11 +297,13 @@ _PROBED: dict[int, tuple[Fact, _Probed]] = {}
 _PROBED_KEPT: Final = 8192
 
 
-# What `KeptFacts` last asked: the parts, what it found of each fact, the facts, the answer (the
-# facts missing) and, for each of those, `_probed`.
+# What `KeptFacts` found of a fact (`_held`) and its `_probed`.
+_Found = tuple[int, _Probed]
+# What `KeptFacts` last asked: the parts, what it found of each fact (by the fact's id), the
+# facts, the answer (the facts missing) and, for each of those, `_probed`.
 _Asked = tuple[
     tuple[str, ...],
-    dict[tuple[str, str], int],
+    dict[int, _Found],
     tuple[Fact, ...],
     tuple[Fact, ...],
     tuple[_Probed, ...],
@@ -363,39 +367,49 @@ class KeptFacts:
                 fresh = _fresh(parts, {id(p): i for i, p in enumerate(old_parts)})
                 j, tail = 0, len(parts)
         windows: dict[int, list[str]] = {}
-        found: dict[tuple[str, str], int] = {}
+        found: dict[int, _Found] = {}
         missing: list[Fact] = []
         probes: list[_Probed] = []
         remembered, was = _PROBED.get, old_found.get
+        starts: list[int] | None = None
         for fact in facts:
-            hit = remembered(id(fact))  # `_probed`, inline: this runs for every fact
-            probe = hit[1] if hit is not None and hit[0] is fact else _probed(fact)
-            key, test, anchor, reach = probe
-            state = was(key, _SPREAD)
-            if state >= 0:
-                if at_now is not None:
-                    holder = at_now.get(id(old_parts[state]))
-                elif state < j or state >= k - tail:
-                    holder = state if state < j else state - (k - tail) + j
-                else:
-                    holder = None  # cut out
-                if holder is not None:
-                    found[key] = holder
-                    continue
-            elif state == _ABSENT:
-                near = windows.get(reach)
-                if near is None:
-                    near = windows[reach] = _windows(text, fresh, reach)
-                for w in near:
-                    if anchor in w and test(w):
-                        break
-                else:
-                    found[key] = _ABSENT
-                    missing.append(fact)
-                    probes.append(probe)
-                    continue
-            found[key] = _held(test, anchor, parts, text, state == _SPREAD and key in old_found)
-            if found[key] == _ABSENT:
+            entry = was(id(fact))  # the old facts live while `last` does: an id is theirs
+            if entry is None:  # not asked about last time
+                hit = remembered(id(fact))  # `_probed`, inline: this runs for every new fact
+                probe = hit[1] if hit is not None and hit[0] is fact else _probed(fact)
+                spread = False
+            else:
+                state, probe = entry
+                if state >= 0:
+                    if at_now is not None:
+                        holder = at_now.get(id(old_parts[state]))
+                    elif state < j or state >= k - tail:
+                        holder = state if state < j else state - (k - tail) + j
+                    else:
+                        holder = None  # cut out
+                    if holder is not None:
+                        found[id(fact)] = entry if holder == state else (holder, probe)
+                        continue
+                elif state == _ABSENT:
+                    _, test, anchor, reach = probe
+                    near = windows.get(reach)
+                    if near is None:
+                        near = windows[reach] = _windows(text, fresh, reach)
+                    for w in near:
+                        if anchor in w and test(w):
+                            break
+                    else:
+                        found[id(fact)] = entry
+                        missing.append(fact)
+                        probes.append(probe)
+                        continue
+                spread = state == _SPREAD
+            if starts is None:
+                starts = _starts(parts)
+            _, test, anchor, _ = probe
+            state = _held(test, anchor, parts, text, spread, starts)
+            found[id(fact)] = (state, probe)
+            if state == _ABSENT:
                 missing.append(fact)
                 probes.append(probe)
         self._last = (parts, found, facts, tuple(missing), tuple(probes))
@@ -411,7 +425,7 @@ class KeptFacts:
         probes: list[_Probed] = []
         copied = False  # the published answer is never changed
         for fact, probe in zip(old_missing, old_probes, strict=True):
-            key, test, anchor, reach = probe
+            _, test, anchor, reach = probe
             near = tails.get(reach)
             if near is None:
                 near = tails[reach] = _tail(old_parts, reach) + added
@@ -421,7 +435,7 @@ class KeptFacts:
                 if state != _ABSENT:
                     if not copied:
                         found, copied = dict(found), True
-                    found[key] = state
+                    found[id(fact)] = (state, probe)
                     continue
             missing.append(fact)
             probes.append(probe)
@@ -498,21 +512,45 @@ def _tail(parts: Sequence[str], reach: int) -> str:
 
 
 def _held(
-    test: Callable[[str], bool], anchor: str, parts: Sequence[str], text: str, spread: bool
+    test: Callable[[str], bool],
+    anchor: str,
+    parts: Sequence[str],
+    text: str,
+    spread: bool,
+    starts: list[int] | None = None,
 ) -> int:
     """What `KeptFacts` notes of a fact tested on the whole: absent, or the newest part that
     holds it alone (the newest stays longest), or spread when none does or, for a fact spread
     last time, without looking again. A part that holds it is looked for first: what a part
     holds, the whole holds (its ends are joining spaces there), so the whole is tested only
-    when no part holds it, or its anchor shows it absent."""
+    when no part holds it, or its anchor shows it absent.
+
+    The parts holding the anchor are found from the whole's end, newest first, by where it
+    occurs in the whole (`starts`: where each part begins there, `_starts`), so parts that lack
+    it are never read."""
     if spread:
         return _SPREAD if test(text) else _ABSENT
-    if anchor not in text:
+    at = text.rfind(anchor)
+    if at < 0:
         return _ABSENT  # every text the test passes holds the anchor
-    for i in range(len(parts) - 1, -1, -1):
-        if anchor in parts[i] and test(parts[i]):
-            return i
+    if starts is None:
+        starts = _starts(parts)
+    size = len(anchor)
+    while at >= 0:
+        i = bisect_right(starts, at) - 1
+        start = starts[i]
+        if at + size <= start + len(parts[i]):  # within part i: the newest holding it
+            if test(parts[i]):
+                return i
+            at = text.rfind(anchor, 0, start - 1) if start else -1  # the parts before it
+        else:
+            at = text.rfind(anchor, 0, at + size - 1)  # across a join: the occurrence before
     return _SPREAD if test(text) else _ABSENT
+
+
+def _starts(parts: Sequence[str]) -> list[int]:
+    """Where each part begins in the parts joined by spaces."""
+    return list(accumulate((len(p) + 1 for p in parts[:-1]), initial=0)) if parts else []
 
 
 def _fresh(parts: Sequence[str], old_at: dict[int, int]) -> list[tuple[int, int]]:
