@@ -107,8 +107,9 @@ def extract_facts(
     found += _error_facts(facts, sources)
     found += read
     found += _request_facts(facts, sources)
-    ordered = dedupe(found)  # in priority order already: each kind's facts follow the last's
-    return list(dedupe((*newest_states(carried, ordered), *ordered)))
+    # In priority order already: each kind's facts follow the last's. Each copy after the first
+    # is dropped once, here, and the carried states the span's own replace are left out.
+    return list(dedupe((*newest_states(carried, found), *found)))
 
 
 def stored_ledger(message: Message) -> Ledger:
