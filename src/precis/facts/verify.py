@@ -230,6 +230,13 @@ def fact_present(fact: Fact, text: str) -> bool:
     return present(fact, folded_text(text))
 
 
+def presence_test(fact: Fact) -> tuple[Callable[[str], bool], str]:
+    """The fact's test of a folded text (`present`) and a string every text it passes holds,
+    for a caller that asks them of many texts."""
+    probed = _probed(fact)
+    return probed[1], probed[2]
+
+
 def missing_facts(facts: Iterable[Fact], summary_text: str) -> list[Fact]:
     """The facts the summary lost, in the order given."""
     return missing_from_folded(facts, folded_text(summary_text))
