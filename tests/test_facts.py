@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
 from precis.facts import Fact, context_text, extract_facts, fact_present, fold, missing_facts
 from precis.facts.verify import ContextText
@@ -254,3 +255,26 @@ def test_a_replay_read_ahead_gives_the_facts_a_replay_of_the_span_gives(name: st
         fed = list(other.fed)
         assert extract_facts(span, task=task, replay=other) == extract_facts(span, task=task)
         assert other.fed == fed  # not used, so not fed
+
+
+@pytest.mark.property
+@given(
+    text=st.lists(
+        st.sampled_from(
+            ["a", "bc", " ", "  \n", "\t", "é", "😀", ",", "\u2028", "w" * 40, " " * 30]
+        )
+    ).map("".join),
+    units=st.sampled_from([0, 1, 2, 5, 12, 50, 120]),
+)
+def test_a_long_text_is_compacted_from_its_head_as_from_the_whole(text: str, units: int) -> None:
+    """`compact` of a long text reads only a head of it; its cut is the whole text's."""
+    from precis.facts.text import compact, head, one_line
+
+    line = one_line(text)
+    if utf16_len(line) <= units:
+        plain = line
+    else:
+        cut = head(line, units)
+        space = cut.rfind(" ")
+        plain = (cut[:space] if space >= len(cut) // 2 else cut).rstrip(" ,;:")
+    assert compact(text, units) == plain
