@@ -191,7 +191,8 @@ def test_the_holder_found_from_the_end_is_the_newest_part_holding_the_fact(
 ) -> None:
     """`_held` finds the parts holding a fact's anchor by where it occurs in the whole; what it
     notes is what testing each part, newest first, and then the whole would note."""
-    from precis.facts.verify import _ABSENT, _SPREAD, _held, _probe
+    from precis.facts.kept import _ABSENT, _SPREAD, _held
+    from precis.facts.verify import _probe
 
     test, anchor, _ = _probe(fact.kind, fact.text)
     text = " ".join(parts)

@@ -17,6 +17,7 @@ from precis.facts.collect import (
 )
 from precis.facts.digest import Note
 from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
+from precis.facts.kept import KeptFacts
 from precis.facts.language import (
     earlier_summary_text,
     is_chinese,
@@ -43,7 +44,6 @@ from precis.facts.text import (
     shorten,
 )
 from precis.facts.verify import (
-    KeptFacts,
     context_text,
     fact_present,
     fold,
