@@ -279,3 +279,33 @@ def test_a_long_text_is_compacted_from_its_head_as_from_the_whole(text: str, uni
         space = cut.rfind(" ")
         plain = (cut[:space] if space >= len(cut) // 2 else cut).rstrip(" ,;:")
     assert compact(text, units) == plain
+
+
+@pytest.mark.property
+@given(
+    texts=st.lists(st.sampled_from(["", "a b", "Never use NPM", "x/a.py", "  "]), max_size=8),
+    first=st.integers(0, 3),
+    cut=st.integers(0, 4),
+)
+def test_the_kept_messages_parts_are_read_off_those_observed(
+    texts: list[str], first: int, cut: int
+) -> None:
+    """What `parts_of` reads off the messages last observed is what folding the kept messages
+    gives: the first observed and the last, with a run cut out between them; None for others."""
+    from precis.facts import KeptFacts, folded_parts
+
+    messages = [Message(role="user", content=t, id=f"k{i}") for i, t in enumerate(texts)]
+    kept = KeptFacts()
+    kept.missing([Fact("constraint", "never use npm", "s")], [])  # a ledger to observe for
+    kept.observe(messages)
+    first = min(first, len(messages))
+    stays = messages[:first] + messages[min(len(messages), first + cut) :]
+    ends: list[int] = []
+    parts = kept.parts_of(stays, first, ends)
+    plain = [p for m in stays for p in folded_parts(m) if p]
+    assert parts == plain
+    assert ends == [
+        sum(1 for m in stays[: i + 1] for p in folded_parts(m) if p) for i in range(len(stays))
+    ]
+    other = [Message(role="user", content="a b", id="other"), *stays]
+    assert kept.parts_of(other, 1, []) is None

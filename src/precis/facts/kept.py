@@ -213,6 +213,25 @@ class KeptFacts:
         self.missing(facts, shown)
         self._seen = ((*seen, *more), tuple(now), shown)
 
+    def parts_of(
+        self, messages: Sequence[Message], first: int, ends: list[int]
+    ) -> list[str] | None:
+        """The non-empty folded parts of `messages`, read off those last observed when the first
+        `first` of them are the first observed and the rest the last (a compaction keeps the
+        pinned and the newest); with how many the messages up to each one have appended to
+        `ends`. None when they are not: the caller folds them."""
+        seen, seen_ends, parts = self._seen  # read once: another thread may replace it
+        cut = len(seen) - (len(messages) - first)
+        if cut < first or not all(map(is_, messages[:first], seen)):
+            return None
+        if not all(map(is_, messages[first:], seen[cut:])):
+            return None
+        head = seen_ends[first - 1] if first else 0
+        gone = (seen_ends[cut - 1] if cut else 0) - head  # the parts of the messages cut out
+        ends.extend(seen_ends[:first])
+        ends.extend(end - gone for end in seen_ends[cut:])
+        return [*parts[:head], *parts[head + gone :]]
+
     def asked_of(self, messages: Sequence[Message], ends: Sequence[int]) -> None:
         """Note that the parts last asked about are these messages', the first `ends[i]` of
         them those of the first i + 1 (so that observing them again asks nothing)."""
