@@ -82,6 +82,50 @@ def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
     assert not remember_ledger(third, unusual)
 
 
+CARRIED_FACTS = (
+    Fact("constraint", "never use npm", "u1"),
+    Fact("task", "ship the parser", "task"),
+    Fact("state", "web-12: done", "progress"),
+    Fact("state", "web-13: in progress", "progress"),
+    Fact("file_modified", "src/app/main.py", "a1"),
+    Fact("file_read", "src/app/util.py", "a2"),
+    Fact("identifier", "v1.2.3", "a3"),
+    Fact("request", "Fix lib/other/util.py please", "u2"),
+)
+SPAN_WORDS = (
+    "Never use npm.",
+    "Fix src/app/main.py please.",
+    "Fix lib/other/util.py please",
+    "Release v1.2.3 today.",
+    "Read src/app/util.py first.",
+    "Always run the tests.",
+)
+
+
+@pytest.mark.property
+@given(
+    carried=st.lists(st.sampled_from(CARRIED_FACTS), unique=True),
+    said=st.lists(st.sampled_from(SPAN_WORDS), min_size=1, max_size=4),
+    task=st.sampled_from((None, "ship the parser")),
+)
+def test_a_span_gives_the_same_facts_whether_its_ledger_was_remembered_or_parsed(
+    carried: list[Fact], said: list[str], task: str | None
+) -> None:
+    """A carried ledger `remember_ledger` noted is read with its facts' (kind, text), so only
+    the span's own facts are looked up; the facts are those the parsed ledger gives."""
+    from precis.core.messages import KIND_SUMMARY
+    from precis.facts import Ledger, remember_ledger
+
+    ledger = Ledger(tuple(carried))
+    summary = Message(
+        role="user", kind=KIND_SUMMARY, id="sum-carried", metadata={"ledger": ledger.to_json()}
+    )
+    assert remember_ledger(summary, ledger)
+    parsed = replace(summary, id="", metadata={"ledger": ledger.to_json()})  # not remembered
+    span = [Message(role="user", id=f"said-{i}", content=text) for i, text in enumerate(said)]
+    assert extract_facts([summary, *span], task=task) == extract_facts([parsed, *span], task=task)
+
+
 @pytest.mark.property
 @given(
     pieces=st.lists(
