@@ -71,11 +71,11 @@ def capped_ledger(ledger: Ledger) -> Ledger:
 
 class Work:
     """What one candidate search works out once and reads again: each message's tokens and
-    each span's ledger (and, across searches, each message's folded parts: `_FOLDED`). Keyed
-    by the messages' identity: the context's messages live for the search, and other entries
-    hold their messages, so no id is reused while it is remembered."""
+    folded text parts, and each span's ledger. Keyed by the messages' identity: the context's
+    messages live for the search, and other entries hold their messages, so no id is reused
+    while it is remembered."""
 
-    __slots__ = ("counter", "counts", "ledgers", "replay", "stored")
+    __slots__ = ("counter", "counts", "ledgers", "parts", "replay", "stored")
 
     def __init__(
         self,
@@ -90,6 +90,7 @@ class Work:
         # The context as stored, before the view cut its long outputs: by id, when any differs.
         self.stored = {m.id: m for m in stored if m.id}
         self.counts = dict(zip(map(id, messages), counts, strict=True))
+        self.parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
         self.ledgers: dict[tuple[int, ...], tuple[tuple[Message, ...], Ledger]] = {}
 
     def originals(self, messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -111,31 +112,16 @@ class Work:
     def folded_parts(self, messages: Sequence[Message], ends: list[int] | None = None) -> list[str]:
         """The messages' non-empty folded parts, which `folded` joins by spaces; with `ends`,
         how many of them the messages up to each one have is appended to it."""
-        remembered = _FOLDED.get
+        parts = self.parts
         out: list[str] = []
         for message in messages:
-            entry = remembered(id(message))
-            if entry is None or entry[0] is not message:
-                entry = _folded(message)
-            out.extend(entry[1])
+            entry = parts.get(id(message))
+            if entry is None:
+                entry = parts[id(message)] = (message, folded_parts(message))
+            out.extend(filter(None, entry[1]))
             if ends is not None:
                 ends.append(len(out))
         return out
-
-
-def _folded(message: Message) -> tuple[Message, tuple[str, ...]]:
-    """The message with its non-empty folded parts, remembered by its identity: a compaction
-    keeps most of the messages the last one kept, and asks of them again."""
-    entry = (message, tuple(filter(None, folded_parts(message))))
-    if len(_FOLDED) >= _FOLDED_KEPT:
-        _FOLDED.clear()
-    _FOLDED[id(message)] = entry
-    return entry
-
-
-# Each entry holds its message, so no id is reused while it is remembered.
-_FOLDED: dict[int, tuple[Message, tuple[str, ...]]] = {}
-_FOLDED_KEPT = 4096
 
 
 def joined(*folded: str) -> str:
