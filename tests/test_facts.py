@@ -353,3 +353,21 @@ def test_the_kept_messages_parts_are_read_off_those_observed(
     ]
     other = [Message(role="user", content="a b", id="other"), *stays]
     assert kept.parts_of(other, 1, []) is None
+
+
+@pytest.mark.property
+@given(
+    weight=st.integers(0, 5),
+    last=st.integers(0, 99),
+    first=st.integers(0, 99),
+    heat=st.sampled_from([0.0, 0.5, 1.0, 3.7]),
+    warm=st.integers(0, 99),
+)
+def test_a_keyed_term_ranks_as_the_term_does(
+    weight: int, last: int, first: int, heat: float, warm: int
+) -> None:
+    """The sort key of a keyed term, written out, is the term's own rank."""
+    from precis.facts.tally import TermEntry, _rank, _rank_keyed
+
+    term = TermEntry("x", weight, 1, first, "path", last, 0, heat, warm)
+    assert _rank_keyed(("x", term)) == _rank(term)
