@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from precis.core.jscompat import utf16_len
 from precis.core.messages import Message
 from precis.facts import Fact, context_text, extract_facts, fact_present, fold, missing_facts
 from precis.facts.verify import ContextText
@@ -81,6 +82,50 @@ def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
     assert not remember_ledger(third, unusual)
 
 
+CARRIED_FACTS = (
+    Fact("constraint", "never use npm", "u1"),
+    Fact("task", "ship the parser", "task"),
+    Fact("state", "web-12: done", "progress"),
+    Fact("state", "web-13: in progress", "progress"),
+    Fact("file_modified", "src/app/main.py", "a1"),
+    Fact("file_read", "src/app/util.py", "a2"),
+    Fact("identifier", "v1.2.3", "a3"),
+    Fact("request", "Fix lib/other/util.py please", "u2"),
+)
+SPAN_WORDS = (
+    "Never use npm.",
+    "Fix src/app/main.py please.",
+    "Fix lib/other/util.py please",
+    "Release v1.2.3 today.",
+    "Read src/app/util.py first.",
+    "Always run the tests.",
+)
+
+
+@pytest.mark.property
+@given(
+    carried=st.lists(st.sampled_from(CARRIED_FACTS), unique=True),
+    said=st.lists(st.sampled_from(SPAN_WORDS), min_size=1, max_size=4),
+    task=st.sampled_from((None, "ship the parser")),
+)
+def test_a_span_gives_the_same_facts_whether_its_ledger_was_remembered_or_parsed(
+    carried: list[Fact], said: list[str], task: str | None
+) -> None:
+    """A carried ledger `remember_ledger` noted is read with its facts' (kind, text), so only
+    the span's own facts are looked up; the facts are those the parsed ledger gives."""
+    from precis.core.messages import KIND_SUMMARY
+    from precis.facts import Ledger, remember_ledger
+
+    ledger = Ledger(tuple(carried))
+    summary = Message(
+        role="user", kind=KIND_SUMMARY, id="sum-carried", metadata={"ledger": ledger.to_json()}
+    )
+    assert remember_ledger(summary, ledger)
+    parsed = replace(summary, id="", metadata={"ledger": ledger.to_json()})  # not remembered
+    span = [Message(role="user", id=f"said-{i}", content=text) for i, text in enumerate(said)]
+    assert extract_facts([summary, *span], task=task) == extract_facts([parsed, *span], task=task)
+
+
 @pytest.mark.property
 @given(
     pieces=st.lists(
@@ -124,9 +169,10 @@ def assert_holders_hold(kept: Any) -> None:
     """What KeptFacts remembers as the part holding a fact does hold it, alone."""
     from precis.facts.verify import _matcher
 
-    parts, found = kept._last[:2]
-    for (kind, text), held in found.items():
-        assert held < 0 or _matcher(kind, text)(parts[held])
+    parts, found, facts = kept._last[:3]
+    for fact in facts:
+        held = found[id(fact)][0]
+        assert held < 0 or _matcher(fact.kind, fact.text)(parts[held])
 
 
 @pytest.mark.property
@@ -172,6 +218,32 @@ def test_kept_facts_answer_as_the_whole_text_does(
         kept.observe_more(seen[-1:])
         again = [m.content for m in seen]
         assert kept.missing(facts, again) == missing_from_folded(facts, " ".join(again))
+
+
+@pytest.mark.property
+@given(
+    parts=st.lists(
+        st.lists(st.sampled_from(PIECES + FILLERS), min_size=1, max_size=8).map(
+            lambda words: fold(" ".join(words))
+        ),
+        max_size=6,
+    ),
+    fact=st.sampled_from(KEPT_FACTS),
+)
+def test_the_holder_found_from_the_end_is_the_newest_part_holding_the_fact(
+    parts: list[str], fact: Fact
+) -> None:
+    """`_held` finds the parts holding a fact's anchor by where it occurs in the whole; what it
+    notes is what testing each part, newest first, and then the whole would note."""
+    from precis.facts.kept import _ABSENT, _SPREAD, _held
+    from precis.facts.verify import _probe
+
+    test, anchor, _ = _probe(fact.kind, fact.text)
+    text = " ".join(parts)
+    plain = next((i for i in range(len(parts) - 1, -1, -1) if test(parts[i])), None)
+    if plain is None:
+        plain = _SPREAD if test(text) else _ABSENT
+    assert _held(test, anchor, parts, text, False) == plain
 
 
 def test_kept_facts_look_across_a_join_an_eviction_made() -> None:
@@ -228,3 +300,74 @@ def test_a_replay_read_ahead_gives_the_facts_a_replay_of_the_span_gives(name: st
         fed = list(other.fed)
         assert extract_facts(span, task=task, replay=other) == extract_facts(span, task=task)
         assert other.fed == fed  # not used, so not fed
+
+
+@pytest.mark.property
+@given(
+    text=st.lists(
+        st.sampled_from(
+            ["a", "bc", " ", "  \n", "\t", "é", "😀", ",", "\u2028", "w" * 40, " " * 30]
+        )
+    ).map("".join),
+    units=st.sampled_from([0, 1, 2, 5, 12, 50, 120]),
+)
+def test_a_long_text_is_compacted_from_its_head_as_from_the_whole(text: str, units: int) -> None:
+    """`compact` of a long text reads only a head of it; its cut is the whole text's."""
+    from precis.facts.text import compact, head, one_line
+
+    line = one_line(text)
+    if utf16_len(line) <= units:
+        plain = line
+    else:
+        cut = head(line, units)
+        space = cut.rfind(" ")
+        plain = (cut[:space] if space >= len(cut) // 2 else cut).rstrip(" ,;:")
+    assert compact(text, units) == plain
+
+
+@pytest.mark.property
+@given(
+    texts=st.lists(st.sampled_from(["", "a b", "Never use NPM", "x/a.py", "  "]), max_size=8),
+    first=st.integers(0, 3),
+    cut=st.integers(0, 4),
+)
+def test_the_kept_messages_parts_are_read_off_those_observed(
+    texts: list[str], first: int, cut: int
+) -> None:
+    """What `parts_of` reads off the messages last observed is what folding the kept messages
+    gives: the first observed and the last, with a run cut out between them; None for others."""
+    from precis.facts import KeptFacts, folded_parts
+
+    messages = [Message(role="user", content=t, id=f"k{i}") for i, t in enumerate(texts)]
+    kept = KeptFacts()
+    kept.missing([Fact("constraint", "never use npm", "s")], [])  # a ledger to observe for
+    kept.observe(messages)
+    first = min(first, len(messages))
+    stays = messages[:first] + messages[min(len(messages), first + cut) :]
+    ends: list[int] = []
+    parts = kept.parts_of(stays, first, ends)
+    plain = [p for m in stays for p in folded_parts(m) if p]
+    assert parts == plain
+    assert ends == [
+        sum(1 for m in stays[: i + 1] for p in folded_parts(m) if p) for i in range(len(stays))
+    ]
+    other = [Message(role="user", content="a b", id="other"), *stays]
+    assert kept.parts_of(other, 1, []) is None
+
+
+@pytest.mark.property
+@given(
+    weight=st.integers(0, 5),
+    last=st.integers(0, 99),
+    first=st.integers(0, 99),
+    heat=st.sampled_from([0.0, 0.5, 1.0, 3.7]),
+    warm=st.integers(0, 99),
+)
+def test_a_keyed_term_ranks_as_the_term_does(
+    weight: int, last: int, first: int, heat: float, warm: int
+) -> None:
+    """The sort key of a keyed term, written out, is the term's own rank."""
+    from precis.facts.tally import TermEntry, _rank, _rank_keyed
+
+    term = TermEntry("x", weight, 1, first, "path", last, 0, heat, warm)
+    assert _rank_keyed(("x", term)) == _rank(term)

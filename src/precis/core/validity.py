@@ -59,7 +59,8 @@ def check(
         open_calls.clear()
 
     for i, msg in enumerate(messages, start):
-        if msg.role == "tool":
+        role = msg.role
+        if role == "tool":
             call_id = msg.tool_call_id or ""
             if turn_index is None:
                 rule = UNKNOWN_CALL if call_id not in seen_calls else ORPHAN_RESULT
@@ -82,7 +83,7 @@ def check(
         if answered:
             answered.clear()
         turn_index = None
-        if msg.role == "assistant" and msg.tool_calls:
+        if role == "assistant" and msg.tool_calls:
             turn_index = i
             for tc in msg.tool_calls:
                 # OpenAI accepts an id reused in a later turn; Anthropic wants ids unique.
@@ -100,7 +101,8 @@ def check(
 
     if dialect == "anthropic":
         out.extend(_anthropic_rules(messages, start))
-    out.sort(key=lambda v: v.index)
+    if len(out) > 1:
+        out.sort(key=lambda v: v.index)
     return out
 
 

@@ -17,6 +17,7 @@ from precis.facts.collect import (
 )
 from precis.facts.digest import Note
 from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
+from precis.facts.kept import KeptFacts
 from precis.facts.language import (
     earlier_summary_text,
     is_chinese,
@@ -43,13 +44,14 @@ from precis.facts.text import (
     shorten,
 )
 from precis.facts.verify import (
-    KeptFacts,
     context_text,
     fact_present,
     fold,
     folded_parts,
+    folded_text,
     missing_facts,
     missing_from_folded,
+    presence_test,
     present,
     retention,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "fact_present",
     "fold",
     "folded_parts",
+    "folded_text",
     "forbids",
     "head",
     "is_chinese",
@@ -95,6 +98,7 @@ __all__ = [
     "missing_from_folded",
     "one_line",
     "prepare",
+    "presence_test",
     "present",
     "project_root",
     "raw_summary_text",

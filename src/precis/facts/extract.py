@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from itertools import islice
 from operator import is_
 from typing import Any, Final
@@ -83,9 +83,13 @@ def extract_facts(
     instead of replaying the span anew; it is the same pass.
     """
     carried: list[Fact] = []
+    carriers = 0
+    keys: Set[tuple[str, str]] | None = None
     for message in messages:
         if message.kind in _CARRIERS:
-            carried.extend(stored_ledger(message).facts)
+            ledger, keys = _stored(message)
+            carried.extend(ledger.facts)
+            carriers += 1
     if not (task and task.strip()):
         task = next(
             (m.content for m in messages if m.kind == KIND_TASK and m.content.strip()), None
@@ -107,24 +111,37 @@ def extract_facts(
     found += _error_facts(facts, sources)
     found += read
     found += _request_facts(facts, sources)
-    ordered = dedupe(found)  # in priority order already: each kind's facts follow the last's
-    return list(dedupe((*newest_states(carried, ordered), *ordered)))
+    # In priority order already: each kind's facts follow the last's. Each copy after the first
+    # is dropped once, here, and the carried states the span's own replace are left out.
+    kept = newest_states(carried, found)
+    if keys is None or carriers > 1 or len(kept) < len(carried):
+        return list(dedupe((*kept, *found)))
+    # One ledger carried whole, its facts each once: only the span's own are looked up.
+    out = list(kept)
+    out.extend(f for f in dedupe(found) if (f.kind, f.text) not in keys)
+    return out
 
 
 def stored_ledger(message: Message) -> Ledger:
     """The ledger a summary or marker carries in `metadata["ledger"]`, read once per message."""
+    return _stored(message)[0]
+
+
+def _stored(message: Message) -> tuple[Ledger, Set[tuple[str, str]] | None]:
+    """`stored_ledger`, and the (kind, text) of each of its facts when `remember_ledger` noted
+    them with it (each fact is then there once)."""
     data = message.metadata.get("ledger")
     if not message.id:
-        return Ledger.from_json(data)
+        return Ledger.from_json(data), None
     hit = _LEDGERS.get(message.id)
     if hit is not None and (hit[0] is data or hit[0] == data):
-        return hit[1]
+        return hit[1], hit[2]
     ledger = Ledger.from_json(data)
     with _LEDGERS_LOCK:
         if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
             del _LEDGERS[next(iter(_LEDGERS))]
-        _LEDGERS[message.id] = (data, ledger)
-    return ledger
+        _LEDGERS[message.id] = (data, ledger, None)
+    return ledger, None
 
 
 def remember_ledger(message: Message, ledger: Ledger) -> bool:
@@ -148,16 +165,19 @@ def remember_ledger(message: Message, ledger: Ledger) -> bool:
             return False
         if type(fact.kind) is not str:
             return False
-    if len({(fact.kind, fact.text) for fact in facts}) != len(facts):
+    keys = {(fact.kind, fact.text) for fact in facts}
+    if len(keys) != len(facts):
         return False
     with _LEDGERS_LOCK:
         if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
             del _LEDGERS[next(iter(_LEDGERS))]
-        _LEDGERS[message.id] = (data, ledger)
+        _LEDGERS[message.id] = (data, ledger, keys)
     return True
 
 
-_LEDGERS: dict[str, tuple[Any, Ledger]] = {}
+# A ledger's JSON as stored, the ledger, and its facts' (kind, text) when `remember_ledger`
+# noted them.
+_LEDGERS: dict[str, tuple[Any, Ledger, Set[tuple[str, str]] | None]] = {}
 _LEDGERS_LOCK = threading.Lock()
 
 

@@ -212,10 +212,17 @@ def first_line(text: str, units: int = 64) -> str:
 
 
 def compact(text: str, units: int) -> str:
-    """One line, cut at a word boundary within `units`: a prefix, so the full text contains it."""
-    line = one_line(text)
+    """One line, cut at a word boundary within `units`: a prefix, so the full text contains it.
+
+    The one line of a head of the text is a head of the text's one line, so a long text's head
+    that gives more than `units` of it gives the same cut (a task may run to pages)."""
+    line = ""
+    if len(text) > 2 * units + 64:
+        line = one_line(text[: 2 * units + 64])
     if utf16_len(line) <= units:
-        return line
+        line = one_line(text)
+        if utf16_len(line) <= units:
+            return line
     cut = head(line, units)
     space = cut.rfind(" ")
     return (cut[:space] if space >= len(cut) // 2 else cut).rstrip(" ,;:")

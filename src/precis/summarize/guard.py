@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from operator import itemgetter
 from types import MappingProxyType
 from typing import Final
 
@@ -26,9 +27,11 @@ from precis.facts import (
     context_text,
     extract_facts,
     fact_present,
+    folded_text,
     head,
     is_chinese,
     missing_facts,
+    presence_test,
     retention,
 )
 
@@ -120,7 +123,12 @@ def apply_guard(
     body never shrinks below about 35 % of the clip; past that the least vital facts are dropped.
     """
     clip = max(0, clip_chars)
-    facts = sorted(ledger.facts, key=lambda f: PRIORITY[f.kind])
+    guarded, get = [], _GUARDED.get
+    for fact in ledger.facts:
+        hit = get(id(fact))  # `_guarded`, inline: this runs for every fact
+        guarded.append(hit if hit is not None and hit[0] is fact else _guarded(fact))
+    guarded.sort(key=_by_priority)
+    facts = [g[0] for g in guarded]
     language = _language(summary, facts)
     if heading == DEFAULT_HEADING and language == "zh":
         heading = DEFAULT_HEADING_ZH
@@ -134,12 +142,14 @@ def apply_guard(
         return found
 
     body = _cut(summary, clip)
-    missing = missing_from(body)
+    folded = folded_text(body)
+    lost_body = [g for g in guarded if not (g[2] in folded and g[3](folded))]
+    missing = lost[body] = [g[0] for g in lost_body]  # `missing_from(body)`, from `guarded`
     if not missing:
         return GuardResult(body, (), ())
     # Most often every missing fact fits in its fullest line beside the body as it is: the
     # section is rendered at once, and its length is what `_section_units` would add up.
-    section = _render_fullest(missing, heading, labels)
+    section = _render_fullest(lost_body, heading, labels)
     need, size = utf16_len(section), utf16_len(body)
     gap = utf16_len(_SECTION_GAP) if summary else 0
     if size <= clip - need - utf16_len(_SECTION_GAP) and need <= clip - size - gap:
@@ -266,17 +276,39 @@ def _choose(
     return chosen
 
 
-def _render_fullest(facts: Sequence[Fact], heading: str, labels: Mapping[str, str]) -> str:
-    """`_render` of every one of `facts` in its fullest line, for facts in priority order (so
+def _render_fullest(guarded: Sequence[_Guarded], heading: str, labels: Mapping[str, str]) -> str:
+    """`_render` of every one of the facts in its fullest line, for facts in priority order (so
     each kind's facts stand together, in the order `KINDS` gives the kinds)."""
     out = [f"## {heading}"]
     kind = ""
-    for fact in facts:
+    for fact, _, _, _, bullet in guarded:
         if fact.kind != kind:
             kind = fact.kind
             out.append(labels[kind])
-        out.append(_BULLET + _sized(fact)[0][0])
+        out.append(bullet)
     return "\n".join(out)
+
+
+# What the guard reads of a fact: the fact, its priority, its presence test's anchor and test
+# (`presence_test`), and its fullest line as a bullet.
+_Guarded = tuple[Fact, int, str, Callable[[str], bool], str]
+
+
+def _guarded(fact: Fact) -> _Guarded:
+    """What the guard reads of a fact, remembered per fact (most are the last ledger's again)."""
+    hit = _GUARDED.get(id(fact))
+    if hit is not None and hit[0] is fact:
+        return hit
+    test, anchor = presence_test(fact)
+    guarded = (fact, PRIORITY[fact.kind], anchor, test, _BULLET + _sized(fact)[0][0])
+    if len(_GUARDED) >= _SIZED_KEPT:
+        _GUARDED.clear()
+    _GUARDED[id(fact)] = guarded
+    return guarded
+
+
+_GUARDED: dict[int, _Guarded] = {}
+_by_priority = itemgetter(1)
 
 
 def _render(chosen: Sequence[tuple[Fact, str]], heading: str, labels: Mapping[str, str]) -> str:
