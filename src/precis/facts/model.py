@@ -63,14 +63,8 @@ class Ledger:
     facts: tuple[Fact, ...] = ()
 
     def to_json(self) -> list[dict[str, str]]:
-        """The ledger as JSON data for `metadata["ledger"]`: each fact's `Fact.to_json`, written
-        out here (a method call per fact costs as much as the dict)."""
-        return [
-            {"kind": f.kind, "text": f.text, "source_id": f.source_id, "note": f.note}
-            if f.note
-            else {"kind": f.kind, "text": f.text, "source_id": f.source_id}
-            for f in self.facts
-        ]
+        """The ledger as JSON data for `metadata["ledger"]`."""
+        return [fact.to_json() for fact in self.facts]
 
     @classmethod
     def from_json(cls, data: Any) -> Ledger:

@@ -100,7 +100,4 @@ def heat_now(t: TermEntry) -> float:
 
 
 def _rank_keyed(item: tuple[str, TermEntry]) -> tuple[bool, float, int, int, int]:
-    """`_rank` of a keyed term, written out: a sort calls it once per term."""
-    t = item[1]
-    heat = math.log2(t.heat) + t.warm / HEAT_HALF_LIFE if t.heat > 0 else -math.inf
-    return (t.weight < W_USER, -heat, -t.weight, -t.last, t.first)
+    return _rank(item[1])

@@ -123,28 +123,28 @@ def apply_guard(
     body never shrinks below about 35 % of the clip; past that the least vital facts are dropped.
     """
     clip = max(0, clip_chars)
-    guarded, get = [], _GUARDED.get
-    for fact in ledger.facts:
-        hit = get(id(fact))  # `_guarded`, inline: this runs for every fact
-        guarded.append(hit if hit is not None and hit[0] is fact else _guarded(fact))
-    guarded.sort(key=_by_priority)
+    guarded = sorted(map(_guarded, ledger.facts), key=_by_priority)
     facts = [g[0] for g in guarded]
     language = _language(summary, facts)
     if heading == DEFAULT_HEADING and language == "zh":
         heading = DEFAULT_HEADING_ZH
     labels = LABELS[language]
-    lost: dict[str, list[Fact]] = {}  # by body: a body cut the same way loses the same facts
+    # By body: a body cut the same way loses the same facts.
+    lost: dict[str, list[_Guarded]] = {}
 
-    def missing_from(body: str) -> list[Fact]:
+    def lost_from(body: str) -> list[_Guarded]:
         found = lost.get(body)
         if found is None:
-            found = lost[body] = missing_facts(facts, body)
+            folded = folded_text(body)
+            found = lost[body] = [g for g in guarded if not (g[2] in folded and g[3](folded))]
         return found
 
+    def missing_from(body: str) -> list[Fact]:
+        return [g[0] for g in lost_from(body)]
+
     body = _cut(summary, clip)
-    folded = folded_text(body)
-    lost_body = [g for g in guarded if not (g[2] in folded and g[3](folded))]
-    missing = lost[body] = [g[0] for g in lost_body]  # `missing_from(body)`, from `guarded`
+    lost_body = lost_from(body)
+    missing = [g[0] for g in lost_body]
     if not missing:
         return GuardResult(body, (), ())
     # Most often every missing fact fits in its fullest line beside the body as it is: the
