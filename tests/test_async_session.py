@@ -7,6 +7,7 @@ The model is a real HTTP server on 127.0.0.1 answering like an OpenAI endpoint, 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from precis.engine.settings import CompactionSettings
 from precis.providers.base import Completion
 from precis.providers.openai import OpenAIProvider
 from precis.session import Agent, AsyncAgent, AsyncSession, Session
+from precis.session._base import BaseSession
 from precis.stores.base import ConversationStore
 from precis.stores.sqlite import SQLiteStore
 from precis.summarize.llm import LLMSummarizer
@@ -161,6 +163,16 @@ def test_sync_session_and_async_session_compact_alike(tmp_path: Path) -> None:
             ]
         )["message"]
     )
+
+
+def test_both_faces_offer_the_one_typed_constructor(tmp_path: Path) -> None:
+    # A catch-all (*args, **kwargs) would hide the parameters from editors and type checkers,
+    # and let a misspelt keyword through to the base.
+    base = inspect.signature(BaseSession)
+    assert inspect.signature(Session) == base == inspect.signature(AsyncSession)
+    assert "settings" in base.parameters
+    with pytest.raises(TypeError, match="setings"):
+        Session(SQLiteStore(tmp_path / "typo.db"), "c", setings=CompactionSettings())  # type: ignore[call-arg]
 
 
 class ThreadRecordingStore:

@@ -132,6 +132,11 @@ class BaseSession:
         self._last_view: _View | None = None
         # What `_display` works out of the settings, with the settings it was worked out of.
         self._display_limits: _Limits | None = None
+        self._opened()
+
+    def _opened(self) -> None:
+        """The last step of `__init__`: `Session` makes the conversation exist now (an async face
+        cannot wait in `__init__`, so it does on first use)."""
 
     # --- pure ---------------------------------------------------------------------------------
 

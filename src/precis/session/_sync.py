@@ -21,8 +21,7 @@ from precis.summarize.base import Summarizer
 class Session(BaseSession):
     """A conversation in a store whose every call blocks until done (see `AsyncSession`)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def _opened(self) -> None:
         drive(self._ensure_steps())
 
     def append(self, *items: Message | Mapping[str, Any]) -> list[Message]:
