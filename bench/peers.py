@@ -2,7 +2,8 @@
 
 Each conversation is replayed message by message. Before every model call (after each message
 not followed by a tool result) each system's compaction is consulted exactly as its agent loop
-would: precis's `Session.maybe_compact`, LangChain's `SummarizationMiddleware.before_model` and
+would: precis's `Session.maybe_compact` (again with `guard=False`, for what the guard costs),
+LangChain's `SummarizationMiddleware.before_model` and
 `trim_messages` (with and without `start_on="human"`), OpenHands' `LLMSummarizingCondenser`. All
 summaries come from `fake_summary`, so the systems differ only in what they keep and when.
 
@@ -172,7 +173,9 @@ class FixedSummarizer:
         return self.summarize(request)
 
 
-def _precis_conversation(path: Path, window: int, meter: Meter) -> ConversationRun:
+def _precis_conversation(
+    path: Path, window: int, meter: Meter, *, guard: bool = True
+) -> ConversationRun:
     from precis.core.errors import CompactionError
     from precis.engine.settings import CompactionSettings
     from precis.session import Session
@@ -184,7 +187,7 @@ def _precis_conversation(path: Path, window: int, meter: Meter) -> ConversationR
         MemoryStore(),
         path.stem,
         summarizer=FixedSummarizer(),
-        settings=CompactionSettings(context_window=window),
+        settings=CompactionSettings(context_window=window, guard=guard),
     )
     calls = set(model_calls(items))
     newest = ""
@@ -222,6 +225,18 @@ def run_precis(window: int) -> list[SystemRun]:
 
     for path in conversations():
         system.runs.append(_precis_conversation(path, window, meter))
+    return [system]
+
+
+def run_precis_unguarded(window: int) -> list[SystemRun]:
+    """precis with `guard=False`: what proving the facts survived costs beside the rest."""
+    meter = Meter(window)
+    system = SystemRun(
+        "precis, guard off",
+        f"Session.maybe_compact, CompactionSettings(context_window={window}, guard=False)",
+    )
+    for path in conversations():
+        system.runs.append(_precis_conversation(path, window, meter, guard=False))
     return [system]
 
 
@@ -546,6 +561,7 @@ def run_openhands(window: int) -> list[SystemRun]:
 
 PEERS: Mapping[str, tuple[Path | None, Callable[[int], list[SystemRun]], tuple[str, ...]]] = {
     "precis": (None, run_precis, ("precis",)),
+    "precis-unguarded": (None, run_precis_unguarded, ("precis, guard off",)),
     "langchain": (
         LC_PYTHON,
         run_langchain,
@@ -778,7 +794,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only",
         action="append",
         choices=sorted(PEERS),
-        help="set up or run only this peer (repeatable; precis always runs)",
+        help="set up or run only this peer (repeatable; precis, guard on and off, always runs)",
     )
     parser.add_argument("--peer", choices=sorted(PEERS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -791,7 +807,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return setup(only)
     if args.peer:
         return _peer_main(args.peer, args.window)
-    names = [n for n in PEERS if not only or n == "precis" or n in only]
+    names = [n for n in PEERS if not only or n.startswith("precis") or n in only]
     systems = [s for name in names for s in run_peer(name, args.window)]
     rows = [summarize(s, args.window) for s in systems]
     if args.json:
