@@ -36,6 +36,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -216,27 +217,17 @@ def _precis_conversation(
     return run
 
 
-def run_precis(window: int) -> list[SystemRun]:
-    """precis in this process: `Session.maybe_compact` with default settings at the window."""
+def run_precis(window: int, *, guard: bool = True) -> list[SystemRun]:
+    """precis in this process: `Session.maybe_compact` with default settings at the window; with
+    `guard=False`, what proving the facts survived costs beside the rest."""
     meter = Meter(window)
+    off = "" if guard else ", guard=False"
     system = SystemRun(
-        "precis", f"Session.maybe_compact, CompactionSettings(context_window={window})"
-    )
-
-    for path in conversations():
-        system.runs.append(_precis_conversation(path, window, meter))
-    return [system]
-
-
-def run_precis_unguarded(window: int) -> list[SystemRun]:
-    """precis with `guard=False`: what proving the facts survived costs beside the rest."""
-    meter = Meter(window)
-    system = SystemRun(
-        "precis, guard off",
-        f"Session.maybe_compact, CompactionSettings(context_window={window}, guard=False)",
+        "precis" if guard else "precis, guard off",
+        f"Session.maybe_compact, CompactionSettings(context_window={window}{off})",
     )
     for path in conversations():
-        system.runs.append(_precis_conversation(path, window, meter, guard=False))
+        system.runs.append(_precis_conversation(path, window, meter, guard=guard))
     return [system]
 
 
@@ -561,7 +552,7 @@ def run_openhands(window: int) -> list[SystemRun]:
 
 PEERS: Mapping[str, tuple[Path | None, Callable[[int], list[SystemRun]], tuple[str, ...]]] = {
     "precis": (None, run_precis, ("precis",)),
-    "precis-unguarded": (None, run_precis_unguarded, ("precis, guard off",)),
+    "precis-unguarded": (None, partial(run_precis, guard=False), ("precis, guard off",)),
     "langchain": (
         LC_PYTHON,
         run_langchain,
