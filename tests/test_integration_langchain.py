@@ -35,7 +35,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt.chat_agent_executor import _validate_chat_history
 
-from precis import AsyncSession, Session
+from precis import Session
+from precis.integrations import Sessions
 from precis.integrations.langchain import PrecisMiddleware, original, to_precis
 from precis.stores import MemoryStore
 
@@ -81,9 +82,9 @@ def _run_step_tool() -> BaseTool:
     return StructuredTool.from_function(run_step, description=TOOL_DESCRIPTION)
 
 
-def _agent(session: Any, meter: Meter, destructive: bool) -> Any:
+def _agent(sessions: Sessions, meter: Meter, destructive: bool) -> Any:
     model = RecordingFakeModel(messages=_script(meter), meter=meter)
-    middleware = PrecisMiddleware(session, destructive=destructive, history_tools=True)
+    middleware = PrecisMiddleware(sessions, destructive=destructive, history_tools=True)
     return create_agent(
         model,
         [_run_step_tool()],
@@ -114,19 +115,20 @@ def _check_store(session: Session, state_messages: list[BaseMessage], destructiv
 
 def test_a_langchain_agent_runs_200_tool_turns_in_a_3000_token_window() -> None:
     meter = Meter(WINDOW)
-    session = Session(MemoryStore(), "lc", settings=settings())
-    agent = _agent(session, meter, destructive=False)
+    sessions = Sessions(MemoryStore(), settings=settings())
+    agent = _agent(sessions, meter, destructive=False)
     for turn in range(USER_TURNS):
         state = agent.invoke({"messages": [HumanMessage(user_text(turn))]}, CONFIG)
     meter.assert_ok(min_tool_turns=200)
     print("langchain (non-destructive, sync):", meter.summary())
+    session = Session(sessions.store, sessions.conversation_id("t1"), settings=settings())
     _check_store(session, state["messages"], destructive=False)
 
 
 def test_the_destructive_form_replaces_the_state_and_keeps_the_originals_in_the_store() -> None:
     meter = Meter(WINDOW)
-    session = AsyncSession(MemoryStore(), "lc", settings=settings())
-    agent = _agent(session, meter, destructive=True)
+    sessions = Sessions(MemoryStore(), settings=settings())
+    agent = _agent(sessions, meter, destructive=True)
 
     async def run() -> list[BaseMessage]:
         for turn in range(USER_TURNS):
@@ -140,7 +142,7 @@ def test_the_destructive_form_replaces_the_state_and_keeps_the_originals_in_the_
     assert len(summaries) == 1 and len(messages) < USER_TURNS * (2 * STEPS_PER_TURN + 2)
     assert messages[0].content == TASK
     assert any(RED_LINE in str(m.content) for m in messages)
-    sync = Session(session.store, "lc", settings=settings())
+    sync = Session(sessions.store, sessions.conversation_id("t1"), settings=settings())
     _check_store(sync, messages, destructive=True)
 
 
@@ -190,16 +192,18 @@ def test_a_real_conversation_replayed_through_langchain_round_trips_every_messag
     recorded = replay_conversation()
     task = next(m["content"] for m in recorded if m["role"] == "user")
     meter = Meter(REPLAY_WINDOW, required=(task,))
-    session = Session(MemoryStore(), "replay", settings=settings(REPLAY_WINDOW))
+    sessions = Sessions(MemoryStore(), settings=settings(REPLAY_WINDOW))
     model = RecordingFakeModel(messages=_replay_script(recorded, meter), meter=meter)
-    agent = create_agent(model, _replay_tools(recorded), middleware=[PrecisMiddleware(session)])
-    state = agent.invoke({"messages": [HumanMessage(task)]}, {"recursion_limit": 500})
+    agent = create_agent(model, _replay_tools(recorded), middleware=[PrecisMiddleware(sessions)])
+    config = {"configurable": {"thread_id": "replay"}, "recursion_limit": 500}
+    state = agent.invoke({"messages": [HumanMessage(task)]}, config)
     meter.assert_ok()
     print("langchain replay:", meter.summary())
     messages = state["messages"]
     assert [m.text for m in messages if isinstance(m, ToolMessage)] == [
         m["content"] for m in recorded if m["role"] == "tool"
     ]
+    session = Session(sessions.store, "replay")
     stored = {m.metadata.get("framework_key"): m for m in session.history()}
     for message in messages:
         assert original(stored[message.id]) == message
@@ -208,6 +212,5 @@ def test_a_real_conversation_replayed_through_langchain_round_trips_every_messag
 
 @pytest.mark.parametrize("query", ["search_history", "read_original"])
 def test_the_history_tools_are_offered_as_langchain_tools(query: str) -> None:
-    session = Session(MemoryStore(), "lc", settings=settings())
-    middleware = PrecisMiddleware(session, history_tools=True)
+    middleware = PrecisMiddleware(Sessions(MemoryStore(), settings=settings()), history_tools=True)
     assert query in {t.name for t in middleware.tools}

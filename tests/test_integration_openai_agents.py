@@ -38,7 +38,8 @@ from agents.models.interface import Model
 from agents.run_internal.items import drop_orphan_function_calls
 from agents.testing.model import assistant_message, function_call
 
-from precis import AsyncSession, Message
+from precis import Message
+from precis.integrations import Sessions
 from precis.integrations.openai_agents import PrecisSession, to_precis
 from precis.stores import MemoryStore
 
@@ -110,8 +111,8 @@ def run_step(step: int) -> str:
 
 def test_an_agents_sdk_run_keeps_200_tool_turns_in_a_3000_token_window() -> None:
     meter = Meter(WINDOW)
-    precis = AsyncSession(MemoryStore(), "sdk", settings=settings())
-    session = PrecisSession(precis)
+    session = PrecisSession("sdk", Sessions(MemoryStore(), settings=settings()))
+    precis = session.precis
     agent = Agent(
         name="migrator",
         instructions=SYSTEM_PROMPT,
@@ -139,8 +140,8 @@ def test_an_agents_sdk_run_keeps_200_tool_turns_in_a_3000_token_window() -> None
 
 
 def test_pop_item_returns_the_last_item_as_added_and_clear_empties_the_context() -> None:
-    precis = AsyncSession(MemoryStore(), "sdk", settings=settings())
-    session = PrecisSession(precis)
+    session = PrecisSession("sdk", Sessions(MemoryStore(), settings=settings()))
+    precis = session.precis
     items: list[Any] = [
         {"role": "user", "content": "hi"},
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}]},
@@ -235,8 +236,8 @@ def test_a_real_conversation_replayed_through_the_agents_sdk_round_trips_every_i
             strict_json_schema=False,
         )
 
-    precis = AsyncSession(MemoryStore(), "replay", settings=settings(REPLAY_WINDOW))
-    session = PrecisSession(precis)
+    session = PrecisSession("replay", Sessions(MemoryStore(), settings=settings(REPLAY_WINDOW)))
+    precis = session.precis
     agent = Agent(
         name="replay", tools=[make_tool(n) for n in names], model=FakeModel(respond, meter)
     )

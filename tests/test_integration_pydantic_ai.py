@@ -43,6 +43,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import Tool
 
 from precis import AsyncSession, Message
+from precis.integrations import Sessions
 from precis.integrations.pydantic_ai import (
     PrecisCapability,
     message_key,
@@ -100,10 +101,12 @@ def _run_step() -> Tool[Any]:
     return Tool(run_step, description=TOOL_DESCRIPTION)
 
 
-async def _run(agent: Agent[Any, str]) -> list[ModelMessage]:
+async def _run(agent: Agent[Any, str], conversation: str = "pai") -> list[ModelMessage]:
     history: list[ModelMessage] = []
     for turn in range(USER_TURNS):
-        result = await agent.run(user_text(turn), message_history=history)
+        result = await agent.run(
+            user_text(turn), message_history=history, conversation_id=conversation
+        )
         history = result.all_messages()
     return history
 
@@ -128,12 +131,13 @@ async def _check_store(session: AsyncSession) -> None:
 
 def test_a_pydantic_ai_agent_runs_200_tool_turns_in_a_3000_token_window() -> None:
     meter = Meter(WINDOW)
-    session = AsyncSession(MemoryStore(), "pai", settings=settings())
+    sessions = Sessions(MemoryStore(), settings=settings())
+    session = sessions.session("pai")
     agent = Agent(
         _scripted_model(meter),
         instructions=SYSTEM_PROMPT,
         tools=[_run_step()],
-        capabilities=[PrecisCapability(session, history_tools=True)],
+        capabilities=[PrecisCapability(sessions, history_tools=True)],
     )
     messages = asyncio.run(_run(agent))
     meter.assert_ok(min_tool_turns=200)
@@ -147,12 +151,13 @@ def test_a_pydantic_ai_agent_runs_200_tool_turns_in_a_3000_token_window() -> Non
 
 def test_the_history_processor_replaces_the_history_and_is_idempotent() -> None:
     meter = Meter(WINDOW)
-    session = AsyncSession(MemoryStore(), "pai", settings=settings())
+    sessions = Sessions(MemoryStore(), settings=settings())
+    session = sessions.session("pai")
     agent = Agent(
         _scripted_model(meter),
         instructions=SYSTEM_PROMPT,
         tools=[_run_step()],
-        capabilities=[ProcessHistory(precis_history_processor(session))],
+        capabilities=[ProcessHistory(precis_history_processor(sessions))],
     )
     messages = asyncio.run(_run(agent))
     meter.assert_ok(min_tool_turns=200)
@@ -201,15 +206,16 @@ def test_a_real_conversation_replayed_through_pydantic_ai_round_trips_every_mess
         )
 
     names = sorted({c["function"]["name"] for c in calls.values()})
-    session = AsyncSession(MemoryStore(), "replay", settings=settings(REPLAY_WINDOW))
+    sessions = Sessions(MemoryStore(), settings=settings(REPLAY_WINDOW))
+    session = sessions.session("replay")
     agent = Agent(
         FunctionModel(respond),
         tools=[make_tool(n) for n in names],
-        capabilities=[PrecisCapability(session)],
+        capabilities=[PrecisCapability(sessions)],
     )
 
     async def run() -> list[ModelMessage]:
-        result = await agent.run(task)
+        result = await agent.run(task, conversation_id="replay")
         return result.all_messages()
 
     messages = asyncio.run(run())
@@ -232,6 +238,6 @@ def test_a_real_conversation_replayed_through_pydantic_ai_round_trips_every_mess
 
 @pytest.mark.parametrize("name", ["search_history", "read_original"])
 def test_the_history_tools_are_offered_as_pydantic_ai_tools(name: str) -> None:
-    session = AsyncSession(MemoryStore(), "pai", settings=settings())
-    toolset = PrecisCapability(session, history_tools=True).get_toolset()
+    sessions = Sessions(MemoryStore(), settings=settings())
+    toolset = PrecisCapability(sessions, history_tools=True).get_toolset()
     assert name in toolset.tools
