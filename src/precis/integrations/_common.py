@@ -49,7 +49,7 @@ PRECIS_KINDS = frozenset({KIND_SUMMARY, KIND_MARKER})
 CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 # A thread id used as it is (after the prefix); any other is named by its digest. A digest id
 # holds a colon and a verbatim one never does, so the two can never name one conversation.
-VERBATIM_THREAD = re.compile(r"[A-Za-z0-9._-]{1,64}")
+VERBATIM_THREAD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DIGEST_TAG = "sha256:"
 
 T = TypeVar("T")
@@ -59,9 +59,9 @@ Flow: TypeAlias = Steps[Request, T]
 class Sessions:
     """One precis session per framework thread, all over one store with one set of settings.
 
-    A thread's conversation id is `prefix` plus the thread id when that is short and plain
-    (letters, digits, `._-`), else `prefix` plus a digest of it. Each thread keeps its own
-    session (and with it its caches and its view of the store) for the life of this object.
+    A thread's conversation id is `prefix` plus the thread id when that is short and plain (a
+    letter or digit, then letters, digits, `._-`), else `prefix` plus a digest of it. Each
+    thread keeps its own session (and with it its caches) for the life of this object.
     """
 
     def __init__(
@@ -94,7 +94,7 @@ class Sessions:
         """The precis conversation a framework thread is kept in."""
         if not isinstance(thread_id, str) or not thread_id:
             raise InvalidInput(f"thread id {thread_id!r}: must be a non-empty string")
-        if VERBATIM_THREAD.fullmatch(thread_id) and (self.prefix or thread_id[0].isalnum()):
+        if VERBATIM_THREAD.fullmatch(thread_id):
             return self.prefix + thread_id
         digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
         return f"{self.prefix or 't'}{DIGEST_TAG}{digest}"
