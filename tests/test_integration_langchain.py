@@ -410,3 +410,17 @@ def test_a_failing_summarizer_never_stops_the_agent(how: str, face: str) -> None
     assert summarizer.calls, "the summarizer was never asked"
     history = Session(sessions.store, "t1").history()
     assert len([m for m in history if m.role == "tool"]) == FAILING_TURNS * STEPS_PER_TURN
+
+
+def test_a_thread_let_go_past_max_open_goes_on_without_storing_anything_twice() -> None:
+    sessions = Sessions(MemoryStore(), settings=thread_settings(), max_open=1)
+    agent = _users_agent(sessions, threading.Barrier(1), [])
+    first = sessions.session("alpha")
+    for turn in range(3):
+        for user in USERS:  # each turn of one user lets the other's session go
+            agent.invoke({"messages": [HumanMessage(said_by(user, turn))]}, _thread(user))
+    assert sessions.session("alpha") is not first
+    for user in USERS:
+        history = sessions.store.history(user)
+        keys = [m.metadata["framework_key"] for m in history if "framework_key" in m.metadata]
+        assert len(keys) == len(set(keys)) == 3 * 4, user

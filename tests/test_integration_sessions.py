@@ -53,3 +53,13 @@ def test_each_thread_keeps_one_session_with_the_settings_and_compiler_given() ->
     assert sessions.session("alpha") is alpha
     assert sessions.session("bravo") is not alpha
     assert alpha.conversation_id == "alpha" and alpha._compile is compile_prompt
+
+
+def test_max_open_keeps_the_threads_used_last_and_refuses_nonsense() -> None:
+    sessions = Sessions(MemoryStore(), max_open=2)
+    alpha, bravo = sessions.session("alpha"), sessions.session("bravo")
+    assert sessions.session("alpha") is alpha  # alpha is now the one used last
+    sessions.session("charlie")
+    assert sessions.session("alpha") is alpha and sessions.session("bravo") is not bravo
+    with pytest.raises(InvalidInput, match="max_open"):
+        Sessions(MemoryStore(), max_open=0)

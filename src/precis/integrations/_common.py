@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias, TypeVar
@@ -51,6 +52,9 @@ CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 # holds a colon and a verbatim one never does, so the two can never name one conversation.
 VERBATIM_THREAD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DIGEST_TAG = "sha256:"
+# Threads whose session a `Sessions` keeps open by default; the least recently used idle one
+# is let go past it (its conversation stays in the store and is read back on its next turn).
+MAX_OPEN_THREADS = 1024
 
 T = TypeVar("T")
 Flow: TypeAlias = Steps[Request, T]
@@ -61,7 +65,8 @@ class Sessions:
 
     A thread's conversation id is `prefix` plus the thread id when that is short and plain (a
     letter or digit, then letters, digits, `._-`), else `prefix` plus a digest of it. Each
-    thread keeps its own session (and with it its caches) for the life of this object.
+    thread keeps its own session (and with it its caches) while it is one of the `max_open`
+    threads used last; keep `max_open` above the threads served at once.
     """
 
     def __init__(
@@ -74,7 +79,10 @@ class Sessions:
         settings: CompactionSettings | None = None,
         compile_system_prompt: SystemPromptCompiler | None = None,
         hooks: Hooks | None = None,
+        max_open: int = MAX_OPEN_THREADS,
     ) -> None:
+        if max_open < 1:
+            raise InvalidInput(f"Sessions max_open: must be at least 1, got {max_open}")
         if prefix and not CONVERSATION_ID.fullmatch(prefix + "x" * 64 + DIGEST_TAG + "0" * 40):
             raise InvalidInput(
                 f"Sessions prefix {prefix[:40]!r}: must start with a letter or digit, hold only "
@@ -87,7 +95,8 @@ class Sessions:
         self.settings = settings
         self.compile_system_prompt = compile_system_prompt
         self.hooks = hooks
-        self._threads: dict[str, Mirror] = {}
+        self.max_open = max_open
+        self._threads: OrderedDict[str, Mirror] = OrderedDict()
         self._lock = threading.Lock()
 
     def conversation_id(self, thread_id: str) -> str:
@@ -122,7 +131,19 @@ class Sessions:
                     **extra,
                 )
                 mirror = self._threads[conversation_id] = Mirror(session)
+            self._threads.move_to_end(conversation_id)
+            if len(self._threads) > self.max_open:
+                self._let_go()
             return mirror
+
+    def _let_go(self) -> None:
+        """Drop the least recently used idle threads past `max_open` (never the newest)."""
+        for conversation_id in list(self._threads)[:-1]:
+            if len(self._threads) <= self.max_open:
+                return
+            mirror = self._threads[conversation_id]
+            if not (mirror.lock.locked() or mirror.alock.locked()):
+                del self._threads[conversation_id]
 
 
 def fingerprint(value: Any) -> str:
