@@ -17,6 +17,8 @@ HOSTILE = ["../..", "a\x00b", "x" * 10_000, "user:42", " padded ", "ü-nicode", 
 def test_a_plain_thread_id_is_the_conversation_id_after_the_prefix() -> None:
     assert Sessions(MemoryStore()).conversation_id("user-42") == "user-42"
     assert Sessions(MemoryStore(), prefix="lc-").conversation_id("user.42_a") == "lc-user.42_a"
+    longest = Sessions(MemoryStore(), prefix="p" * 64)
+    assert longest.conversation_id("u" * 64) == "p" * 64 + "u" * 64
 
 
 @pytest.mark.parametrize("prefix", ["", "billing:"])
@@ -38,7 +40,7 @@ def test_an_empty_or_non_text_thread_id_is_refused(thread: object) -> None:
         Sessions(MemoryStore()).conversation_id(thread)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("prefix", ["../", "-x", "a b", "p" * 60])
+@pytest.mark.parametrize("prefix", ["../", "-x", "a b", "p" * 65])
 def test_a_prefix_that_cannot_make_safe_ids_is_refused(prefix: str) -> None:
     with pytest.raises(InvalidInput, match="prefix"):
         Sessions(MemoryStore(), prefix=prefix)

@@ -83,10 +83,11 @@ class Sessions:
     ) -> None:
         if max_open < 1:
             raise InvalidInput(f"Sessions max_open: must be at least 1, got {max_open}")
-        if prefix and not CONVERSATION_ID.fullmatch(prefix + "x" * 64 + DIGEST_TAG + "0" * 40):
+        longest = (prefix + "x" * 64, prefix + DIGEST_TAG + "0" * 40)
+        if prefix and not all(CONVERSATION_ID.fullmatch(name) for name in longest):
             raise InvalidInput(
                 f"Sessions prefix {prefix[:40]!r}: must start with a letter or digit, hold only "
-                "letters, digits and ._:- and leave room for a thread id (at most 20 characters)"
+                "letters, digits and ._:- and leave room for a thread id (at most 64 characters)"
             )
         self.store = store
         self.prefix = prefix
@@ -106,7 +107,7 @@ class Sessions:
         if VERBATIM_THREAD.fullmatch(thread_id):
             return self.prefix + thread_id
         digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-        return f"{self.prefix or 't'}{DIGEST_TAG}{digest}"
+        return f"{self.prefix}{DIGEST_TAG}{digest}"
 
     def session(self, thread_id: str) -> AsyncSession:
         """The thread's session (opened on first use): read it, search it, compact it."""

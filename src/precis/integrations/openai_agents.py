@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -52,7 +51,6 @@ from precis.stores.base import CompactionEvent, MessageIds, utc_now
 
 __all__ = ["PrecisSession", "from_precis", "to_precis"]
 
-log = logging.getLogger("precis.integrations")
 NAME = "openai-agents"
 # Client-side calls and the outputs that answer them, paired by call_id.
 CALLS = {
