@@ -14,8 +14,10 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 
 from precis import CompactionSettings, Session
+from precis.integrations import Sessions
 from precis.integrations.langchain import PrecisMiddleware
 from precis.stores import open_store
 
@@ -42,16 +44,19 @@ def check_table(n: int) -> str:
 
 def main() -> None:
     store = open_store(None, home=Path(tempfile.mkdtemp()))  # SQLite in a throwaway folder
-    session = Session(store, "billing-audit", settings=CompactionSettings(context_window=2000))
+    sessions = Sessions(store, settings=CompactionSettings(context_window=2000))
     agent = create_agent(
         FakeToolModel(messages=replies()),
         [check_table],
         system_prompt="You audit the billing database.",
-        middleware=[PrecisMiddleware(session, history_tools=True)],
+        middleware=[PrecisMiddleware(sessions, history_tools=True)],
+        checkpointer=InMemorySaver(),
     )
-    state: dict[str, Any] = {"messages": [HumanMessage("Audit every billing table.")]}
+    config: Any = {"configurable": {"thread_id": "billing-audit"}}  # one conversation per thread
+    agent.invoke({"messages": [HumanMessage("Audit every billing table.")]}, config)
     for n in range(30):
-        state = agent.invoke({"messages": [*state["messages"], HumanMessage(f"Next table ({n}).")]})
+        state = agent.invoke({"messages": [HumanMessage(f"Next table ({n}).")]}, config)
+    session = Session(store, sessions.conversation_id("billing-audit"))
     print(f"state holds {len(state['messages'])} messages; the model saw the compacted view")
     print(f"compactions: {len(session.events())}")
     print("recall audit-0003:", [hit.snippet for hit in session.recall("audit-0003")][:1])

@@ -22,7 +22,8 @@ from agents import (
 from agents.models.interface import Model
 from agents.testing.model import assistant_message, function_call
 
-from precis import AsyncSession, CompactionSettings
+from precis import CompactionSettings
+from precis.integrations import Sessions
 from precis.integrations.openai_agents import PrecisSession
 from precis.stores import open_store
 
@@ -57,8 +58,9 @@ def check_table(n: int) -> str:
 async def main() -> None:
     set_tracing_disabled(True)
     store = open_store(None, home=Path(tempfile.mkdtemp()))  # SQLite in a throwaway folder
-    precis = AsyncSession(store, "billing-audit", settings=CompactionSettings(context_window=2000))
-    session = PrecisSession(precis)
+    sessions = Sessions(store, settings=CompactionSettings(context_window=2000))
+    session = PrecisSession("billing-audit", sessions)  # one per Agents SDK session id
+    precis = session.precis
     agent = Agent(
         name="auditor",
         instructions="You audit the billing database.",

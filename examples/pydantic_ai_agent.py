@@ -13,7 +13,8 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from precis import AsyncSession, CompactionSettings
+from precis import CompactionSettings
+from precis.integrations import Sessions
 from precis.integrations.pydantic_ai import PrecisCapability
 from precis.stores import open_store
 
@@ -32,11 +33,11 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 async def main() -> None:
     store = open_store(None, home=Path(tempfile.mkdtemp()))  # SQLite in a throwaway folder
-    session = AsyncSession(store, "billing-audit", settings=CompactionSettings(context_window=2000))
+    sessions = Sessions(store, settings=CompactionSettings(context_window=2000))
     agent = Agent(
         FunctionModel(model),
         instructions="You audit the billing database.",
-        capabilities=[PrecisCapability(session, history_tools=True)],
+        capabilities=[PrecisCapability(sessions, history_tools=True)],
     )
 
     @agent.tool_plain
@@ -46,8 +47,11 @@ async def main() -> None:
 
     history: list[ModelMessage] = []
     for n in range(30):
-        result = await agent.run(f"Check the next table ({n}).", message_history=history)
+        result = await agent.run(
+            f"Check the next table ({n}).", message_history=history, conversation_id="billing-audit"
+        )
         history = result.all_messages()
+    session = sessions.session("billing-audit")  # one precis conversation per conversation_id
     print(f"the run holds {len(history)} messages; the model saw the compacted view")
     print(f"compactions: {len(await session.events())}")
     print("recall audit-0003:", [hit.snippet for hit in await session.recall("audit-0003")][:1])

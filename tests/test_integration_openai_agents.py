@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from agent_scenario import (
     REPLAY_WINDOW,
     STEPS_PER_TURN,
     SYSTEM_PROMPT,
+    TASK,
     TOOL_DESCRIPTION,
     USER_TURNS,
     WINDOW,
@@ -37,12 +40,29 @@ from agents.models.chatcmpl_converter import Converter
 from agents.models.interface import Model
 from agents.run_internal.items import drop_orphan_function_calls
 from agents.testing.model import assistant_message, function_call
+from integration_users import (
+    COMPILED,
+    FAILURES,
+    TURNS,
+    USERS,
+    FailingSummarizer,
+    assert_conversations_apart,
+    assert_one_user_each,
+    compile_prompt,
+    failing_settings,
+    lookup_output,
+    thread_settings,
+)
+from integration_users import user_text as said_by
 
-from precis import AsyncSession, Message
+from precis import Message
+from precis.integrations import Sessions
 from precis.integrations.openai_agents import PrecisSession, to_precis
 from precis.stores import MemoryStore
 
 Respond = Callable[[list[Any]], list[Any]]
+# Turns of the scenario a failing summarizer is tried over: enough to pass both watermarks.
+FAILING_TURNS = 8
 set_tracing_disabled(True)  # no key, no export
 
 
@@ -53,6 +73,7 @@ class FakeModel(Model):
         self.respond = respond
         self.meter = meter
         self.calls = 0
+        self.systems: list[str | None] = []
 
     async def get_response(
         self,
@@ -73,6 +94,7 @@ class FakeModel(Model):
             if isinstance(t, FunctionTool)
         ]
         self.meter.request(flat, system_instructions, schemas)
+        self.systems.append(system_instructions)
         self.calls += 1
         return ModelResponse(
             output=self.respond(items), usage=Usage(), response_id=f"resp_{self.calls}"
@@ -110,8 +132,8 @@ def run_step(step: int) -> str:
 
 def test_an_agents_sdk_run_keeps_200_tool_turns_in_a_3000_token_window() -> None:
     meter = Meter(WINDOW)
-    precis = AsyncSession(MemoryStore(), "sdk", settings=settings())
-    session = PrecisSession(precis)
+    session = PrecisSession("sdk", Sessions(MemoryStore(), settings=settings()))
+    precis = session.precis
     agent = Agent(
         name="migrator",
         instructions=SYSTEM_PROMPT,
@@ -139,8 +161,8 @@ def test_an_agents_sdk_run_keeps_200_tool_turns_in_a_3000_token_window() -> None
 
 
 def test_pop_item_returns_the_last_item_as_added_and_clear_empties_the_context() -> None:
-    precis = AsyncSession(MemoryStore(), "sdk", settings=settings())
-    session = PrecisSession(precis)
+    session = PrecisSession("sdk", Sessions(MemoryStore(), settings=settings()))
+    precis = session.precis
     items: list[Any] = [
         {"role": "user", "content": "hi"},
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}]},
@@ -235,8 +257,8 @@ def test_a_real_conversation_replayed_through_the_agents_sdk_round_trips_every_i
             strict_json_schema=False,
         )
 
-    precis = AsyncSession(MemoryStore(), "replay", settings=settings(REPLAY_WINDOW))
-    session = PrecisSession(precis)
+    session = PrecisSession("replay", Sessions(MemoryStore(), settings=settings(REPLAY_WINDOW)))
+    precis = session.precis
     agent = Agent(
         name="replay", tools=[make_tool(n) for n in names], model=FakeModel(respond, meter)
     )
@@ -263,3 +285,109 @@ def test_a_real_conversation_replayed_through_the_agents_sdk_round_trips_every_i
         m["content"] for m in recorded if m["role"] == "tool"
     ]
     assert asyncio.run(precis.events()), "the replay must have compacted"
+
+
+# --- many users through one agent ---------------------------------------------------------------
+
+
+class UsersModel(Model):
+    """Answers by what it is sent (a lookup after a user message, a reply after its output);
+    every call waits for the other user's, so the two users' runs interleave step by step."""
+
+    def __init__(self, barrier: asyncio.Barrier) -> None:
+        self.barrier = barrier
+        self.seen: list[str] = []
+        self.ids = itertools.count()
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        await self.barrier.wait()
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        texts = [m.content for m in to_precis(items)]
+        self.seen.append("\n".join([system_instructions or "", *texts]))
+        n = next(self.ids)
+        last = items[-1]
+        if last.get("type") == "function_call_output":
+            output = [assistant_message(f"Noted: {str(last['output'])[:60]}")]
+        else:
+            query = str(last.get("content"))
+            output = [function_call("lookup", {"query": query}, call_id=f"call_{n}")]
+        return ModelResponse(output=output, usage=Usage(), response_id=f"resp_{n}")
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+@function_tool
+def lookup(query: str) -> str:
+    """Look a record up."""
+    return lookup_output(query)
+
+
+def test_two_users_through_one_agent_concurrently_never_see_each_others_messages() -> None:
+    sessions = Sessions(MemoryStore(), settings=thread_settings(), prefix="sdk-")
+
+    async def run() -> list[str]:
+        model = UsersModel(asyncio.Barrier(2))
+        agent = Agent(
+            name="clerk", instructions="You look records up.", tools=[lookup], model=model
+        )
+
+        async def user_runs(user: str) -> None:
+            for turn in range(TURNS):
+                session = PrecisSession(user, sessions)  # one per request, as a service makes
+                config = RunConfig(call_model_input_filter=session.input_filter)
+                result = await Runner.run(
+                    agent, said_by(user, turn), session=session, run_config=config
+                )
+                assert str(result.final_output).startswith("Noted")
+
+        await asyncio.gather(*(user_runs(user) for user in USERS))
+        return model.seen
+
+    seen = asyncio.run(run())
+    assert assert_one_user_each(seen) == 2 * 2 * TURNS
+    assert_conversations_apart(sessions.store, [f"sdk-{u}" for u in USERS])
+
+
+# --- the session's own system prompt compiler, and a summarizer that fails ----------------------
+
+
+def _run_scenario(sessions: Sessions, meter: Meter, turns: int) -> FakeModel:
+    model = FakeModel(_scripted(meter), meter)
+    agent = Agent(name="migrator", instructions=SYSTEM_PROMPT, tools=[run_step], model=model)
+
+    async def run() -> None:
+        for turn in range(turns):
+            session = PrecisSession("sdk", sessions)
+            config = RunConfig(call_model_input_filter=session.input_filter)
+            result = await Runner.run(
+                agent, user_text(turn), session=session, run_config=config, max_turns=20
+            )
+            assert str(result.final_output).startswith("Batch done")
+
+    asyncio.run(run())
+    return model
+
+
+def test_the_sessions_compile_system_prompt_reaches_the_model() -> None:
+    meter = Meter(WINDOW)
+    sessions = Sessions(MemoryStore(), settings=settings(), compile_system_prompt=compile_prompt)
+    systems = _run_scenario(sessions, meter, FAILING_TURNS).systems
+    meter.assert_ok()
+    assert systems[0] == SYSTEM_PROMPT
+    compiled = [s for s in systems if s and COMPILED in s]
+    assert compiled and all(s.startswith(SYSTEM_PROMPT) for s in compiled), systems[-1]
+
+
+@pytest.mark.parametrize("how", FAILURES)
+def test_a_failing_summarizer_never_stops_the_agent(how: str) -> None:
+    meter = Meter(WINDOW, required=(TASK,))
+    summarizer = FailingSummarizer(how)
+    sessions = Sessions(MemoryStore(), settings=failing_settings(settings()), summarizer=summarizer)
+    _run_scenario(sessions, meter, FAILING_TURNS)
+    meter.assert_ok(min_tool_turns=FAILING_TURNS * STEPS_PER_TURN)
+    assert summarizer.calls, "the summarizer was never asked"
+    history = asyncio.run(sessions.session("sdk").history())
+    assert len([m for m in history if m.role == "tool"]) == FAILING_TURNS * STEPS_PER_TURN

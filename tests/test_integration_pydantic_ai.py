@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections import defaultdict, deque
 from typing import Any
@@ -25,6 +26,21 @@ from agent_scenario import (
     tool_output,
     user_text,
 )
+from integration_users import (
+    COMPILED,
+    FAILURES,
+    TURNS,
+    USERS,
+    FailingSummarizer,
+    assert_conversations_apart,
+    assert_one_user_each,
+    compile_prompt,
+    failing_settings,
+    lookup_output,
+    thread_settings,
+    users_in,
+)
+from integration_users import user_text as said_by
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
@@ -43,6 +59,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import Tool
 
 from precis import AsyncSession, Message
+from precis.integrations import Sessions
 from precis.integrations.pydantic_ai import (
     PrecisCapability,
     message_key,
@@ -51,6 +68,9 @@ from precis.integrations.pydantic_ai import (
     to_precis,
 )
 from precis.stores import MemoryStore
+
+# Turns of the scenario a failing summarizer is tried over: enough to pass both watermarks.
+FAILING_TURNS = 8
 
 
 def _check_request(messages: list[ModelMessage], info: AgentInfo, meter: Meter) -> None:
@@ -67,11 +87,13 @@ def _check_request(messages: list[ModelMessage], info: AgentInfo, meter: Meter) 
     meter.request(flat, info.instructions, tools)
 
 
-def _scripted_model(meter: Meter) -> FunctionModel:
+def _scripted_model(meter: Meter, systems: list[str | None] | None = None) -> FunctionModel:
     state = {"step": 0, "in_turn": 0}
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         _check_request(messages, info, meter)
+        if systems is not None:
+            systems.append(info.instructions)
         last = messages[-1]
         if any(isinstance(p, UserPromptPart) for p in last.parts):
             state["in_turn"] = 0
@@ -100,10 +122,14 @@ def _run_step() -> Tool[Any]:
     return Tool(run_step, description=TOOL_DESCRIPTION)
 
 
-async def _run(agent: Agent[Any, str]) -> list[ModelMessage]:
+async def _run(
+    agent: Agent[Any, str], conversation: str = "pai", turns: int = USER_TURNS
+) -> list[ModelMessage]:
     history: list[ModelMessage] = []
-    for turn in range(USER_TURNS):
-        result = await agent.run(user_text(turn), message_history=history)
+    for turn in range(turns):
+        result = await agent.run(
+            user_text(turn), message_history=history, conversation_id=conversation
+        )
         history = result.all_messages()
     return history
 
@@ -128,12 +154,13 @@ async def _check_store(session: AsyncSession) -> None:
 
 def test_a_pydantic_ai_agent_runs_200_tool_turns_in_a_3000_token_window() -> None:
     meter = Meter(WINDOW)
-    session = AsyncSession(MemoryStore(), "pai", settings=settings())
+    sessions = Sessions(MemoryStore(), settings=settings())
+    session = sessions.session("pai")
     agent = Agent(
         _scripted_model(meter),
         instructions=SYSTEM_PROMPT,
         tools=[_run_step()],
-        capabilities=[PrecisCapability(session, history_tools=True)],
+        capabilities=[PrecisCapability(sessions, history_tools=True)],
     )
     messages = asyncio.run(_run(agent))
     meter.assert_ok(min_tool_turns=200)
@@ -147,12 +174,13 @@ def test_a_pydantic_ai_agent_runs_200_tool_turns_in_a_3000_token_window() -> Non
 
 def test_the_history_processor_replaces_the_history_and_is_idempotent() -> None:
     meter = Meter(WINDOW)
-    session = AsyncSession(MemoryStore(), "pai", settings=settings())
+    sessions = Sessions(MemoryStore(), settings=settings())
+    session = sessions.session("pai")
     agent = Agent(
         _scripted_model(meter),
         instructions=SYSTEM_PROMPT,
         tools=[_run_step()],
-        capabilities=[ProcessHistory(precis_history_processor(session))],
+        capabilities=[ProcessHistory(precis_history_processor(sessions))],
     )
     messages = asyncio.run(_run(agent))
     meter.assert_ok(min_tool_turns=200)
@@ -201,15 +229,16 @@ def test_a_real_conversation_replayed_through_pydantic_ai_round_trips_every_mess
         )
 
     names = sorted({c["function"]["name"] for c in calls.values()})
-    session = AsyncSession(MemoryStore(), "replay", settings=settings(REPLAY_WINDOW))
+    sessions = Sessions(MemoryStore(), settings=settings(REPLAY_WINDOW))
+    session = sessions.session("replay")
     agent = Agent(
         FunctionModel(respond),
         tools=[make_tool(n) for n in names],
-        capabilities=[PrecisCapability(session)],
+        capabilities=[PrecisCapability(sessions)],
     )
 
     async def run() -> list[ModelMessage]:
-        result = await agent.run(task)
+        result = await agent.run(task, conversation_id="replay")
         return result.all_messages()
 
     messages = asyncio.run(run())
@@ -232,6 +261,155 @@ def test_a_real_conversation_replayed_through_pydantic_ai_round_trips_every_mess
 
 @pytest.mark.parametrize("name", ["search_history", "read_original"])
 def test_the_history_tools_are_offered_as_pydantic_ai_tools(name: str) -> None:
-    session = AsyncSession(MemoryStore(), "pai", settings=settings())
-    toolset = PrecisCapability(session, history_tools=True).get_toolset()
+    sessions = Sessions(MemoryStore(), settings=settings())
+    toolset = PrecisCapability(sessions, history_tools=True).get_toolset()
     assert name in toolset.tools
+
+
+# --- many users through one agent ---------------------------------------------------------------
+
+
+def _users_model(seen: list[str], barrier: asyncio.Barrier) -> FunctionModel:
+    """Answers by what it is sent (a lookup after a prompt, a reply after its result); every
+    call waits for the other user's, so the two users' runs interleave step by step."""
+    calls = itertools.count()
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        await barrier.wait()
+        flat = [m for message in messages for m in to_precis(message)]
+        seen.append("\n".join([info.instructions or "", *(m.content for m in flat)]))
+        last = messages[-1].parts[-1]
+        if isinstance(last, ToolReturnPart):
+            return ModelResponse(parts=[TextPart(f"Noted: {str(last.content)[:60]}")])
+        query = str(getattr(last, "content", ""))
+        call = ToolCallPart("lookup", {"query": query}, tool_call_id=f"call_{next(calls)}")
+        return ModelResponse(parts=[call])
+
+    return FunctionModel(respond)
+
+
+def _lookup(query: str) -> str:
+    """Look a record up."""
+    return lookup_output(query)
+
+
+def test_two_users_through_one_agent_concurrently_never_see_each_others_messages() -> None:
+    sessions = Sessions(MemoryStore(), settings=thread_settings())
+    seen: list[str] = []
+    histories: dict[str, list[ModelMessage]] = {user: [] for user in USERS}
+
+    async def run() -> None:
+        agent = Agent(
+            _users_model(seen, asyncio.Barrier(2)),
+            instructions="You look records up.",
+            tools=[Tool(_lookup, name="lookup")],
+            capabilities=[PrecisCapability(sessions, history_tools=True)],
+        )
+
+        async def user_runs(user: str) -> None:
+            for turn in range(TURNS):
+                # No conversation_id: pydantic-ai makes one for the first run and finds it on
+                # the message history after.
+                result = await agent.run(said_by(user, turn), message_history=histories[user])
+                histories[user] = result.all_messages()
+                assert result.output.startswith("Noted")
+
+        await asyncio.gather(*(user_runs(user) for user in USERS))
+
+    asyncio.run(run())
+    assert assert_one_user_each(seen) == 2 * 2 * TURNS
+    conversations = {user: {m.conversation_id for m in histories[user]} for user in USERS}
+    assert all(len(ids) == 1 and None not in ids for ids in conversations.values())
+    expected = [sessions.conversation_id(next(iter(ids))) for ids in conversations.values()]
+    assert_conversations_apart(sessions.store, expected)
+
+
+def test_the_history_tools_search_only_the_runs_conversation() -> None:
+    sessions = Sessions(MemoryStore(), settings=thread_settings())
+    found: dict[str, str] = {}
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1].parts[-1]
+        if isinstance(last, ToolReturnPart):
+            found[str(last.tool_call_id)] = str(last.content)
+            return ModelResponse(parts=[TextPart("done")])
+        call_id = f"search_{len(found)}"
+        search = ToolCallPart("search_history", {"query": "API key"}, tool_call_id=call_id)
+        return ModelResponse(parts=[search])
+
+    agent = Agent(
+        FunctionModel(respond), capabilities=[PrecisCapability(sessions, history_tools=True)]
+    )
+
+    async def run() -> None:
+        for user in USERS:
+            await agent.run(said_by(user, 0), conversation_id=user)
+
+    asyncio.run(run())
+    assert [users_in(text) for text in found.values()] == [{user} for user in USERS], found
+
+
+def test_a_processor_keys_its_conversation_by_the_run_too() -> None:
+    sessions = Sessions(MemoryStore(), settings=thread_settings())
+    seen: list[str] = []
+
+    async def run() -> None:
+        agent = Agent(
+            _users_model(seen, asyncio.Barrier(2)),
+            tools=[Tool(_lookup, name="lookup")],
+            capabilities=[ProcessHistory(precis_history_processor(sessions))],
+        )
+
+        async def user_runs(user: str) -> None:
+            history: list[ModelMessage] = []
+            for turn in range(TURNS):
+                result = await agent.run(
+                    said_by(user, turn), message_history=history, conversation_id=user
+                )
+                history = result.all_messages()
+
+        await asyncio.gather(*(user_runs(user) for user in USERS))
+
+    asyncio.run(run())
+    assert_one_user_each(seen)
+    assert_conversations_apart(sessions.store, list(USERS))
+
+
+# --- the session's own system prompt compiler, and a summarizer that fails ----------------------
+
+
+def test_the_sessions_compile_system_prompt_reaches_the_model() -> None:
+    meter = Meter(WINDOW)
+    sessions = Sessions(MemoryStore(), settings=settings(), compile_system_prompt=compile_prompt)
+    systems: list[str | None] = []
+    agent = Agent(
+        _scripted_model(meter, systems),
+        instructions=SYSTEM_PROMPT,
+        tools=[_run_step()],
+        capabilities=[PrecisCapability(sessions)],
+    )
+    asyncio.run(_run(agent, turns=FAILING_TURNS))
+    meter.assert_ok()
+    assert systems[0] == SYSTEM_PROMPT
+    compiled = [s for s in systems if s and COMPILED in s]
+    assert compiled and all(s.startswith(SYSTEM_PROMPT) for s in compiled), systems[-1]
+
+
+@pytest.mark.parametrize("how", FAILURES)
+def test_a_failing_summarizer_never_stops_the_agent(how: str) -> None:
+    meter = Meter(WINDOW, required=(TASK,))
+    summarizer = FailingSummarizer(how)
+    sessions = Sessions(MemoryStore(), settings=failing_settings(settings()), summarizer=summarizer)
+    agent = Agent(
+        _scripted_model(meter),
+        instructions=SYSTEM_PROMPT,
+        tools=[_run_step()],
+        capabilities=[PrecisCapability(sessions)],
+    )
+    messages = asyncio.run(_run(agent, turns=FAILING_TURNS))
+    answers = [m for m in messages if isinstance(m, ModelResponse) and not m.tool_calls]
+    assert len(answers) == FAILING_TURNS and all("Batch done" in a.text for a in answers)
+    meter.assert_ok(min_tool_turns=FAILING_TURNS * STEPS_PER_TURN)
+    assert summarizer.calls, "the summarizer was never asked"
+    history = asyncio.run(sessions.session("pai").history())
+    assert len([m for m in history if m.role == "tool"]) == FAILING_TURNS * STEPS_PER_TURN

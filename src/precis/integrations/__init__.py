@@ -7,8 +7,14 @@
 - `precis.integrations.langchain` — `PrecisMiddleware` for LangChain v1 agents
   (`pip install 'precis[langchain]'`).
 
-Each wraps an `AsyncSession` (or a `Session`) over any store: the framework's messages are stored
+Each is built on `Sessions`: one precis session per framework thread (LangChain's `thread_id`,
+pydantic-ai's conversation, an Agents SDK session id) over one store, so one agent object serves
+many users at once and none sees another's messages. The framework's messages are stored
 as originals, the model is sent the compacted view (system prompt and tool definitions counted in
 the budget), and `search_history` / `read_original` can be given to the agent as its own tools.
 Importing this package imports no framework; each module needs its own.
 """
+
+from precis.integrations._common import Sessions
+
+__all__ = ["Sessions"]

@@ -1,10 +1,12 @@
-"""What the framework integrations share: one flow over the public session API, run sync or async.
+"""What the framework integrations share: one precis session per framework thread, and one flow.
 
-An integration turns the framework's messages into precis `Message`s (the framework's own object
-kept as JSON in `metadata`), lets a `Mirror` store the new ones and compact, and turns the view
-back into the framework's messages. The flow asks for public session methods (`Op`) and is
-answered by a `Session` with plain calls or by an `AsyncSession` with awaits, so it is written
-once; store calls of an `AsyncSession` run off the event loop.
+`Sessions` opens a session per thread (LangChain's `thread_id`, pydantic-ai's conversation, an
+Agents SDK session id) over one store, so one middleware, capability or factory serves many
+users at once and no thread ever sees another's messages. Each thread's `Mirror` turns the
+framework's new messages into precis `Message`s (the framework's object kept as JSON in
+`metadata`), stores them, compacts, and returns the view. The flow is the thread's own session's
+sans-IO steps, driven with plain calls (`drive`) or awaits (`adrive`), so the session's system
+prompt compiler, caches and hooks are the ones that run.
 """
 
 from __future__ import annotations
@@ -13,17 +15,26 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeAlias, TypeVar
 
-from precis.core.errors import CompactionError
+from precis.core.errors import InvalidInput, PrecisError
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.core.steps import Steps, arun_steps, run_steps
-from precis.session import AsyncSession, BaseSession, Session
+from precis.core.steps import Steps
+from precis.core.tokens import TokenCounter
+from precis.engine.hooks import Hooks
+from precis.engine.requests import Request
+from precis.engine.settings import CompactionSettings
+from precis.session import AsyncSession, BaseSession
+from precis.session._base import SystemPromptCompiler
 from precis.session.tools import TOOLS, handle_tool_call
+from precis.stores.base import ConversationStore
+from precis.summarize.base import Summarizer
 
-T = TypeVar("T")
 log = logging.getLogger("precis.integrations")
 
 # Metadata of a stored message: the framework that wrote it, the key of the framework message it
@@ -35,62 +46,105 @@ RAW = "framework_raw"
 SHOWN = ("shortened_from", "masked")
 # What precis itself writes into a conversation: summaries and truncation markers.
 PRECIS_KINDS = frozenset({KIND_SUMMARY, KIND_MARKER})
-HISTORY_TOOL_NAMES = frozenset(t.name for t in TOOLS)
+# A conversation id the CLI and the service accept: safe in a URL path, a file name, a log line.
+CONVERSATION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+# A thread id used as it is (after the prefix); any other is named by its digest. A digest id
+# holds a colon and a verbatim one never does, so the two can never name one conversation.
+VERBATIM_THREAD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+DIGEST_TAG = "sha256:"
+# Threads whose session a `Sessions` keeps open by default; the least recently used idle one
+# is let go past it (its conversation stays in the store and is read back on its next turn).
+MAX_OPEN_THREADS = 1024
+
+T = TypeVar("T")
+Flow: TypeAlias = Steps[Request, T]
 
 
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One public method of a session to call, with its positional arguments."""
+class Sessions:
+    """One precis session per framework thread, all over one store with one set of settings.
 
-    method: str
-    args: tuple[Any, ...] = ()
+    A thread's conversation id is `prefix` plus the thread id when that is short and plain (a
+    letter or digit, then letters, digits, `._-`), else `prefix` plus a digest of it. Each
+    thread keeps its own session (and with it its caches) while it is one of the `max_open`
+    threads used last; keep `max_open` above the threads served at once.
+    """
 
+    def __init__(
+        self,
+        store: ConversationStore,
+        *,
+        prefix: str = "",
+        counter: TokenCounter | None = None,
+        summarizer: Summarizer | None = None,
+        settings: CompactionSettings | None = None,
+        compile_system_prompt: SystemPromptCompiler | None = None,
+        hooks: Hooks | None = None,
+        max_open: int = MAX_OPEN_THREADS,
+    ) -> None:
+        if max_open < 1:
+            raise InvalidInput(f"Sessions max_open: must be at least 1, got {max_open}")
+        longest = (prefix + "x" * 64, prefix + DIGEST_TAG + "0" * 40)
+        if prefix and not all(CONVERSATION_ID.fullmatch(name) for name in longest):
+            raise InvalidInput(
+                f"Sessions prefix {prefix[:40]!r}: must start with a letter or digit, hold only "
+                "letters, digits and ._:- and leave room for a thread id (at most 64 characters)"
+            )
+        self.store = store
+        self.prefix = prefix
+        self.counter = counter
+        self.summarizer = summarizer
+        self.settings = settings
+        self.compile_system_prompt = compile_system_prompt
+        self.hooks = hooks
+        self.max_open = max_open
+        self._threads: OrderedDict[str, Mirror] = OrderedDict()
+        self._lock = threading.Lock()
 
-Flow: TypeAlias = Steps[Op, T]
+    def conversation_id(self, thread_id: str) -> str:
+        """The precis conversation a framework thread is kept in."""
+        if not isinstance(thread_id, str) or not thread_id:
+            raise InvalidInput(f"thread id {thread_id!r}: must be a non-empty string")
+        if VERBATIM_THREAD.fullmatch(thread_id):
+            return self.prefix + thread_id
+        digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+        return f"{self.prefix}{DIGEST_TAG}{digest}"
 
+    def session(self, thread_id: str) -> AsyncSession:
+        """The thread's session (opened on first use): read it, search it, compact it."""
+        return self.mirror(thread_id).session
 
-def run_flow(flow: Flow[T], session: Session) -> T:
-    """Answer the flow with plain calls on a sync session."""
-    return run_steps(flow, lambda op: getattr(session, op.method)(*op.args))
+    def mirror(self, thread_id: str) -> Mirror:
+        """The thread's session with what the integration keeps between its requests."""
+        conversation_id = self.conversation_id(thread_id)
+        with self._lock:
+            mirror = self._threads.get(conversation_id)
+            if mirror is None:
+                extra: dict[str, Any] = {}
+                if self.compile_system_prompt is not None:
+                    extra["compile_system_prompt"] = self.compile_system_prompt
+                session = AsyncSession(
+                    self.store,
+                    conversation_id,
+                    self.counter,
+                    self.summarizer,
+                    self.settings,
+                    hooks=self.hooks,
+                    **extra,
+                )
+                mirror = self._threads[conversation_id] = Mirror(session)
+            self._threads.move_to_end(conversation_id)
+            if len(self._threads) > self.max_open:
+                self._let_go()
+            return mirror
 
-
-async def arun_flow(flow: Flow[T], session: AsyncSession) -> T:
-    """Answer the flow with awaits on an async session (its store calls run off the loop)."""
-
-    async def perform(op: Op) -> Any:
-        return await getattr(session, op.method)(*op.args)
-
-    return await arun_steps(flow, perform)
-
-
-def sync_face(session: BaseSession) -> Session:
-    """A `Session` over the same store, conversation, counter, summarizer, settings and hooks."""
-    if isinstance(session, Session):
-        return session
-    return Session(
-        session.store,
-        session.conversation_id,
-        session.counter,
-        session.summarizer,
-        session.settings,
-        tools=session.tools,
-        hooks=session.hooks,
-    )
-
-
-def async_face(session: BaseSession) -> AsyncSession:
-    """An `AsyncSession` over the same store, conversation, counter, summarizer and settings."""
-    if isinstance(session, AsyncSession):
-        return session
-    return AsyncSession(
-        session.store,
-        session.conversation_id,
-        session.counter,
-        session.summarizer,
-        session.settings,
-        tools=session.tools,
-        hooks=session.hooks,
-    )
+    def _let_go(self) -> None:
+        """Drop the least recently used idle threads past `max_open` (never the newest)."""
+        for conversation_id in list(self._threads)[:-1]:
+            if len(self._threads) <= self.max_open:
+                return
+            mirror = self._threads[conversation_id]
+            if not (mirror.lock.locked() or mirror.alock.locked()):
+                del self._threads[conversation_id]
 
 
 def fingerprint(value: Any) -> str:
@@ -115,7 +169,7 @@ def tool_schemas() -> list[dict[str, Any]]:
 
 
 class _StoreHistory:
-    """What the history tools read, straight from the session's store."""
+    """What the history tools read, straight from the thread's store."""
 
     def __init__(self, session: BaseSession) -> None:
         self.store = session.store
@@ -154,38 +208,58 @@ class Entry:
     make: Callable[[], Sequence[Message]]
 
 
-class Mirror:
-    """Stores a framework's new messages, compacts, and returns the view, in one flow.
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What to send the model: the view, and the system prompt as the session has it (compiled
+    after a compaction when the session has a compiler), None when the framework gave none."""
 
-    Which framework messages are stored is known by key; on first use the keys are read back
-    from the conversation's history, so a restarted process does not store anything twice.
+    view: list[Message]
+    system: str | None
+
+
+class Mirror:
+    """One thread: its session, and which framework messages are stored in it, by key.
+
+    On first use the keys are read back from the conversation's history, so a restarted process
+    does not store anything twice. `lock` (plain calls) and `alock` (awaits) keep two requests
+    of one thread from storing the same message twice.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
         self.stored: dict[str, tuple[str, ...]] | None = None
-        self._system: str | None = None
+        # The system prompt the framework last gave; the session may hold it compiled.
+        self.source: str | None = None
+        # Digests of the content parts stored (pydantic-ai merges adjacent requests).
+        self.parts: set[str] | None = None
+        # What an integration keeps per thread besides (the Agents SDK's deferred compaction).
+        self.deferred: str | None = None
+        self.lock = threading.Lock()
+        self.alock = asyncio.Lock()
 
-    def knows(self, key: str) -> bool:
-        return self.stored is not None and key in self.stored
-
-    def remember(self, key: str, ids: Iterable[str]) -> None:
+    def load(self) -> Flow[list[Message]]:
+        """Read back what is stored, once; the history read, or [] when it was read before."""
         if self.stored is not None:
-            self.stored[key] = tuple(ids)
+            return []
+        yield from self.session._context_steps()  # creates the conversation; history would not
+        history: list[Message] = yield from self.session._history_steps()
+        self.stored = _index(history)
+        return history
 
     def flow(
         self, entries: Sequence[Entry], *, system: str | None = None, compact: bool = True
-    ) -> Flow[list[Message]]:
+    ) -> Flow[Turn]:
         """Store what is new, compact when a trigger fires, and return the view (with `compact`
-        off: only store, and return nothing)."""
-        if self.stored is None:
-            yield Op("context")  # creates the conversation on first use; `history` would not
-            self.stored = _index(list((yield Op("history"))))
-        if system is not None and system != self._system:
-            current: str = yield Op("system_prompt")
+        off: only store, and return an empty turn)."""
+        session = self.session
+        yield from self.load()
+        if system is not None and system != self.source:
+            current: str = yield from session._system_prompt_steps()
             if current != system:
-                yield Op("set_system_prompt", (system,))
-            self._system = system
+                yield from session._set_system_prompt_steps(system)
+            self.source = system
         stored = self.stored
+        assert stored is not None
         new: dict[str, Sequence[Message]] = {}
         for entry in entries:
             if entry.key not in stored and entry.key not in new:
@@ -193,23 +267,26 @@ class Mirror:
                 if made:
                     new[entry.key] = made
         if new:
-            batch = yield from _answerable([m for made in new.values() for m in made])
-            appended: list[Message] = list((yield Op("append", tuple(batch))))
+            batch = yield from _answerable(session, [m for made in new.values() for m in made])
+            appended: list[Message] = yield from session._append_steps(batch)
             i = 0
             for key, made in new.items():
                 stored[key] = tuple(m.id for m in appended[i : i + len(made)])
                 i += len(made)
         if not compact:
-            return []
+            return Turn([], None)
         try:
-            yield Op("maybe_compact")
-        except CompactionError as exc:  # the request goes out as it is; the store is intact
-            log.warning("precis: no compaction this turn: %s", exc)
-        view: list[Message] = list((yield Op("view")))
+            yield from session._maybe_compact_steps()
+        except Exception as exc:
+            # A compaction that failed changed nothing: the request goes out as it is (the hard
+            # watermark's truncation, which needs no model, ran first if it was due).
+            not_compacted("this turn", exc)
+        view: list[Message] = yield from session._view_steps()
         for m in view:
             if m.kind in PRECIS_KINDS:
                 stored.setdefault(m.id, (m.id,))
-        return view
+        compiled = (yield from session._system_prompt_steps()) if system is not None else None
+        return Turn(view, compiled)
 
 
 def _index(history: Sequence[Message]) -> dict[str, tuple[str, ...]]:
@@ -223,7 +300,7 @@ def _index(history: Sequence[Message]) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _answerable(batch: list[Message]) -> Flow[list[Message]]:
+def _answerable(session: BaseSession, batch: list[Message]) -> Flow[list[Message]]:
     """The batch with each tool result whose call is nowhere in context stored as a user message.
 
     A framework may hand over a result whose call it dropped; precis refuses such a result, and
@@ -232,7 +309,7 @@ def _answerable(batch: list[Message]) -> Flow[list[Message]]:
     calls = {c.id for m in batch for c in m.tool_calls}
     if all(m.role != "tool" or m.tool_call_id in calls for m in batch):
         return batch
-    context: list[Message] = list((yield Op("context")))
+    context: list[Message] = yield from session._context_steps()
     calls |= {c.id for m in context for c in m.tool_calls}
     return [
         m
@@ -244,5 +321,15 @@ def _answerable(batch: list[Message]) -> Flow[list[Message]]:
     ]
 
 
-def precis_ids(view: Sequence[Message]) -> set[str]:
-    return {m.id for m in view}
+def not_compacted(when: str, exc: Exception) -> None:
+    """Log a compaction that failed (it changed nothing); a non-precis error with its trace.
+
+    A summarizer that is down, slow or talking nonsense never stops the agent: the turn goes on
+    with the context as it is."""
+    log.warning(
+        "precis: no compaction %s (%s): %s",
+        when,
+        type(exc).__name__,
+        exc,
+        exc_info=not isinstance(exc, PrecisError),
+    )

@@ -1,6 +1,11 @@
 """precis for LangChain v1 agents: `PrecisMiddleware`, an `AgentMiddleware`.
 
-    agent = create_agent(model, tools, middleware=[PrecisMiddleware(session)])
+    sessions = Sessions(store, settings=CompactionSettings(context_window=8000))
+    agent = create_agent(model, tools, middleware=[PrecisMiddleware(sessions)], checkpointer=...)
+    agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "user-42"}})
+
+Each LangChain thread (`configurable.thread_id`) is its own precis conversation, so one agent
+serves many users at once; a run without a thread id is refused.
 
 By default the middleware is non-destructive: `wrap_model_call` / `awrap_model_call` send the
 model the compacted view (pinned · summary · kept) while the graph state and its checkpoints keep
@@ -34,9 +39,11 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
+from precis.core.errors import InvalidInput
 from precis.core.messages import Message, ToolCall, compact_json
 from precis.core.types import Role
 from precis.integrations._common import (
@@ -46,17 +53,15 @@ from precis.integrations._common import (
     RAW,
     Entry,
     Mirror,
+    Sessions,
+    Turn,
     aanswer_history_tool,
     answer_history_tool,
-    arun_flow,
-    async_face,
     fingerprint,
-    run_flow,
     shown_differently,
-    sync_face,
     tool_schemas,
 )
-from precis.session import BaseSession
+from precis.session import adrive, drive
 
 __all__ = [
     "SUMMARY_SOURCE",
@@ -207,17 +212,34 @@ def _same(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
 # --- the history tools ------------------------------------------------------------------------
 
 
-def precis_tools(session: BaseSession) -> list[BaseTool]:
-    """`search_history` and `read_original` as LangChain tools over this session's store."""
+def thread_id(runtime: Runtime[Any] | None = None) -> str:
+    """The running graph's thread: `configurable.thread_id`, else the runtime's; refused if none."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a runnable
+        configurable = {}
+    found = configurable.get("thread_id")
+    if found is None and runtime is not None and runtime.execution_info is not None:
+        found = runtime.execution_info.thread_id
+    if found is None or str(found) == "":
+        raise InvalidInput(
+            "PrecisMiddleware: this run has no thread; invoke the agent with "
+            "config={'configurable': {'thread_id': ...}} so each user's conversation is its own"
+        )
+    return str(found)
+
+
+def precis_tools(sessions: Sessions) -> list[BaseTool]:
+    """`search_history` and `read_original` as LangChain tools over the running thread's store."""
     tools: list[BaseTool] = []
     for schema in tool_schemas():
         name = str(schema["name"])
 
         def run(_name: str = name, **arguments: Any) -> str:
-            return answer_history_tool(session, _name, arguments)
+            return answer_history_tool(sessions.session(thread_id()), _name, arguments)
 
         async def arun(_name: str = name, **arguments: Any) -> str:
-            return await aanswer_history_tool(session, _name, arguments)
+            return await aanswer_history_tool(sessions.session(thread_id()), _name, arguments)
 
         tools.append(
             StructuredTool.from_function(
@@ -237,24 +259,21 @@ def precis_tools(session: BaseSession) -> list[BaseTool]:
 class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Keeps a LangChain agent inside its context window; every original stays in the store.
 
-    `session` is a precis `AsyncSession` or `Session` over any store (its settings set the
-    window); the middleware runs sync graphs on a `Session` and async ones on an `AsyncSession`
-    over the same store, so `invoke` and `ainvoke` both work and neither blocks an event loop.
+    `sessions` opens one precis session per thread (its settings set the window); one middleware
+    serves every thread at once, sync (`invoke`) and async (`ainvoke`, store calls off the loop).
     """
 
     def __init__(
         self,
-        session: BaseSession,
+        sessions: Sessions,
         *,
         destructive: bool = False,
         history_tools: bool = False,
     ) -> None:
         super().__init__()
-        self.session = async_face(session)
-        self.sync_session = sync_face(session)
+        self.sessions = sessions
         self.destructive = destructive
-        self.mirror = Mirror()
-        self.tools = precis_tools(self.session) if history_tools else []
+        self.tools = precis_tools(sessions) if history_tools else []
 
     @property
     def name(self) -> str:
@@ -262,61 +281,67 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # --- non-destructive: the model sees the view, the state keeps everything -----------------
 
-    def _prepare(self, request: ModelRequest[Any]) -> tuple[list[Entry], dict[str, BaseMessage]]:
-        tools = _tool_dicts(request.tools)
-        self.session.tools = list(tools)
-        self.sync_session.tools = list(tools)
-        return _entries(request.messages)
+    def _prepare(
+        self, request: ModelRequest[Any]
+    ) -> tuple[Mirror, list[Entry], dict[str, BaseMessage]]:
+        mirror = self.sessions.mirror(thread_id(request.runtime))
+        mirror.session.tools = list(_tool_dicts(request.tools))
+        return mirror, *_entries(request.messages)
 
     def _request(
-        self, request: ModelRequest[Any], view: list[Message], originals: dict[str, BaseMessage]
+        self, request: ModelRequest[Any], turn: Turn, originals: dict[str, BaseMessage]
     ) -> ModelRequest[Any]:
-        messages = from_precis(view, originals)
-        if _same(messages, request.messages):
-            return request
-        return request.override(messages=cast(list[AnyMessage], messages))
+        messages = from_precis(turn.view, originals)
+        changes: dict[str, Any] = {}
+        if not _same(messages, request.messages):
+            changes["messages"] = cast(list[AnyMessage], messages)
+        if turn.system is not None and turn.system != _system_text(request.system_message):
+            changes["system_message"] = SystemMessage(turn.system)  # compiled by the session
+        return request.override(**changes) if changes else request
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage:
-        entries, originals = self._prepare(request)
-        flow = self.mirror.flow(entries, system=_system_text(request.system_message))
-        view = run_flow(flow, self.sync_session)
-        return handler(self._request(request, view, originals))
+        mirror, entries, originals = self._prepare(request)
+        with mirror.lock:
+            turn = drive(mirror.flow(entries, system=_system_text(request.system_message)))
+        return handler(self._request(request, turn, originals))
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage:
-        entries, originals = self._prepare(request)
-        flow = self.mirror.flow(entries, system=_system_text(request.system_message))
-        view = await arun_flow(flow, self.session)
-        return await handler(self._request(request, view, originals))
+        mirror, entries, originals = self._prepare(request)
+        async with mirror.alock:
+            turn = await adrive(mirror.flow(entries, system=_system_text(request.system_message)))
+        return await handler(self._request(request, turn, originals))
 
     # --- after the model: its reply is stored at once, not only with the next request -----------
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        mirror = self.sessions.mirror(thread_id(runtime))
         entries, _ = _entries(list(state["messages"]))
-        run_flow(self.mirror.flow(entries, compact=False), self.sync_session)
+        with mirror.lock:
+            drive(mirror.flow(entries, compact=False))
         return None
 
     async def aafter_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        mirror = self.sessions.mirror(thread_id(runtime))
         entries, _ = _entries(list(state["messages"]))
-        await arun_flow(self.mirror.flow(entries, compact=False), self.session)
+        async with mirror.alock:
+            await adrive(mirror.flow(entries, compact=False))
         return None
 
     # --- destructive: the state itself is replaced by the view --------------------------------
 
-    def _update(
-        self, messages: Sequence[BaseMessage], view: list[Message]
-    ) -> dict[str, Any] | None:
+    def _update(self, messages: Sequence[BaseMessage], turn: Turn) -> dict[str, Any] | None:
         _, originals = _entries(messages)
-        compacted = from_precis(view, originals)
+        compacted = from_precis(turn.view, originals)
         if _same(compacted, messages):
             return None
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *compacted]}
@@ -324,15 +349,19 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         if not self.destructive:
             return None
+        mirror = self.sessions.mirror(thread_id(runtime))
         messages = list(state["messages"])
-        view = run_flow(self.mirror.flow(_entries(messages)[0]), self.sync_session)
-        return self._update(messages, view)
+        with mirror.lock:
+            turn = drive(mirror.flow(_entries(messages)[0]))
+        return self._update(messages, turn)
 
     async def abefore_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         if not self.destructive:
             return None
+        mirror = self.sessions.mirror(thread_id(runtime))
         messages = list(state["messages"])
-        view = await arun_flow(self.mirror.flow(_entries(messages)[0]), self.session)
-        return self._update(messages, view)
+        async with mirror.alock:
+            turn = await adrive(mirror.flow(_entries(messages)[0]))
+        return self._update(messages, turn)

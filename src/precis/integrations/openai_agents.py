@@ -1,8 +1,12 @@
 """precis for the OpenAI Agents SDK: `PrecisSession`, a `Session` over any precis store.
 
-    session = PrecisSession(AsyncSession(store, "agent-1", settings=...))
+    sessions = Sessions(store, settings=CompactionSettings(context_window=8000))
+    session = PrecisSession("user-42", sessions)  # one per Agents SDK session id, as SQLiteSession
     result = await Runner.run(agent, "…", session=session,
                               run_config=RunConfig(call_model_input_filter=session.input_filter))
+
+Each session id is its own precis conversation; `PrecisSession`s of one id (made per request,
+say) share that conversation's state, so one agent serves many users at once.
 
 `add_items` stores every item as an original; `get_items` returns the compacted view (pinned ·
 summary · kept) as Responses input items. Items are stored in units the planner never splits: a
@@ -22,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -32,23 +35,22 @@ from agents.memory import SessionSettings
 from agents.run_config import CallModelData, ModelInputData
 from agents.tool import FunctionTool
 
-from precis.core.errors import CompactionError
 from precis.core.messages import KIND_MARKER, Message, ToolCall
 from precis.core.types import Role
 from precis.integrations._common import (
     FRAMEWORK,
     PRECIS_KINDS,
     RAW,
-    async_face,
+    Sessions,
     fingerprint,
+    not_compacted,
     shown_differently,
 )
-from precis.session import AsyncSession, BaseSession
+from precis.session import AsyncSession
 from precis.stores.base import CompactionEvent, MessageIds, utc_now
 
 __all__ = ["PrecisSession", "from_precis", "to_precis"]
 
-log = logging.getLogger("precis.integrations")
 NAME = "openai-agents"
 # Client-side calls and the outputs that answer them, paired by call_id.
 CALLS = {
@@ -277,26 +279,26 @@ def _tool_dicts(agent: Agent[Any]) -> list[dict[str, Any]]:
 class PrecisSession:
     """The Agents SDK `Session` protocol over a precis conversation (structurally: no base class).
 
-    `session` is a precis `AsyncSession` (or `Session`) over any store; its settings set the
-    window. Store calls run off the event loop.
+    `session_id` is the Agents SDK session's id; `sessions` keeps its precis conversation (and
+    the settings that set the window) in their store. Store calls run off the event loop.
     """
 
     session_settings: SessionSettings | None = None
 
     def __init__(
         self,
-        session: BaseSession,
+        session_id: str,
+        sessions: Sessions,
         *,
         session_settings: SessionSettings | None = None,
         agent: Agent[Any] | None = None,
     ) -> None:
-        self.precis: AsyncSession = async_face(session)
-        self.session_id = session.conversation_id
+        self.session_id = session_id
+        self._mirror = sessions.mirror(session_id)
+        self.precis: AsyncSession = self._mirror.session
         self.session_settings = session_settings
-        self._deferred: str | None = None
-        self._system: str | None = None
         self._ids = MessageIds()
-        self._lock = asyncio.Lock()
+        self._lock = self._mirror.alock
         if agent is not None:
             self.precis.tools = list(_tool_dicts(agent))
 
@@ -333,7 +335,7 @@ class PrecisSession:
         """Empty the context; every original stays in the history, searchable."""
         async with self._lock:
             await asyncio.to_thread(self._clear)
-            self._deferred = None
+            self._mirror.deferred = None
 
     # --- compaction ---------------------------------------------------------------------------
 
@@ -344,26 +346,26 @@ class PrecisSession:
         automatic = wrapper is not None and getattr(
             wrapper, "_session_compaction_is_automatic", False
         )
-        self._deferred = None
+        self._mirror.deferred = None
         try:
             if args and args.get("force") and not automatic:
                 await self.precis.compact()
             else:
                 await self.precis.maybe_compact()
-        except CompactionError as exc:
-            log.warning("precis: no compaction after this turn: %s", exc)
+        except Exception as exc:  # a failed compaction changed nothing; the run goes on
+            not_compacted("after this turn", exc)
 
     async def _defer_compaction(self, response_id: str, store: bool | None = None) -> None:
         """The runner's turn left local tool outputs for the model: compact when the run's
         answer comes, not in the middle of the exchange."""
-        if self._deferred is None and await self.precis.needs_compaction():
-            self._deferred = response_id
+        if self._mirror.deferred is None and await self.precis.needs_compaction():
+            self._mirror.deferred = response_id
 
     def _get_deferred_compaction_response_id(self) -> str | None:
-        return self._deferred
+        return self._mirror.deferred
 
     def _clear_deferred_compaction(self) -> None:
-        self._deferred = None
+        self._mirror.deferred = None
 
     async def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """A `call_model_input_filter`: before every model call of a run, compact if a trigger
@@ -372,9 +374,10 @@ class PrecisSession:
         model_data = data.model_data
         self.precis.tools = list(_tool_dicts(data.agent))
         instructions = model_data.instructions or ""
-        if instructions != self._system:
-            await self.precis.set_system_prompt(instructions)
-            self._system = instructions
+        if instructions != self._mirror.source:
+            if await self.precis.system_prompt() != instructions:
+                await self.precis.set_system_prompt(instructions)
+            self._mirror.source = instructions
         context = await self.precis.context()
         last = _items(context[-1])[-1:] if context else []
         if not last:
@@ -392,10 +395,14 @@ class PrecisSession:
             return model_data  # this input is not this session's: leave it alone
         try:
             await self.precis.maybe_compact()
-        except CompactionError as exc:
-            log.warning("precis: no compaction before this model call: %s", exc)
+        except Exception as exc:  # a failed compaction changed nothing; the call goes out as is
+            not_compacted("before this model call", exc)
         unsaved = list(model_data.input[stored_up_to + 1 :])
-        return ModelInputData(input=[*await self.get_items(), *unsaved], instructions=instructions)
+        compiled = await self.precis.system_prompt()  # the session's compiler may have rewritten it
+        return ModelInputData(
+            input=[*await self.get_items(), *unsaved],
+            instructions=model_data.instructions if compiled == instructions else compiled,
+        )
 
     # --- context edits (off the loop) ---------------------------------------------------------
 
@@ -404,7 +411,7 @@ class PrecisSession:
     ) -> None:
         store = self.precis.store
         store.commit_compaction(
-            self.session_id,
+            self.precis.conversation_id,
             expected_version=snapshot.version,
             snapshot_last_seq=snapshot.last_seq,
             summary=written,
@@ -425,8 +432,8 @@ class PrecisSession:
 
     def _pop(self) -> TResponseInputItem | None:
         store = self.precis.store
-        store.create(self.session_id)
-        snapshot = store.context(self.session_id)
+        store.create(self.precis.conversation_id)
+        snapshot = store.context(self.precis.conversation_id)
         if not snapshot.messages:
             return None
         last = snapshot.messages[-1]
@@ -450,8 +457,8 @@ class PrecisSession:
 
     def _clear(self) -> None:
         store = self.precis.store
-        store.create(self.session_id)
-        snapshot = store.context(self.session_id)
+        store.create(self.precis.conversation_id)
+        snapshot = store.context(self.precis.conversation_id)
         if snapshot.messages:
             marker = self._marker("[the session was cleared]")
             self._commit(snapshot, [], marker, "clear_session", count=len(snapshot.messages))

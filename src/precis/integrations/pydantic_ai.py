@@ -1,7 +1,12 @@
 """precis for pydantic-ai: `PrecisCapability`, and `precis_history_processor` for `ProcessHistory`.
 
-    agent = Agent(model, capabilities=[PrecisCapability(session)])
-    agent = Agent(model, capabilities=[ProcessHistory(precis_history_processor(session))])
+    sessions = Sessions(store, settings=CompactionSettings(context_window=8000))
+    agent = Agent(model, capabilities=[PrecisCapability(sessions)])
+    agent = Agent(model, capabilities=[ProcessHistory(precis_history_processor(sessions))])
+
+Each pydantic-ai conversation (`RunContext.conversation_id`: the `conversation_id` given to
+`agent.run`, else the one on `message_history`, else a new one per run) is its own precis
+conversation, so one agent serves many users at once.
 
 Before every model request the new messages are stored as originals in the precis conversation,
 a compaction runs when a trigger fires, and the model gets the view: pinned parts, the summary
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any, cast
@@ -32,6 +37,7 @@ from pydantic_ai.messages import (
     CapabilityLoadDeltaPart,
     InstructionBaselinePart,
     InstructionDeltaPart,
+    InstructionPart,
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
@@ -54,6 +60,7 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.tools import Tool, ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
+from precis.core.errors import InvalidInput
 from precis.core.messages import Message, ToolCall
 from precis.core.types import Role
 from precis.integrations._common import (
@@ -62,15 +69,16 @@ from precis.integrations._common import (
     PRECIS_KINDS,
     RAW,
     Entry,
+    Flow,
     Mirror,
+    Sessions,
+    Turn,
     aanswer_history_tool,
-    arun_flow,
-    async_face,
     fingerprint,
     shown_differently,
     tool_schemas,
 )
-from precis.session import BaseSession
+from precis.session import adrive
 
 __all__ = [
     "PrecisCapability",
@@ -342,17 +350,21 @@ def _tool_dicts(definitions: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
     ]
 
 
-@dataclass
-class _Compactor:
-    """The state one conversation's processing keeps between requests."""
+def conversation_of(ctx: RunContext[Any]) -> str:
+    """The run's conversation, as pydantic-ai resolved it; refused if it has none."""
+    if not ctx.conversation_id:
+        raise InvalidInput("precis: this pydantic-ai run has no conversation_id")
+    return ctx.conversation_id
 
-    session: BaseSession
-    mirror: Mirror = field(default_factory=Mirror)
-    # Digests of every content part stored: a request pydantic-ai merged from known ones (it
-    # merges adjacent requests) is then known too, and only its new parts are stored.
-    parts: set[str] | None = None
-    # Keys of the message objects seen, by identity, so a message is keyed once.
-    _keys: dict[int, tuple[weakref.ref[Any], str]] = field(default_factory=dict)
+
+class _Processor:
+    """Stores, compacts and views each run's messages in the precis session of its conversation;
+    one serves every conversation (what it keeps per conversation is on that thread's mirror)."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        # Keys of the message objects seen, by identity, so a message is keyed once.
+        self._keys: dict[int, tuple[weakref.ref[Any], str]] = {}
 
     def key(self, message: ModelMessage) -> str:
         ident = id(message)
@@ -369,53 +381,54 @@ class _Compactor:
         self._keys[ident] = (weakref.ref(message, forget), key)
         return key
 
-    def entries(self, messages: Sequence[ModelMessage]) -> tuple[list[Entry], dict[str, Any]]:
+    def entries(
+        self, mirror: Mirror, messages: Sequence[ModelMessage]
+    ) -> tuple[list[Entry], dict[str, Any]]:
         entries: list[Entry] = []
         originals: dict[str, ModelMessage] = {}
         for message in messages:
             key = self.key(message)
             originals.setdefault(key, message)
             make: Callable[[], Sequence[Message]] = (
-                list if _is_ours(message) else partial(self._new_parts, message, key)
+                list if _is_ours(message) else partial(_new_parts, mirror, message, key)
             )
             entries.append(Entry(key, make))
         return entries, originals
 
-    def _new_parts(self, message: ModelMessage, key: str) -> list[Message]:
-        known = self.parts if self.parts is not None else set()
-        out = []
-        for m in to_precis(message, key=key):
-            digests = _part_digests(m)
-            if not digests or not set(digests) <= known:
-                out.append(m)
-                known.update(digests)
-        return out
+    def _flow(
+        self,
+        mirror: Mirror,
+        messages: Sequence[ModelMessage],
+        system: str | None = None,
+        compact: bool = True,
+    ) -> Flow[tuple[Turn, dict[str, Any]]]:
+        history = yield from mirror.load()
+        if mirror.parts is None:
+            mirror.parts = {d for m in history for d in _part_digests(m)}
+        entries, originals = self.entries(mirror, messages)
+        turn: Turn = yield from mirror.flow(entries, system=system, compact=compact)
+        return turn, originals
 
-    async def _load(self) -> None:
-        if self.parts is None:
-            session = async_face(self.session)
-            await session.context()
-            self.parts = {d for m in await session.history() for d in _part_digests(m)}
-
-    async def store(self, messages: Sequence[ModelMessage]) -> None:
-        await self._load()
-        entries, _ = self.entries(messages)
-        await arun_flow(self.mirror.flow(entries, compact=False), async_face(self.session))
+    async def store(self, ctx: RunContext[Any], messages: Sequence[ModelMessage]) -> None:
+        mirror = self.sessions.mirror(conversation_of(ctx))
+        async with mirror.alock:
+            await adrive(self._flow(mirror, messages, compact=False))
 
     async def process(
         self,
+        ctx: RunContext[Any],
         messages: list[ModelMessage],
         *,
         system: str | None = None,
         tools: Sequence[ToolDefinition] | None = None,
-    ) -> list[ModelMessage]:
-        await self._load()
+    ) -> tuple[list[ModelMessage], str | None]:
+        """The view as the run's messages, and the system prompt as the session has it."""
+        mirror = self.sessions.mirror(conversation_of(ctx))
         if tools is not None:
-            self.session.tools = list(_tool_dicts(tools))
-        entries, originals = self.entries(messages)
-        session = async_face(self.session)
-        view = await arun_flow(self.mirror.flow(entries, system=system), session)
-        shown = {m.metadata.get(KEY, m.id) for m in view}
+            mirror.session.tools = list(_tool_dicts(tools))
+        async with mirror.alock:
+            turn, originals = await adrive(self._flow(mirror, messages, system))
+        shown = {m.metadata.get(KEY, m.id) for m in turn.view}
         carried = [
             part
             for message in messages
@@ -423,39 +436,54 @@ class _Compactor:
             for part in message.parts
             if _is_state(part)
         ]
-        result = from_precis(view, originals, stored=self.mirror.stored, carried=carried)
+        result = from_precis(turn.view, originals, stored=mirror.stored, carried=carried)
         for message in result:  # a copy or summary made now is known next time by identity
             self.key(message)
-        return result
+        return result, turn.system
+
+
+def _new_parts(mirror: Mirror, message: ModelMessage, key: str) -> list[Message]:
+    """The precis messages of a framework message, less the parts already stored (pydantic-ai
+    merges adjacent requests, so a merged one holds parts stored before)."""
+    known = mirror.parts if mirror.parts is not None else set()
+    out = []
+    for m in to_precis(message, key=key):
+        digests = _part_digests(m)
+        if not digests or not set(digests) <= known:
+            out.append(m)
+            known.update(digests)
+    return out
 
 
 def precis_history_processor(
-    session: BaseSession,
+    sessions: Sessions,
     *,
     instructions: str | None = None,
     tools: Sequence[ToolDefinition] | None = None,
-) -> Callable[[list[ModelMessage]], Any]:
+) -> Callable[[RunContext[Any], list[ModelMessage]], Any]:
     """An async history processor for `ProcessHistory(...)`: stores, compacts, returns the view.
 
     `ProcessHistory` makes the result the run's history (destructive); the originals are all in
     the store. A processor sees no request, so `instructions` and `tools` (if given) are what the
     budget counts besides the messages.
     """
-    state = _Compactor(session)
+    processor = _Processor(sessions)
 
-    async def process(messages: list[ModelMessage]) -> list[ModelMessage]:
-        return await state.process(messages, system=instructions, tools=tools)
+    async def process(ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
+        view, _ = await processor.process(ctx, messages, system=instructions, tools=tools)
+        return view
 
     return process
 
 
-def precis_toolset(session: BaseSession) -> FunctionToolset[Any]:
-    """`search_history` and `read_original` as pydantic-ai tools over this session's store."""
+def precis_toolset(sessions: Sessions) -> FunctionToolset[Any]:
+    """`search_history` and `read_original` as pydantic-ai tools over the run's conversation."""
     tools: list[Tool[Any]] = []
     for schema in tool_schemas():
         name = str(schema["name"])
 
-        async def answer(_name: str = name, **arguments: Any) -> str:
+        async def answer(_name: str, ctx: RunContext[Any], **arguments: Any) -> str:
+            session = sessions.session(conversation_of(ctx))
             return await aanswer_history_tool(session, _name, arguments)
 
         tools.append(
@@ -464,6 +492,7 @@ def precis_toolset(session: BaseSession) -> FunctionToolset[Any]:
                 name=name,
                 description=str(schema["description"]),
                 json_schema=schema["parameters"],
+                takes_ctx=True,
             )
         )
     return FunctionToolset(tools)
@@ -473,46 +502,51 @@ def precis_toolset(session: BaseSession) -> FunctionToolset[Any]:
 class PrecisCapability(AbstractCapability[Any]):
     """Compacts before every model request; the model sees the view, the store every original.
 
-    By default the run's own history is left whole (`ctx.messages` keeps every message) and only
-    the request carries the view; `destructive=True` also replaces the run's history with it,
-    as `ProcessHistory` does.
+    `sessions` opens one precis session per conversation; one capability (and so one agent)
+    serves every conversation at once. By default the run's own history is left whole
+    (`ctx.messages` keeps every message) and only the request carries the view;
+    `destructive=True` also replaces the run's history with it, as `ProcessHistory` does.
     """
 
-    session: BaseSession
+    sessions: Sessions
     destructive: bool
     history_tools: bool
 
     def __init__(
-        self, session: BaseSession, *, destructive: bool = False, history_tools: bool = False
+        self, sessions: Sessions, *, destructive: bool = False, history_tools: bool = False
     ) -> None:
-        self.session = session
+        self.sessions = sessions
         self.destructive = destructive
         self.history_tools = history_tools
-        self._state = _Compactor(session)
+        self._processor = _Processor(sessions)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
-        return None  # holds a session: not spec-serializable
+        return None  # holds a store: not spec-serializable
 
     def get_toolset(self) -> Any:
-        return precis_toolset(self.session) if self.history_tools else None
+        return precis_toolset(self.sessions) if self.history_tools else None
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         params = request_context.model_request_parameters
-        system = "\n\n".join(p.content for p in params.instruction_parts or [])
-        messages = await self._state.process(
+        system = "\n\n".join(p.content for p in params.instruction_parts or []) or None
+        messages, compiled = await self._processor.process(
+            ctx,
             list(request_context.messages),
-            system=system or None,
+            system=system,
             tools=[*params.function_tools, *params.output_tools],
         )
         request_context.messages = list(messages)
+        if compiled is not None and compiled != system:  # the session's compiler rewrote it
+            parts = [InstructionPart(compiled)]
+            request_context.model_request_parameters = replace(params, instruction_parts=parts)
         if self.destructive:
             ctx.messages[:] = messages
         return request_context
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> Any:
         """Store what the run added since its last request (its final answer), as it ended."""
-        await self._state.store(result.all_messages())
+        await self._processor.store(ctx, result.all_messages())
         return result
