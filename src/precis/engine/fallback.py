@@ -57,12 +57,14 @@ class Summaries:
         """The summary of `request`: asked of the summarizer until it answers or fails for good,
         then written by the extractive brief. A blank or non-text answer is a failure."""
         if self.failure is None:
+            failure = ""
             for _ in range(self.retries + 1):
                 try:
                     return usable_answer((yield Summarize(self.summarizer, request)))
                 except (TimeoutError, ContextOverflow) as error:
-                    self.failure = failure_line(error)
+                    failure = failure_line(error)
                     break
                 except Exception as error:  # any failure of the summarizer is its own
-                    self.failure = failure_line(error)
+                    failure = failure_line(error)
+            self.failure = failure
         return ExtractiveSummarizer().summarize(request)
