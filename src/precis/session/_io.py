@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import json
 import os
@@ -124,7 +125,9 @@ def _summary_within(request: Summarize) -> Any:
         finally:
             done.set()
 
-    threading.Thread(target=run, name="precis-summary", daemon=True).start()
+    # With the caller's context variables, as `asyncio.to_thread` passes them (tracing, say).
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), name="precis-summary", daemon=True).start()
     if not done.wait(timeout):
         raise _no_answer(request)
     answered, value = outcome[0]
