@@ -215,8 +215,13 @@ def test_summary_retries_bounds_the_calls(retries: int) -> None:
     settings = CompactionSettings(context_window=WINDOW, summary_retries=retries)
     result, _ = compacted(MemoryStore(), summarizer, settings=settings)
     assert summarizer.calls == retries + 1 and result.stats.fallback == "extractive"
+
+
+def test_summary_retries_is_a_setting_like_the_others(tmp_path: Path) -> None:
     with pytest.raises(InvalidSetting, match="summary_retries: must be >= 0"):
         CompactionSettings(summary_retries=-1)
+    shown = run_precis(tmp_path, "config", "--json", env={"PRECIS_SUMMARY_RETRIES": "4"}).stdout
+    assert json.loads(shown)["summary_retries"]["value"] == 4
 
 
 def test_an_error_that_is_not_precis_own_is_named_by_its_class() -> None:
@@ -341,8 +346,8 @@ def test_the_cli_shows_the_fallback_on_compact_and_in_events(
     llm = ["--summarizer", "llm", "--provider", "openai", "--model", "m", "--base-url", url]
     ran = run_precis(home, *llm, "compact")
     (line,) = [x for x in ran.stderr.splitlines() if x.startswith("⇣ compacted (manual)")]
-    assert line.endswith(f"; the summarizer failed (model 'm' at {url}: {BUSY}): the extractive "
-                         "brief stood in")  # fmt: skip
+    said = f"the summarizer failed (model 'm' at {url}: {BUSY}): the extractive brief stood in"
+    assert line.endswith(f"; {said}")
     stats = json.loads(ran.stdout.splitlines()[0])
     assert stats["fallback"] == "extractive" and BUSY in stats["fallback_reason"]
     after = json.loads(run_precis(home, "history", "--json").stdout)
@@ -355,7 +360,7 @@ def test_the_cli_shows_the_fallback_on_compact_and_in_events(
     assert "compactions: 1" in table
     # The fallback column, folded over as many lines as it needs.
     cells = [row.split("│")[-2].strip() for row in table.splitlines() if row.startswith("│")]
-    assert " ".join(cells) == line.split("; ", 1)[1]
+    assert " ".join(cells) == said
 
 
 def test_the_service_and_the_inspector_show_the_fallback(
