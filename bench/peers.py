@@ -174,6 +174,17 @@ class FixedSummarizer:
         return self.summarize(request)
 
 
+def _local_summarizer() -> Any:
+    """`FixedSummarizer` as what it is to precis, a `LocalSummarizer` (no I/O): a sync session
+    calls it in place, where it bounds a model-backed one by its timeout on a worker thread."""
+    from precis.summarize.base import LocalSummarizer
+
+    class Local(FixedSummarizer, LocalSummarizer):
+        pass
+
+    return Local()
+
+
 def _precis_conversation(
     path: Path, window: int, meter: Meter, *, guard: bool = True
 ) -> ConversationRun:
@@ -187,7 +198,7 @@ def _precis_conversation(
     session = Session(
         MemoryStore(),
         path.stem,
-        summarizer=FixedSummarizer(),
+        summarizer=_local_summarizer(),
         settings=CompactionSettings(context_window=window, guard=guard),
     )
     calls = set(model_calls(items))

@@ -166,24 +166,25 @@ def test_summary_metadata_goes_to_the_store_plain_and_the_result_shares_none_of_
 
 
 @pytest.mark.parametrize(
-    "failure", [SummarizerError("blank"), RuntimeError("model down"), TimeoutError()]
+    ("failure", "calls"),
+    [(SummarizerError("blank"), 3), (RuntimeError("model down"), 3), (TimeoutError(), 1)],
 )
-def test_failing_summarizer_changes_nothing(store: ConversationStore, failure: Exception) -> None:
-    session = Session(
-        store,
-        "c",
-        LettaEstimator(),
-        ScriptedSummarizer(fail=failure),
-        CompactionSettings(context_window=2000),
-    )
+def test_failing_summarizer_falls_back_to_the_extractive_brief(
+    store: ConversationStore, failure: Exception, calls: int
+) -> None:
+    """Asked again (not after a timeout), then the brief stands in: one commit, nothing lost."""
+    summarizer = ScriptedSummarizer(fail=failure)
+    session = Session(store, "c", LettaEstimator(), summarizer, CompactionSettings(2000))
     session.append(*chat(30))
-    before = state(store, "c")
-    with pytest.raises(type(failure)):
-        session.compact()
-    assert state(store, "c") == before
+    history = [m.id for m in store.history("c")]
+    result = session.compact_result()
+    assert len(summarizer.requests) == calls and result.stats.fallback == "extractive"
+    assert result.summary is not None and result.summary.metadata["summarizer"] == "extractive"
+    assert [m.id for m in store.history("c")] == [*history, result.summary.id]
+    assert [dict(e.stats) for e in store.events("c")] == [result.stats.as_dict()]
 
 
-def test_slow_summarizer_times_out_and_changes_nothing(store: ConversationStore) -> None:
+def test_slow_summarizer_times_out_and_the_brief_stands_in(store: ConversationStore) -> None:
     class Hanging(ScriptedSummarizer):
         async def asummarize(self, request: SummaryRequest) -> str:
             await asyncio.Event().wait()  # never set: only the timeout ends this
@@ -197,10 +198,10 @@ def test_slow_summarizer_times_out_and_changes_nothing(store: ConversationStore)
         CompactionSettings(context_window=2000, summary_timeout=0.05),
     )
     asyncio.run(session.append(*chat(30)))
-    before = state(store, "c")
-    with pytest.raises(TimeoutError):
-        asyncio.run(session.compact())
-    assert state(store, "c") == before
+    result = asyncio.run(session.compact_result())
+    assert result.stats.fallback == "extractive"
+    assert result.stats.fallback_reason == "summarizer 'scripted': no answer within 0.05s"
+    assert check(store.context("c").messages) == [] and len(store.events("c")) == 1
 
 
 def test_runaway_summary_is_clipped_to_the_window(store: ConversationStore) -> None:
@@ -469,13 +470,17 @@ def test_usage_reported_before_a_compaction_is_stale(store: ConversationStore) -
 
 
 def test_stats_as_dict_is_asdict() -> None:
-    """`as_dict` is written out for speed; it must stay `dataclasses.asdict`, key order too."""
+    """`as_dict` is written out for speed; it must stay `dataclasses.asdict`, key order too
+    (but for the fallback's fields when there was none)."""
     import dataclasses
 
     from precis.engine.compactor import CompactionStats
 
-    stats = CompactionStats("manual", "all", 900, 300, 1000, 12, 3, 10)
+    stats = CompactionStats("manual", "all", 900, 300, 1000, 12, 3, 10, "extractive", "503")
     assert list(stats.as_dict().items()) == list(dataclasses.asdict(stats).items())
+    # Without a fallback its fields are left out: the stats stored as before they existed.
+    plain = replace(stats, fallback=None, fallback_reason=None)
+    assert list(plain.as_dict().items()) == list(dataclasses.asdict(stats).items())[:-2]
 
 
 def test_the_ledger_read_ahead_is_the_ledger_replayed_at_the_compaction(

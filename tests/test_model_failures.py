@@ -1,4 +1,5 @@
-"""A model server that fails: one line naming it and what went wrong, and nothing written.
+"""A model server that fails: one line naming it and what went wrong. A failed chat turn writes
+nothing; a failed summary is replaced by the extractive brief, and the compaction says why.
 
 The upstream is a real HTTP server on 127.0.0.1 that answers 500, answers 200 with a body that
 is not JSON, holds its answer past the summary timeout, or is not there at all.
@@ -96,16 +97,15 @@ def _dump(path: Path) -> bytes:
 
 
 @pytest.mark.parametrize("failure", ["500", "garbage", "slow", "refused"])
-def test_the_cli_says_which_upstream_failed_and_how(
+def test_the_cli_falls_back_and_says_which_upstream_failed_and_how(
     upstream: str, failure: str, tmp_path: Path
 ) -> None:
+    """The compaction is made by the extractive brief; the line says what failed, and how."""
     base_url, expected = _urls(upstream)[failure]
     home = tmp_path / "home"
     for text in TURNS:
         run_precis(home, "chat", "-p", text)
-    db = home / "precis.db"
-    history = run_precis(home, "history", "--json").stdout
-    before = _dump(db)
+    history = json.loads(run_precis(home, "history", "--json").stdout)
     options = ["--summarizer", "llm", "--provider", "openai", "--model", "m"]
     result = run_precis(
         home,
@@ -113,25 +113,23 @@ def test_the_cli_says_which_upstream_failed_and_how(
         "--base-url",
         base_url,
         "compact",
-        check=False,
-        env={"PRECIS_SUMMARY_TIMEOUT": "0.5"},
+        # Only the held answer may run out of time (the bound counts the SDK's own retries).
+        env={"PRECIS_SUMMARY_TIMEOUT": "0.5" if failure == "slow" else "30"},
     )
-    assert result.returncode == 1, result.stderr
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("precis: error: model 'm' at ") and base_url in line
-    assert expected in line
-    assert run_precis(home, "history", "--json").stdout == history
-    assert _dump(db) == before or _same_rows(history, home)
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("⇣ compacted (manual)")]
+    # A held answer is cut off by precis's own bound on the summary, which names the summarizer.
+    who = "summarizer 'llm'" if failure == "slow" else f"model 'm' at {base_url}"
+    assert f"; the summarizer failed ({who}" in line and expected in line
+    assert line.endswith("): the extractive brief stood in")
+    stats = json.loads(result.stdout.splitlines()[0])
+    assert stats["fallback"] == "extractive" and expected in stats["fallback_reason"]
+    after = json.loads(run_precis(home, "history", "--json").stdout)
+    assert after[: len(history)] == history and len(after) == len(history) + 1
 
 
-def _same_rows(history: str, home: Path) -> bool:
-    """SQLite may checkpoint its WAL on close; the rows are what must not change."""
-    return run_precis(home, "history", "--json").stdout == history
-
-
-@pytest.mark.parametrize(("failure", "status"), [("500", 502), ("garbage", 502), ("slow", 504)])
-def test_the_service_answers_502_or_504_and_changes_nothing(
-    upstream: str, failure: str, status: int, tmp_path: Path
+@pytest.mark.parametrize("failure", ["500", "garbage", "slow"])
+def test_the_service_falls_back_and_names_the_failure(
+    upstream: str, failure: str, tmp_path: Path
 ) -> None:
     base_url, expected = _urls(upstream)[failure]
     store = SQLiteStore(tmp_path / "precis.db")
@@ -150,12 +148,13 @@ def test_the_service_answers_502_or_504_and_changes_nothing(
             for i, t in enumerate(TURNS)
         ]
         client.post("/v1/conversations/c/messages", json={"messages": messages})
-        before = client.get("/v1/conversations/c/context").json()
         answer = client.post("/v1/conversations/c/compact", json={})
-        assert answer.status_code == status, answer.text
-        assert expected in answer.json()["detail"]
-        assert client.get("/v1/conversations/c/context").json() == before
-    assert store.events("c") == []
+        assert answer.status_code == 200, answer.text
+        stats = answer.json()["stats"]
+        assert stats["fallback"] == "extractive" and expected in stats["fallback_reason"]
+    (event,) = store.events("c")
+    assert event.stats["fallback_reason"] == stats["fallback_reason"]
+    assert len(store.history("c")) == len(TURNS) + 1
 
 
 @pytest.mark.parametrize("failure", ["500", "refused"])

@@ -81,6 +81,7 @@ def markers(samples: Sequence[Sample], events: Sequence[CompactionEvent]) -> lis
                 "summary_id": event.summary_id,
                 "tokens_before": stats.get("context_tokens_before"),
                 "tokens_after": stats.get("context_tokens_after"),
+                "fallback": stats.get("fallback"),  # what stood in for a summarizer that failed
                 "color": trigger_color(event.trigger),
             }
         )

@@ -138,6 +138,7 @@ COMMANDS = (
     ("compact", conversation.compact),
     ("context", conversation.context),
     ("history", conversation.history),
+    ("events", conversation.events),
     ("recall", conversation.recall),
     ("config", settings.config_command),
     ("trust", settings.trust_command),

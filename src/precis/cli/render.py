@@ -13,9 +13,15 @@ if TYPE_CHECKING:
     from precis.engine.results import CompactionStats
     from precis.engine.settings import LoadedSettings
     from precis.session import Session
+    from precis.stores.base import CompactionEvent
 
 # Characters of message text shown per row in the context and history tables.
 PREVIEW_CHARS = 70
+# What stood in for a summarizer that failed, in words.
+FALLBACK_WORDS = {
+    "extractive": "the extractive brief stood in",
+    "truncation": "the oldest messages were dropped instead",
+}
 
 
 def console() -> Console:
@@ -26,12 +32,23 @@ def console() -> Console:
 
 
 def compaction_line(stats: CompactionStats) -> str:
-    """The line each compaction prints, so a person sees when and how much the context shrank."""
-    return (
+    """The line each compaction prints, so a person sees when and how much the context shrank,
+    and, when the summarizer failed, why and what stood in for it."""
+    line = (
         f"⇣ compacted ({stats.trigger}): {stats.messages_count_before} → "
         f"{stats.messages_count_after} messages, ~{stats.context_tokens_before} → "
         f"~{stats.context_tokens_after} tokens"
     )
+    if stats.fallback is not None:
+        line += f"; {fallback_text(stats.fallback, stats.fallback_reason)}"
+    return line
+
+
+def fallback_text(fallback: object, reason: object) -> str:
+    """What a compaction's stats say of its fallback, in words: the summarizer failed (why),
+    and what stood in."""
+    words = FALLBACK_WORDS.get(str(fallback), f"fallback: {fallback}")
+    return f"the summarizer failed ({reason}): {words}"
 
 
 def report_compaction(stats: CompactionStats) -> None:
@@ -83,6 +100,38 @@ def print_messages(messages: list[Message], session: Session, title: str, as_jso
             "*" if m.pinned else "",
             str(session.counter.count(m)),
             Text(_preview(m)),
+        )
+    console().print(table)
+
+
+def print_events(events: list[CompactionEvent], as_json: bool) -> None:
+    """Each compaction, oldest first: a rich table for people, or a JSON array for scripts."""
+    if as_json:
+        rows = [
+            {"index": i, "at": e.at, "trigger": e.trigger, "mode": e.mode}
+            | {"summary_id": e.summary_id, "stats": dict(e.stats)}
+            for i, e in enumerate(events)
+        ]
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"compactions: {len(events)}")
+    for column in ("#", "at", "trigger", "mode", "tokens", "messages"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("fallback", overflow="fold")
+    for i, e in enumerate(events):
+        stats = e.stats
+        fallback = stats.get("fallback")
+        table.add_row(
+            str(i),
+            e.at,
+            e.trigger,
+            e.mode,
+            f"{stats.get('context_tokens_before')} → {stats.get('context_tokens_after')}",
+            f"{stats.get('messages_count_before')} → {stats.get('messages_count_after')}",
+            Text(fallback_text(fallback, stats.get("fallback_reason")) if fallback else ""),
         )
     console().print(table)
 

@@ -20,9 +20,10 @@ from precis.core.tokens import TextEstimator, TokenCounter, count_all
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.audit import audited, committed_summary, plain_metadata
+from precis.engine.fallback import Summaries
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.packing import settle_tokens_after
-from precis.engine.requests import Call, Request, Summarize
+from precis.engine.requests import Call, Request
 from precis.engine.results import CompactionResult, CompactionStats, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
 from precis.engine.truncation import plan_truncation
@@ -69,10 +70,12 @@ FIT_RETRIES = 3
 
 @dataclass(frozen=True, slots=True)
 class CompactionJob:
-    """What one call asks for; `floor_tokens` is what each request carries besides messages."""
+    """What one call asks for; `floor_tokens` is what each request carries besides messages,
+    and `summaries` writes its summaries (the summarizer's, or the stand-in's once it failed)."""
 
     trigger: str
     mode: CompactionMode | None
+    summaries: Summaries
     instructions: str | None = None
     floor_tokens: int = 0
     task: str | None = None
@@ -145,7 +148,10 @@ class Compactor:
             if outcome.vetoed:
                 raise CompactionVetoed(outcome.veto_reason or "a pre-compact hook vetoed")
             instructions = outcome.instructions
-        job = CompactionJob(trigger, mode, instructions, floor_tokens, task, phase, tuple(pending))
+        summaries = Summaries(self.summarizer, self.settings.summary_retries)
+        job = CompactionJob(
+            trigger, mode, summaries, instructions, floor_tokens, task, phase, tuple(pending)
+        )
         pending_ids = {m.id for m in pending}
         if "" in pending_ids:
             raise ValueError("pending messages need ids, so the commit can leave them out")
@@ -265,6 +271,8 @@ class Compactor:
             failures.append("truncate: nothing can be dropped")
         if over is not None:
             return self._audited(over, stored, failures)
+        if job.summaries.failure is not None:
+            failures.append(f"the summarizer failed: {job.summaries.failure}")
         where = f"{len(messages)} messages ({before} tokens)"
         if stuck:
             reason = f"nothing makes the context of {where} smaller: " + "; ".join(failures)
@@ -373,7 +381,7 @@ class Compactor:
             kept=plan.keep,
             originals=work.originals(plan.summarize),
         )
-        text: str = yield Summarize(self.summarizer, request)
+        text = yield from job.summaries.steps(request)
         text = clip_summary(text, clip)
         ledger = self._ledger(plan.summarize, job, work)
         required = required_facts(ledger, job.task is not None, clip)
@@ -394,7 +402,7 @@ class Compactor:
         metadata: dict[str, Any] = {
             "summary": text,
             "mode": plan.mode,
-            "summarizer": self.summarizer.name,
+            "summarizer": job.summaries.name,
             "ledger": ledger.to_json(),
         }
         if job.phase:
@@ -462,6 +470,8 @@ class Compactor:
             messages_count_before=len(messages),
             messages_count_after=count_after,
             summarized=summarized,
+            fallback=job.summaries.fallback(truncated=False),
+            fallback_reason=job.summaries.failure,
         )
         summary = Message(
             role="user",
@@ -543,6 +553,8 @@ class Compactor:
             messages_count_before=len(messages),
             messages_count_after=len(context),
             summarized=len(plan.dropped),
+            fallback=job.summaries.fallback(truncated=True),
+            fallback_reason=job.summaries.failure,
         )
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]

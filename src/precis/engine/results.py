@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from precis.core.messages import Message
+
+# What stood in for a summarizer that failed: the extractive brief, or (when no brief could
+# make the context fit) truncation.
+Fallback: TypeAlias = Literal["extractive", "truncation"]
+FALLBACK_EXTRACTIVE: Fallback = "extractive"
+FALLBACK_TRUNCATION: Fallback = "truncation"
 
 
 @dataclass(frozen=True, slots=True)
 class CompactionStats:
-    """What one compaction did, in the figures an operator watches."""
+    """What one compaction did, in the figures an operator watches.
+
+    `fallback` names what stood in for a summarizer that failed, and `fallback_reason` its
+    failure in one line; both are None (and left out of `as_dict`) when the summarizer answered.
+    """
 
     trigger: str
     mode: str
@@ -20,14 +30,20 @@ class CompactionStats:
     messages_count_before: int
     messages_count_after: int
     summarized: int
+    fallback: Fallback | None = None
+    fallback_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper)."""
-        return {name: getattr(self, name) for name in _STATS_FIELDS}
+        """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper),
+        the fallback's only when there was one: a compaction the summarizer made is stored as
+        it was before fallbacks were recorded."""
+        names = _STATS_FIELDS if self.fallback is not None else _SUMMARY_FIELDS
+        return {name: getattr(self, name) for name in names}
 
 
-# CompactionStats' field names in order, looked up once.
+# CompactionStats' field names in order, looked up once; and those but the fallback's.
 _STATS_FIELDS = tuple(f.name for f in fields(CompactionStats))
+_SUMMARY_FIELDS = tuple(n for n in _STATS_FIELDS if not n.startswith("fallback"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,8 @@ class CompactionSettings:
     Hooks are shell commands run before/after a compaction, each within `hook_timeout` seconds.
     `guard` appends the task and the users' red lines verbatim to a summary that dropped them;
     without it such a summary fails verification and the next fallback runs.
+    A summarizer that fails is asked again up to `summary_retries` times (not when it ran out of
+    `summary_timeout` or said the request is too big), then the extractive brief stands in.
     """
 
     context_window: int | None = None
@@ -72,6 +74,7 @@ class CompactionSettings:
     clip_chars: int | None = None
     tool_result_chars: int | None = DEFAULT_TOOL_RESULT_CHARS
     summary_timeout: float | None = 300.0
+    summary_retries: int = 2
     commit_retries: int = 1
     soft_watermark: float | None = None
     hard_watermark: float = 0.95
@@ -94,6 +97,7 @@ class CompactionSettings:
         _at_least("clip_chars", self.clip_chars, 1, "must be >= 1")
         _at_least("tool_result_chars", self.tool_result_chars, 0, "must be >= 0")
         _positive_seconds("summary_timeout", self.summary_timeout)
+        _at_least("summary_retries", self.summary_retries, 0, "must be >= 0")
         _at_least("commit_retries", self.commit_retries, 0, "must be >= 0")
         hard = self.hard_watermark
         if not 0 < hard <= 1:

@@ -132,7 +132,8 @@ class CompactRequest(BaseModel):
 
 
 class CompactionStatsOut(BaseModel):
-    """What one compaction did."""
+    """What one compaction did; `fallback` (with `fallback_reason`, the failure in one line) is
+    there only when the summarizer failed and the extractive brief or truncation stood in."""
 
     trigger: str
     mode: str
@@ -142,6 +143,8 @@ class CompactionStatsOut(BaseModel):
     messages_count_before: int
     messages_count_after: int
     summarized: int
+    fallback: Literal["extractive", "truncation"] | None = None
+    fallback_reason: str | None = None
 
 
 class CompactOut(BaseModel):
@@ -182,7 +185,8 @@ class HistoryOut(BaseModel):
 
 
 class EventOut(BaseModel):
-    """One committed compaction, numbered from 0 in the order it happened."""
+    """One committed compaction, numbered from 0 in the order it happened; its `stats` hold
+    `fallback` and `fallback_reason` when the summarizer failed and something stood in."""
 
     index: int
     trigger: str

@@ -19,8 +19,9 @@ from precis.core.tokens import TokenCounter, default_counter, estimate_context
 from precis.core.types import CompactionMode, Trigger
 from precis.engine.compactor import Compactor
 from precis.engine.composition import measure
+from precis.engine.fallback import Summaries
 from precis.engine.hooks import Hooks
-from precis.engine.requests import Call, Request, Summarize
+from precis.engine.requests import Call, Request
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
@@ -561,7 +562,8 @@ class BaseSession:
             task=(yield from child._task_steps()),
             timeout=child.settings.summary_timeout,
         )
-        brief: str = yield Summarize(child.summarizer, request)
+        summaries = Summaries(child.summarizer, child.settings.summary_retries)
+        brief = yield from summaries.steps(request)
         result = Message(
             role="tool",
             tool_call_id=tool_call_id,

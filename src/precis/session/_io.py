@@ -2,18 +2,21 @@
 
 Everything here does I/O; everything it serves does none. The sync driver calls; the async one
 awaits model calls, runs blocking store calls on a worker thread, and bounds every hook and
-summary by its timeout, so an agent framework's event loop is never blocked.
+summary by its timeout, so an agent framework's event loop is never blocked. The sync driver
+bounds a summary by its timeout too, waiting for it on a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import json
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
@@ -29,6 +32,7 @@ from precis.engine.requests import (
     Summarize,
 )
 from precis.providers.base import ChatProvider, Completion
+from precis.summarize.base import LocalSummarizer
 
 T = TypeVar("T")
 
@@ -63,7 +67,7 @@ def perform(request: SessionRequest) -> Any:
     if isinstance(request, Call):
         return request.fn(*request.args, **request.kwargs)
     if isinstance(request, Summarize):
-        return request.summarizer.summarize(request.request)
+        return _summary_within(request)
     if isinstance(request, Complete):
         return request.provider.complete(request.messages, request.tools)
     if isinstance(request, RunCommand):
@@ -100,8 +104,41 @@ async def _summary(request: Summarize) -> str:
     except ModelTimeout:
         raise
     except TimeoutError:
-        name = request.summarizer.name
-        raise ModelTimeout(f"summarizer {name!r}: no answer within {timeout:g}s") from None
+        raise _no_answer(request) from None
+
+
+def _summary_within(request: Summarize) -> Any:
+    """A summary within its timeout, as `_summary` bounds it: made on a worker thread, which is
+    left to end on its own (its answer unused) when it overruns. One computed without I/O
+    (`LocalSummarizer`) is made here, as an async driver makes it on its loop."""
+    summarizer, timeout = request.summarizer, request.request.timeout
+    if timeout is None or isinstance(summarizer, LocalSummarizer):
+        return summarizer.summarize(request.request)
+    done = threading.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, summarizer.summarize(request.request)))
+        except BaseException as exc:  # handed to the waiting caller
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    # With the caller's context variables, as `asyncio.to_thread` passes them (tracing, say).
+    context = contextvars.copy_context()
+    threading.Thread(target=context.run, args=(run,), name="precis-summary", daemon=True).start()
+    if not done.wait(timeout):
+        raise _no_answer(request)
+    answered, value = outcome[0]
+    if not answered:
+        raise value
+    return value  # checked by the compaction, as any summarizer's answer is
+
+
+def _no_answer(request: Summarize) -> ModelTimeout:
+    timeout = request.request.timeout
+    return ModelTimeout(f"summarizer {request.summarizer.name!r}: no answer within {timeout:g}s")
 
 
 def completion(answer: Any) -> Completion:

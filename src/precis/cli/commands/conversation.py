@@ -1,4 +1,5 @@
-"""Looking at and shrinking one conversation: `compact`, `context`, `history`, `recall`."""
+"""Looking at and shrinking one conversation: `compact`, `context`, `history`, `events`,
+`recall`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import typer
 
 from precis.cli.config import session_for
 from precis.cli.errors import CliFailure
-from precis.cli.render import print_messages, print_recall, report_compaction
+from precis.cli.render import print_events, print_messages, print_recall, report_compaction
 from precis.core.types import PlanMode
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print a JSON array.")]
@@ -54,6 +55,13 @@ def history(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Show every message ever appended, compacted or not."""
     with session_for(ctx.obj, read=True) as session:
         print_messages(session.history(), session, "history", as_json)
+
+
+def events(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Show every compaction: when, why, how much it shrank, and what stood in for a summarizer
+    that failed."""
+    with session_for(ctx.obj, read=True) as session:
+        print_events(session.events(), as_json)
 
 
 def recall(

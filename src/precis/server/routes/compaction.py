@@ -41,13 +41,6 @@ def router(limits: ServiceLimits) -> APIRouter:
         "/conversations/{conversation_id}/compact",
         response_model=CompactOut,
         response_model_exclude_unset=True,
-        responses={
-            502: {"model": ErrorOut, "description": "The summarizer's model failed."},
-            504: {
-                "model": ErrorOut,
-                "description": "The summarizer's model did not answer in time.",
-            },
-        },
     )
     async def compact(
         conversation: ConversationDep, session: SessionDep, body: CompactRequest | None = None
@@ -55,7 +48,9 @@ def router(limits: ServiceLimits) -> APIRouter:
         """Compact now and return what it did; 409 when the conversation has no messages.
 
         When nothing can make the context smaller, nothing is written and the answer is
-        `compacted: false` with the reason (200: the conversation is fine as it is)."""
+        `compacted: false` with the reason (200: the conversation is fine as it is). A
+        summarizer that fails is asked again, then the extractive brief or truncation stands in:
+        the stats say which (`fallback`) and why (`fallback_reason`)."""
         request = body or CompactRequest()
         if not await session.context():
             raise HTTPException(
