@@ -77,8 +77,8 @@ class IdempotencyConflict(InvalidInput):
         self.conversation_id = conversation_id
         self.key = key
         super().__init__(
-            f"idempotency key {key!r} was already used for a different append to conversation "
-            f"{conversation_id!r}; use a new key for new messages"
+            f"idempotency key {key!r} was already used for a different append to this "
+            "conversation; send new messages with a new key"
         )
 
 

@@ -36,7 +36,7 @@ def router(limits: ServiceLimits) -> APIRouter:
             str | None,
             Header(
                 alias="Idempotency-Key",
-                min_length=1,
+                pattern=r"^[!-~]+$",  # visible ASCII, as a UUID or a random token is
                 max_length=MAX_IDEMPOTENCY_KEY_CHARS,
                 description="Send the same key again to retry safely: stored once, same answer.",
             ),
