@@ -341,4 +341,5 @@ def test_postgres_at_count_one_gets_the_recall_indexes(postgres_url: str, pg_sch
     names = _pg_records(postgres_url, pg_schema, "migrations")
     assert [n for n, _ in names] == NAMES
     assert [at for n, at in names if n in ("m001_core", "m003_pins")] == ["then", "then"]
-    assert [v for v, _ in _pg_records(postgres_url, pg_schema, "schema_version")] == [1, 2, 3, 4, 5, 6]
+    counted = _pg_records(postgres_url, pg_schema, "schema_version")
+    assert [v for v, _ in counted] == [1, 2, 3, 4, 5, 6]
