@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -217,6 +218,22 @@ def test_a_full_disk_is_unavailable_and_writes_nothing(tmp_path: Path) -> None:
     assert store.count(CID) == 1
     session.append(user(BIG), idempotency_key="k")  # the retry, once there is room
     assert store.count(CID) == 2
+    store.close()
+
+
+def test_a_file_locked_by_another_writer_is_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "p.db"
+    store = SQLiteStore(path, busy_timeout_ms=0)
+    store.append(CID, [user("before")])
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write transaction, held
+    try:
+        with pytest.raises(StoreUnavailable, match="locked"):
+            store.append(CID, [user("while locked")])
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert [m.content for m in store.history(CID)] == ["before"]
     store.close()
 
 
