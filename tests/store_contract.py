@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from precis.core.errors import IdempotencyConflict, InvalidInput
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall
 from precis.stores import (
     CompactionEvent,
@@ -23,6 +24,7 @@ from precis.stores import (
     export_jsonl,
     import_jsonl,
 )
+from precis.stores.base import ContextTail
 
 CID = "conv-1"
 
@@ -211,6 +213,86 @@ def test_concurrent_appends_from_threads(store: ConversationStore) -> None:
         assert mine == [f"t{n}-{i}" for i in range(25)]
 
 
+def test_append_check_runs_on_the_tail_and_its_refusal_writes_nothing(
+    store: ConversationStore,
+) -> None:
+    seen: list[ContextTail] = []
+
+    def first_of_new(tail: ContextTail) -> list[Message]:
+        seen.append(tail)
+        return [user("stored instead")]
+
+    assert store.append(CID, [user("given")], check=first_of_new)[0].content == "stored instead"
+    assert seen == [ContextTail([], 0, [])]  # a new conversation's tail: nothing yet
+    fill(store, 3)
+    seen.clear()
+
+    def refuse(tail: ContextTail) -> list[Message]:
+        seen.append(tail)
+        raise InvalidInput("refused on the tail")
+
+    with pytest.raises(InvalidInput, match="refused on the tail"):
+        store.append(CID, [user("never stored")], check=refuse)
+    assert seen == [store.tail(CID)] and store.count(CID) == 4
+    compact(store, CID, keep=2)
+    before = store.tail(CID)
+    seen.clear()
+
+    def keep(tail: ContextTail) -> list[Message]:
+        seen.append(tail)
+        return [user("after")]
+
+    (added,) = store.append(CID, [user("after")], check=keep)
+    assert seen == [before]  # compacted: the tail of the in_context list
+    assert store.context(CID).messages[-1] == added
+
+
+def test_idempotency_key_stores_once_and_refuses_another_body(store: ConversationStore) -> None:
+    checked: list[ContextTail] = []
+
+    def check(tail: ContextTail) -> list[Message]:
+        checked.append(tail)
+        return [user("a"), assistant("b")]
+
+    first = store.append(CID, [user("a"), assistant("b")], check=check, idempotency_key="k-1")
+    again = store.append(CID, [user("a"), assistant("b")], check=check, idempotency_key="k-1")
+    assert again == first and len(checked) == 1  # a replay runs no check
+    assert store.count(CID) == 2
+    with pytest.raises(IdempotencyConflict, match=r"'k-1'.*different append"):
+        store.append(CID, [user("other")], idempotency_key="k-1")
+    assert store.count(CID) == 2
+    # A key is per conversation; a new key is a new append; a bad key is refused unwritten.
+    assert store.append("other", [user("a"), assistant("b")], idempotency_key="k-1") != first
+    store.append(CID, [user("a"), assistant("b")], idempotency_key="k-2")
+    for bad in ("", "x" * 256, "tab\there"):
+        with pytest.raises(InvalidInput, match="idempotency key"):
+            store.append(CID, [user("c")], idempotency_key=bad)
+    assert store.count(CID) == 4
+    # The replay answers with the messages as they are now (a pin since shows).
+    store.set_pinned(CID, first[0].id, True)
+    replay = store.append(CID, [user("a"), assistant("b")], idempotency_key="k-1")
+    assert [m.id for m in replay] == [m.id for m in first] and replay[0].pinned
+
+
+def test_concurrent_duplicate_keys_store_once(store: ConversationStore) -> None:
+    store.create(CID)
+    barrier = threading.Barrier(4)
+    answers: list[list[str]] = []
+
+    def worker() -> None:
+        barrier.wait()
+        stored = store.append(CID, [user("only once")], idempotency_key="same")
+        answers.append([m.id for m in stored])
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.count(CID) == 1
+    assert answers == [[store.history(CID)[0].id]] * 4
+
+
 # --- context, history, get --------------------------------------------------------------------
 
 
@@ -254,6 +336,25 @@ def test_pin_overlay_shows_in_every_read(store: ConversationStore) -> None:
     assert store.context(CID).messages[-1].pinned
     with pytest.raises(UnknownMessage):
         store.set_pinned(CID, "nope", True)
+
+
+def test_pin_bumps_the_version_so_a_compaction_planned_before_it_fails(
+    store: ConversationStore,
+) -> None:
+    stored = fill(store, 6)
+    snap = store.context(CID)
+    store.set_pinned(CID, stored[1].id, True)  # between a compaction's snapshot and its commit
+    assert store.context(CID).version == snap.version + 1
+    with pytest.raises(VersionConflict):
+        compact(store, CID, keep=2, snapshot=snap)
+    assert store.count(CID) == 6 and store.events(CID) == []
+    after = compact(store, CID, keep=2)  # planned again, on the pinned context
+    assert after.version == snap.version + 2 and after.compacted
+    store.set_pinned(CID, stored[5].id, False)  # an unpin too
+    assert store.context(CID).version == after.version + 1
+    # Samples count compactions, not versions: the chart places each event at its sample.
+    sample = store.add_sample(CID, Sample("compaction", "t", 1, None))
+    assert sample is not None and sample.version == 1
 
 
 def test_commit_compaction_replaces_list_and_records_everything(store: ConversationStore) -> None:

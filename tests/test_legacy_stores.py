@@ -35,7 +35,13 @@ from precis.stores.migrations import MIGRATIONS, counted_steps
 
 # The migrations the fixtures' precis had, and every migration this precis has.
 LEGACY_NAMES = ["m001_core", "m002_recall", "m003_pins"]
-NAMES = [*LEGACY_NAMES, "m004_bounded_recall", "m005_samples"]
+NAMES = [
+    *LEGACY_NAMES,
+    "m004_bounded_recall",
+    "m005_samples",
+    "m006_compaction_count",
+    "m007_idempotency_keys",
+]
 
 LEGACY = Path(__file__).resolve().parent / "data" / "legacy"
 # The schema name the dump was taken from; each test loads it under a throwaway name.
@@ -179,6 +185,8 @@ def test_migrations_are_named_in_order() -> None:
         ("m002_recall",),
         ("m004_bounded_recall",),
         ("m005_samples",),
+        ("m006_compaction_count",),
+        ("m007_idempotency_keys",),
     ]
 
 
@@ -215,7 +223,7 @@ def test_legacy_sqlite_store_reads_as_before_and_still_writes(legacy_sqlite: Pat
     names, steps = _sqlite_records(legacy_sqlite)
     assert names[:3] == [(name, at) for name, (_, at) in zip(LEGACY_NAMES, counted, strict=True)]
     assert sorted(name for name, _ in names[3:]) == NAMES[3:]
-    assert steps[:3] == counted and [v for v, _ in steps[3:]] == [4, 5]
+    assert steps[:3] == counted and [v for v, _ in steps[3:]] == [4, 5, 6, 7]
     with SQLiteStore(legacy_sqlite) as again:
         assert again.context("deploy").version == 2
         assert again.samples("deploy") == []  # turns before the samples table have none
@@ -288,7 +296,7 @@ def test_legacy_postgres_store_reads_as_before_and_still_writes(
     assert sorted(name for name, _ in names[3:]) == NAMES[3:]
     # The older precis's count is kept, and each migration added since counts one step more.
     steps = _pg_records(postgres_url, legacy_postgres, "schema_version")
-    assert steps[:2] == counted and [v for v, _ in steps[2:]] == [3, 4]
+    assert steps[:2] == counted and [v for v, _ in steps[2:]] == [3, 4, 5, 6]
     with PostgresStore(postgres_url, schema=legacy_postgres) as again:
         assert again.context("deploy").version == 2
         assert again.samples("deploy") == []
@@ -333,4 +341,5 @@ def test_postgres_at_count_one_gets_the_recall_indexes(postgres_url: str, pg_sch
     names = _pg_records(postgres_url, pg_schema, "migrations")
     assert [n for n, _ in names] == NAMES
     assert [at for n, at in names if n in ("m001_core", "m003_pins")] == ["then", "then"]
-    assert [v for v, _ in _pg_records(postgres_url, pg_schema, "schema_version")] == [1, 2, 3, 4]
+    counted = _pg_records(postgres_url, pg_schema, "schema_version")
+    assert [v for v, _ in counted] == [1, 2, 3, 4, 5, 6]

@@ -169,6 +169,15 @@ class CountingStore:
         method = getattr(self.inner, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            check = kwargs.get("check")
+            if name == "append" and check is not None:
+                # The tail an append is checked against, read inside its transaction.
+                def counted(tail: ContextTail) -> Any:
+                    self.read["tail"] = self.read.get("tail", 0) + len(tail.turn)
+                    self.read["tail"] += len(tail.pinned)
+                    return check(tail)
+
+                kwargs["check"] = counted
             answer = method(*args, **kwargs)
             if name == "context":
                 self.read[name] = self.read.get(name, 0) + len(answer.messages)

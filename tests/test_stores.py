@@ -332,9 +332,9 @@ def test_postgres_reopen_keeps_everything(postgres_url: str, pg_schema: str) -> 
     first.create(CID, system_prompt="prompt")
     (port,) = first.append(CID, [user("our database port is 5433")])
     fill(first, 6)
-    snap = compact(first, CID, keep=2)
+    compact(first, CID, keep=2)
     first.set_pinned(CID, port.id, True)
-    history, events = first.history(CID), first.events(CID)
+    snap, history, events = first.context(CID), first.history(CID), first.events(CID)
     first.close()
     with pytest.raises(StoreError, match="closed"):
         first.count(CID)

@@ -8,8 +8,10 @@ Faces map errors by class (the CLI to an exit code, the server to a status), nev
     │   │   └── MessageTooLarge          over the one size limit
     │   ├── InvalidSetting               key, reason
     │   ├── SettingsError                where (file and key, or variable)
+    │   ├── IdempotencyConflict          a key reused for another append
     │   └── ImportLineError              line, reason (a StoreError too: nothing was imported)
     ├── StoreError
+    │   ├── StoreUnavailable             down, unreachable, full or locked: retry later
     │   ├── ConversationNotFound
     │   ├── UnknownMessage
     │   └── VersionConflict              a concurrent compaction won
@@ -68,8 +70,25 @@ class SettingsError(InvalidInput):
     """A setting that cannot be loaded, naming where it was set (file and key, or variable)."""
 
 
+class IdempotencyConflict(InvalidInput):
+    """An idempotency key already used for a different append in the same conversation."""
+
+    def __init__(self, conversation_id: str, key: str) -> None:
+        self.conversation_id = conversation_id
+        self.key = key
+        super().__init__(
+            f"idempotency key {key!r} was already used for a different append to this "
+            "conversation; send new messages with a new key"
+        )
+
+
 class StoreError(PrecisError):
     """A store operation that could not be done; the text names what and where."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot answer just now (unreachable, connection lost, disk full, locked): the
+    operation did not take effect, so a caller may retry it later."""
 
 
 class ReadOnlyStore(StoreError):

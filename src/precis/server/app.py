@@ -38,6 +38,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (409, "Conflicts with the conversation's state (exists, nothing to compact, raced)."),
         (413, "The body, or one message in it, is over the size limit."),
         (422, "Malformed input; the detail names the field."),
+        (503, "The store is unavailable (nothing was written); retry after Retry-After seconds."),
     )
 }
 

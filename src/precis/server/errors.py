@@ -22,12 +22,15 @@ from precis.core.errors import (
     ModelTimeout,
     ReadOnlyStore,
     StoreError,
+    StoreUnavailable,
     SummarizerError,
     VersionConflict,
 )
 
 # How many validation problems one 422 answer lists.
 MAX_REPORTED_ERRORS = 5
+# Seconds a client is asked to wait before retrying when the store is unavailable.
+RETRY_AFTER_SECONDS = 5
 
 
 def invalid_message_detail(exc: InvalidMessage) -> str:
@@ -66,6 +69,8 @@ def _detail(exc: Exception) -> tuple[int, str]:
         return 404, str(exc)
     if isinstance(exc, VersionConflict | CompactionError):
         return 409, f"cannot compact: {exc}"
+    if isinstance(exc, StoreUnavailable):  # the store's own words may name where it lives
+        return 503, "the store is unavailable just now; retry later"
     if isinstance(exc, ReadOnlyStore):
         return 403, str(exc)
     if isinstance(exc, StoreError):
@@ -106,7 +111,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_error(_: Request, exc: Exception) -> JSONResponse:
         status, detail = _detail(exc)
-        return JSONResponse({"detail": detail}, status_code=status)
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

@@ -97,10 +97,11 @@ class AppendMessages(BaseModel):
 
 
 class AppendedOut(BaseModel):
-    """The appended messages with the ids and times the store gave them."""
+    """The appended messages with the ids and times the store gave them, and the tokens in
+    context after them (null when they could not be counted just then: the append stands)."""
 
     messages: list[MessageOut]
-    tokens: int
+    tokens: int | None
 
 
 class ContextOut(BaseModel):

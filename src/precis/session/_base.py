@@ -7,12 +7,12 @@ answers them with plain calls, the async face without blocking its event loop.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from operator import is_
 from typing import Any, NamedTuple
 
-from precis.core.errors import InvalidInput
+from precis.core.errors import InvalidInput, InvalidMessage
 from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
@@ -26,7 +26,8 @@ from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
 from precis.facts import KeptFacts, folded_parts, prepare, read_ahead
-from precis.session._checks import answers_outside, refuse_append
+from precis.session._checks import AppendCheck, answers_outside, refuse_append
+from precis.session._checks import task_message as _task_message
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -47,16 +48,11 @@ MIN_TURN_TOKENS = 64
 # Share of the soft watermark past which a check reads the next compaction's ledger ahead: one
 # is near, so little is read for a compaction that never comes.
 AHEAD = 0.8
+_log = logging.getLogger("precis.session")
 
 
 def _keep_prompt(text: str, context: list[Message]) -> str:
     return text
-
-
-def _task_message(context: Sequence[Message]) -> Message | None:
-    """The pinned task in context: the newest one `set_task` wrote, else the first user's."""
-    tasks = [m for m in context if m.pinned and m.metadata.get("task")]
-    return tasks[-1] if tasks else None
 
 
 def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
@@ -290,31 +286,36 @@ class BaseSession:
         return tail
 
     def _append_steps(
-        self, items: Sequence[Message | Mapping[str, Any]]
+        self, items: Sequence[Message | Mapping[str, Any]], idempotency_key: str | None = None
     ) -> Steps[Request, list[Message]]:
-        messages = as_messages(items)
-        # The tool-call rules are checked against the context's last turn, which the store reads
-        # without the rest: the same verdict as the whole context gives, unless a result answers
-        # a call outside that turn, which is refused, and then named as the whole context says.
-        tail = yield from self._tail_steps()
-        if answers_outside(tail.turn, messages):
-            refuse_append((yield from self._context_steps()), messages)
-        refuse_append(tail.turn, messages, tail.start)
-        if self.settings.pin_task and _task_message(tail.pinned) is None:
-            for i, m in enumerate(messages):
-                if m.role == "user" and m.kind == KIND_MESSAGE and m.content.strip():
-                    messages[i] = replace(m, pinned=True, metadata={**m.metadata, "task": True})
-                    break
-        appended: list[Message] = yield self._call(self.store.append, messages)
-        # Each message's facts, tokens and folded text are found once, now, so no compaction has
-        # to scan, count or fold it again; an async session does this off its loop.
-        # Viewed once, as a check views them (the system prompt and tools beside them), for
-        # these and for the sample.
-        floor = yield from self._floor_parts_steps()
-        shown = self.view_alone(appended, sum(floor))
-        kept = self.compactor.kept if self.settings.guard else None
-        yield Call(_remember, (shown, self.counter, tail.turn, kept))
-        yield from self._sample_steps("append", added=appended, floor=floor, shown=shown)
+        check = AppendCheck(as_messages(items), self.settings.pin_task)
+        # The tool-call rules are checked by the store, in the append's transaction, against the
+        # context's last turn: the same verdict as the whole context gives, unless a result
+        # answers a call outside that turn, which is refused, and then named as the whole says.
+        try:
+            appended: list[Message] = yield self._call(
+                self.store.append, check.messages, check=check, idempotency_key=idempotency_key
+            )
+        except InvalidMessage:
+            if check.tail is not None and answers_outside(check.tail.turn, check.messages):
+                refuse_append((yield from self._context_steps()), check.messages)
+            raise
+        self._created = True
+        if check.tail is None:
+            return appended  # a retry the store answered with what the key stored: nothing new
+        try:
+            # Each message's facts, tokens and folded text are found once, now, so no compaction
+            # has to scan, count or fold it again; an async session does this off its loop.
+            # Viewed once, as a check views them (the system prompt and tools beside them), for
+            # these and for the sample.
+            floor = yield from self._floor_parts_steps()
+            shown = self.view_alone(appended, sum(floor))
+            kept = self.compactor.kept if self.settings.guard else None
+            yield Call(_remember, (shown, self.counter, check.tail.turn, kept))
+            yield from self._sample_steps("append", added=appended, floor=floor, shown=shown)
+        except Exception:
+            # The messages are stored: what failed is work to spare later reads, which redo it.
+            _log.warning("%s: after an append", self.conversation_id, exc_info=True)
         return appended
 
     def _set_task_steps(self, text: str) -> Steps[Request, Message]:

@@ -4,12 +4,49 @@ rules, checked against the context's last turn (see `BaseSession._append_steps`)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from precis.core.errors import InvalidMessage
-from precis.core.messages import Message
+from precis.core.messages import KIND_MESSAGE, Message
 from precis.core.validity import ORPHAN_RESULT, UNKNOWN_CALL, check
+from precis.stores.base import ContextTail
 
-__all__ = ["answers_outside", "refuse_append", "refuse_broken_pairs"]
+__all__ = [
+    "AppendCheck",
+    "answers_outside",
+    "refuse_append",
+    "refuse_broken_pairs",
+    "task_message",
+]
+
+
+def task_message(context: Sequence[Message]) -> Message | None:
+    """The pinned task in context: the newest one `set_task` wrote, else the first user's."""
+    tasks = [m for m in context if m.pinned and m.metadata.get("task")]
+    return tasks[-1] if tasks else None
+
+
+class AppendCheck:
+    """What a store runs inside an append's transaction, on the tail as it stands there (so no
+    concurrent append can slip between the check and the write): refuse a break of the
+    tool-call rules; with `pin_task`, pin the first user message when no task is pinned."""
+
+    def __init__(self, messages: list[Message], pin_task: bool) -> None:
+        self.messages = messages
+        self.pin_task = pin_task
+        # The tail it last ran on; None if the store never ran it (a retried key's replay).
+        self.tail: ContextTail | None = None
+
+    def __call__(self, tail: ContextTail) -> list[Message]:
+        self.tail = tail
+        refuse_append(tail.turn, self.messages, tail.start)
+        out = list(self.messages)
+        if self.pin_task and task_message(tail.pinned) is None:
+            for i, m in enumerate(out):
+                if m.role == "user" and m.kind == KIND_MESSAGE and m.content.strip():
+                    out[i] = replace(m, pinned=True, metadata={**m.metadata, "task": True})
+                    break
+        return out
 
 
 def answers_outside(turn: Sequence[Message], messages: Sequence[Message]) -> bool:

@@ -24,11 +24,15 @@ class Session(BaseSession):
     def _opened(self) -> None:
         drive(self._ensure_steps())
 
-    def append(self, *items: Message | Mapping[str, Any]) -> list[Message]:
+    def append(
+        self, *items: Message | Mapping[str, Any], idempotency_key: str | None = None
+    ) -> list[Message]:
         """Append messages (precis `Message`s or OpenAI dicts) in one transaction.
 
-        With `pin_task`, the first user message becomes the pinned task unless one is set."""
-        return drive(self._append_steps(items))
+        With `pin_task`, the first user message becomes the pinned task unless one is set.
+        With `idempotency_key`, a retry of an append that was stored (the same key and
+        messages) stores nothing and returns what the first stored."""
+        return drive(self._append_steps(items, idempotency_key))
 
     def set_task(self, text: str) -> Message:
         """State the task: a pinned user message the context always keeps, verbatim."""

@@ -13,6 +13,7 @@ from precis.core.errors import (
     ImportLineError,
     ReadOnlyStore,
     StoreError,
+    StoreUnavailable,
     UnknownMessage,
     VersionConflict,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "SQLiteStore",
     "Sample",
     "StoreError",
+    "StoreUnavailable",
     "UnknownMessage",
     "VersionConflict",
     "export_jsonl",

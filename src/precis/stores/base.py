@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -13,12 +14,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, Self, cast, runtime_checkable
 
-from precis.core.errors import ConversationNotFound, StoreError, UnknownMessage, VersionConflict
+from precis.core.errors import (
+    ConversationNotFound,
+    IdempotencyConflict,
+    InvalidInput,
+    StoreError,
+    UnknownMessage,
+    VersionConflict,
+)
 from precis.core.messages import Message, ToolCall
 from precis.stores.samples import Sample
 
 __all__ = [
+    "MAX_IDEMPOTENCY_KEY_CHARS",
     "SNIPPET_CHARS",
+    "AppendCheck",
     "Compaction",
     "CompactionEvent",
     "ContextSnapshot",
@@ -33,14 +43,17 @@ __all__ = [
     "UnknownMessage",
     "VersionConflict",
     "check_context_ids",
+    "check_idempotency_key",
     "check_page",
     "check_summary",
     "duplicate_id",
+    "fingerprint",
     "folded_term_score",
     "json_safe",
     "normalize_batch",
     "normalize_message",
     "query_terms",
+    "replayed",
     "search_text",
     "search_text_of",
     "snippet",
@@ -54,6 +67,8 @@ SNIPPET_CHARS = 200
 # What occurrences add to term_score stays under 1, so a message holding more distinct terms
 # always ranks first (the bonus reaches it only past 22,000 occurrences).
 MAX_OCCURRENCE_BONUS = 0.99
+# Longest idempotency key an append takes (a UUID is 36; the service's header is as long).
+MAX_IDEMPOTENCY_KEY_CHARS = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +118,12 @@ class ContextTail:
     pinned: list[Message]
 
 
+# What a store's append runs inside its transaction, against the tail as it stands then (no other
+# write to the conversation can come between): it returns the messages to store, or raises to
+# refuse the append, so nothing is written.
+AppendCheck = Callable[[ContextTail], Sequence[Message]]
+
+
 def tail_of(context: Sequence[Message]) -> ContextTail:
     """The `ContextTail` of a whole context."""
     start = max(len(context) - 1, 0)
@@ -127,8 +148,21 @@ class ConversationStore(Protocol):
         """Every conversation id, sorted."""
         ...
 
-    def append(self, conversation_id: str, messages: Sequence[Message]) -> list[Message]:
-        """Append in one transaction; return the messages with id and created_at filled in."""
+    def append(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        *,
+        check: AppendCheck | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[Message]:
+        """Append in one transaction; return the messages with id and created_at filled in.
+
+        `check` is run on the context's tail inside the transaction, under the conversation's
+        write lock, and the messages it returns are the ones stored. With `idempotency_key`, an
+        append whose key the conversation already holds writes nothing and returns the messages
+        that key stored (without running `check`); IdempotencyConflict if it stored others.
+        """
         ...
 
     def context(self, conversation_id: str) -> ContextSnapshot:
@@ -167,7 +201,9 @@ class ConversationStore(Protocol):
         ...
 
     def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
-        """Pin or unpin a stored message; the log stays append-only (the flag is an overlay)."""
+        """Pin or unpin a stored message; the log stays append-only (the flag is an overlay).
+
+        Bumps the context version, so a compaction planned before the pin cannot commit."""
         ...
 
     def events(self, conversation_id: str) -> list[CompactionEvent]:
@@ -191,7 +227,8 @@ class ConversationStore(Protocol):
     ) -> Sample | None:
         """Record what filled the window after a turn, as the next turn; return it as stored.
 
-        The store sets `turn` (1, 2, … per conversation) and `version` (the context's now). With
+        The store sets `turn` (1, 2, … per conversation) and `version` (how many compactions
+        came before it: the context version they made, pins aside). With
         `grow` the sample holds only an append's new messages, added to the latest sample's; when
         there is none yet, nothing is recorded and None returned (the caller counts it whole).
         """
@@ -483,6 +520,51 @@ def duplicate_id(conversation_id: str, message_id: str) -> StoreError:
     return StoreError(
         f"message id {message_id!r} already exists in conversation {conversation_id!r}"
     )
+
+
+def check_idempotency_key(key: str | None) -> None:
+    """Refuse an idempotency key that is empty, too long or holds control characters."""
+    if key is None:
+        return
+    if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_CHARS:
+        raise InvalidInput(
+            f"idempotency key: 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters, got {str(key)[:40]!r}"
+        )
+    if not key.isprintable():
+        raise InvalidInput(f"idempotency key {key[:40]!r}: only printable characters")
+
+
+def fingerprint(messages: Sequence[Message]) -> str:
+    """A digest of an append's messages as the caller gave them, so a retry is told apart
+    from a different append reusing its idempotency key."""
+    rows = [
+        [
+            m.role,
+            m.content,
+            m.id,
+            [[tc.id, tc.name, tc.arguments] for tc in m.tool_calls],
+            m.tool_call_id,
+            m.kind,
+            m.pinned,
+            m.metadata,
+            m.created_at,
+            m.reasoning,
+            m.images,
+            m.openai_extra,
+        ]
+        for m in messages
+    ]
+    try:
+        text = json.dumps(rows, sort_keys=True, default=repr)  # ASCII: lone surrogates escaped
+    except (TypeError, ValueError):  # keys no JSON has: the store refuses the data after this
+        text = repr(rows).encode("ascii", "backslashreplace").decode("ascii")
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def replayed(conversation_id: str, key: str, stored: str, given: str) -> None:
+    """Refuse a key whose stored fingerprint is not the one given (another append's key)."""
+    if stored != given:
+        raise IdempotencyConflict(conversation_id, key)
 
 
 def check_page(offset: int, limit: int | None) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from precis.core.errors import ConversationNotFound, UnknownMessage
 from precis.core.messages import Message
 from precis.stores.base import (
+    AppendCheck,
     Compaction,
     CompactionEvent,
     ContextSnapshot,
@@ -16,9 +17,12 @@ from precis.stores.base import (
     MessageIds,
     RecallHit,
     StoreBase,
+    check_idempotency_key,
     check_page,
+    fingerprint,
     normalize_batch,
     query_terms,
+    replayed,
     search_text,
 )
 from precis.stores.recall import CANDIDATES, Found, found, holds_all, recall, scan_bound
@@ -42,6 +46,8 @@ class _Conversation:
     events: list[CompactionEvent] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     pinned: set[str] = field(default_factory=set)  # ids of the pinned messages in the log
+    # Idempotency key -> (fingerprint of the append, ids it stored).
+    keys: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
 
 
 class MemoryStore(StoreBase):
@@ -80,10 +86,26 @@ class MemoryStore(StoreBase):
             if message.pinned:
                 conv.pinned.add(message.id)
 
-    def append(self, conversation_id: str, messages: Sequence[Message]) -> list[Message]:
-        """Append in one step; return the messages with id and created_at filled in."""
+    def append(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        *,
+        check: AppendCheck | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[Message]:
+        """Append in one step under the lock, `check` run on the tail first (see the protocol)."""
+        check_idempotency_key(idempotency_key)
+        given = fingerprint(messages) if idempotency_key is not None else ""
         with self._lock:
             conv = self._conversations.get(conversation_id)
+            if conv is not None and idempotency_key in conv.keys:
+                stored_print, stored_ids = conv.keys[idempotency_key]
+                replayed(conversation_id, idempotency_key, stored_print, given)
+                return [conv.log[conv.seq_of[i] - 1] for i in stored_ids]
+            if check is not None:
+                tail = self._tail(conv) if conv is not None else ContextTail([], 0, [])
+                messages = check(tail)
             held: Container[str] = conv.seq_of if conv is not None else ()
             stored = normalize_batch(conversation_id, messages, self._ids, held)
             if conv is None:
@@ -93,6 +115,8 @@ class MemoryStore(StoreBase):
                 conv.id_list.extend(m.id for m in stored)
                 if conv.in_context is not None:
                     conv.in_context.extend(stored)
+            if idempotency_key is not None:
+                conv.keys[idempotency_key] = (given, [m.id for m in stored])
             return stored
 
     def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
@@ -104,6 +128,7 @@ class MemoryStore(StoreBase):
                 raise UnknownMessage(conversation_id, message_id)
             conv.log[seq - 1] = replace(conv.log[seq - 1], pinned=pinned)
             conv.in_context = None
+            conv.version += 1  # a compaction planned before the pin must plan again
             if pinned:
                 conv.pinned.add(message_id)
             else:
@@ -127,21 +152,23 @@ class MemoryStore(StoreBase):
     def tail(self, conversation_id: str) -> ContextTail:
         """The context's last turn and its pinned messages."""
         with self._lock:
-            conv = self._conversation(conversation_id)
-            ids = conv.id_list
-            if ids is not None:
-                # `tail_of` the context, reading only the last turn's messages and the pinned.
-                log, seq_of, held = conv.log, conv.seq_of, conv.pinned
-                start = max(len(ids) - 1, 0)
-                while start > 0 and log[seq_of[ids[start]] - 1].role == "tool":
-                    start -= 1
-                turn = [log[seq_of[i] - 1] for i in ids[start:]]
-                return ContextTail(turn, start, [log[seq_of[i] - 1] for i in ids if i in held])
-            start = max(len(conv.log) - 1, 0)
-            while start > 0 and conv.log[start].role == "tool":
+            return self._tail(self._conversation(conversation_id))
+
+    def _tail(self, conv: _Conversation) -> ContextTail:
+        ids = conv.id_list
+        if ids is not None:
+            # `tail_of` the context, reading only the last turn's messages and the pinned.
+            log, seq_of, held = conv.log, conv.seq_of, conv.pinned
+            start = max(len(ids) - 1, 0)
+            while start > 0 and log[seq_of[ids[start]] - 1].role == "tool":
                 start -= 1
-            pinned = sorted(conv.seq_of[i] for i in conv.pinned)
-            return ContextTail(conv.log[start:], start, [conv.log[seq - 1] for seq in pinned])
+            turn = [log[seq_of[i] - 1] for i in ids[start:]]
+            return ContextTail(turn, start, [log[seq_of[i] - 1] for i in ids if i in held])
+        start = max(len(conv.log) - 1, 0)
+        while start > 0 and conv.log[start].role == "tool":
+            start -= 1
+        pinned = sorted(conv.seq_of[i] for i in conv.pinned)
+        return ContextTail(conv.log[start:], start, [conv.log[seq - 1] for seq in pinned])
 
     def context(self, conversation_id: str) -> ContextSnapshot:
         """The in-context messages in order; everything when never compacted."""
@@ -231,7 +258,7 @@ class MemoryStore(StoreBase):
                 if not conv.samples:
                     return None
                 sample = grown(conv.samples[-1], sample)
-            stored = numbered(sample, len(conv.samples) + 1, conv.version)
+            stored = numbered(sample, len(conv.samples) + 1, len(conv.events))
             conv.samples.append(stored)
             return stored
 

@@ -139,6 +139,31 @@ def m005_samples(db: Handle, d: Dialect) -> None:
     )
 
 
+@migration
+def m006_compaction_count(db: Handle, d: Dialect) -> None:
+    """Pins move the context version too (a compaction planned before a pin must not commit),
+    so what compactions alone have done is counted apart: the context is the in_context list
+    once there was one, and a sample records how many came before it."""
+    db.execute(f"ALTER TABLE conversations ADD COLUMN compactions {d.int_type} NOT NULL DEFAULT 0")
+    db.execute("UPDATE conversations SET compactions = version")
+
+
+@migration
+def m007_idempotency_keys(db: Handle, d: Dialect) -> None:
+    """Each append's idempotency key, per conversation: what it stored, so a retry of it is
+    answered with those messages instead of storing them twice."""
+    db.execute(
+        f"""CREATE TABLE idempotency_keys (
+        conversation_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        message_ids TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, key)
+    ){d.clustered}"""
+    )
+
+
 def counted_steps(dialect: Dialect) -> list[tuple[str, ...]]:
     """What each `schema_version` row stands for on this dialect, in order.
 

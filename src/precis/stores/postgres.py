@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from precis.core.errors import StoreError
+from precis.core.errors import StoreError, StoreUnavailable
 from precis.core.messages import Message
 from precis.stores.dialect import Dialect, Handle
 from precis.stores.migrations import bind, migrate
@@ -458,6 +458,8 @@ class PostgresStore(SQLStore):
                         )
                     )
                     migrate(cur, self._dialect, self._where)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"cannot open {self._where}: {exc}".rstrip()) from exc
         except (psycopg.Error, ValueError) as exc:
             raise StoreError(f"cannot open {self._where}: {exc}") from exc
 
@@ -472,6 +474,9 @@ class PostgresStore(SQLStore):
                 if not write:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 yield cur
+        except psycopg.OperationalError as exc:
+            # Unreachable, connection lost, no pooled connection in time, disk full, shut down.
+            raise StoreUnavailable(f"{self._where}: {exc}".rstrip()) from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self._where}: {exc}") from exc
 

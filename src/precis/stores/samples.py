@@ -36,7 +36,8 @@ class Sample:
 
     `in_context` counts the messages in context; `messages` is the tokens of the kept ordinary
     messages (tool outputs apart); `reserved` is room the settings keep free besides the context
-    (for the answer and the summary); `window` is None when no window is set.
+    (for the answer and the summary); `window` is None when no window is set. `version` is how
+    many compactions came before it (the context version they made; pins move that one too).
     """
 
     kind: SampleKind

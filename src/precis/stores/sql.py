@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 from precis.core.errors import ConversationNotFound, UnknownMessage, VersionConflict
 from precis.core.messages import Message
 from precis.stores import base, recall
 from precis.stores.base import (
+    AppendCheck,
     Compaction,
     CompactionEvent,
     ContextSnapshot,
@@ -53,6 +54,16 @@ _SAMPLE_INSERT = (
 )
 
 
+class _Row(NamedTuple):
+    """A conversation's counters: `version` moves with every compaction and pin, `compactions`
+    with compactions only (the context is the in_context list once there was one)."""
+
+    version: int
+    next_seq: int
+    next_position: int
+    compactions: int
+
+
 class SQLStore(StoreBase):
     """A `ConversationStore` over SQL; subclasses open the connection and run transactions."""
 
@@ -78,18 +89,19 @@ class SQLStore(StoreBase):
 
     # --- shared plumbing ----------------------------------------------------------------------
 
-    def _conversation_row(
-        self, db: Handle, conversation_id: str, *, lock: bool = False
-    ) -> tuple[int, int, int]:
-        """(version, next_seq, next_position), row-locked for a write; or ConversationNotFound."""
+    def _conversation_row(self, db: Handle, conversation_id: str, *, lock: bool = False) -> _Row:
+        """The conversation's counters, row-locked for a write; or ConversationNotFound."""
         row = db.execute(
-            self._q("SELECT version, next_seq, next_position FROM conversations WHERE id = ?")
+            self._q(
+                "SELECT version, next_seq, next_position, compactions FROM conversations "
+                "WHERE id = ?"
+            )
             + (self._dialect.for_update if lock else ""),
             (conversation_id,),
         ).fetchone()
         if row is None:
             raise ConversationNotFound(conversation_id)
-        return int(row[0]), int(row[1]), int(row[2])
+        return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
     def _chunks(
         self, db: Handle, select: str, conversation_id: str, ids: Sequence[str], column: str = "id"
@@ -167,8 +179,8 @@ class SQLStore(StoreBase):
         return apply_pins([found[i] for i in ids], overlay)
 
     def _snapshot(self, db: Handle, conversation_id: str) -> ContextSnapshot:
-        version, next_seq, _ = self._conversation_row(db, conversation_id)
-        if version == 0:
+        version, next_seq, _, compactions = self._conversation_row(db, conversation_id)
+        if compactions == 0:
             query = self._q(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY seq"
             )
@@ -179,7 +191,7 @@ class SQLStore(StoreBase):
             messages=self._with_pins(db, conversation_id, [message_from_row(r) for r in rows]),
             version=version,
             last_seq=next_seq - 1,
-            compacted=version > 0,
+            compacted=compactions > 0,
         )
 
     def _ensure(self, db: Handle, conversation_id: str, system_prompt: str = "") -> None:
@@ -214,15 +226,38 @@ class SQLStore(StoreBase):
                 str(row[0]) for row in db.execute("SELECT id FROM conversations").fetchall()
             )
 
-    def append(self, conversation_id: str, messages: Sequence[Message]) -> list[Message]:
-        """Append in one transaction under the conversation's lock; ids and seq filled in."""
+    def append(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        *,
+        check: AppendCheck | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[Message]:
+        """Append in one transaction under the conversation's lock; ids and seq filled in. The
+        key's record, the tail `check` is given and the write are all read and made there."""
+        base.check_idempotency_key(idempotency_key)
+        given = base.fingerprint(messages) if idempotency_key is not None else ""
         with self._transaction(write=True) as db:
             self._ensure(db, conversation_id)
-            version, next_seq, next_position = self._conversation_row(
+            _, next_seq, next_position, compactions = self._conversation_row(
                 db, conversation_id, lock=True
             )
+            if idempotency_key is not None:
+                row = db.execute(
+                    self._q(
+                        "SELECT fingerprint, message_ids FROM idempotency_keys "
+                        "WHERE conversation_id = ? AND key = ?"
+                    ),
+                    (conversation_id, idempotency_key),
+                ).fetchone()
+                if row is not None:
+                    base.replayed(conversation_id, idempotency_key, str(row[0]), given)
+                    return self._messages(db, conversation_id, json.loads(row[1]))
+            if check is not None:
+                messages = check(self._tail(db, conversation_id))
             stored = self._insert(db, conversation_id, messages, next_seq)
-            if version > 0 and stored:
+            if compactions > 0 and stored:
                 db.executemany(
                     self._q(
                         "INSERT INTO in_context (conversation_id, position, message_id) "
@@ -235,6 +270,20 @@ class SQLStore(StoreBase):
                 self._q("UPDATE conversations SET next_seq = ?, next_position = ? WHERE id = ?"),
                 (next_seq + len(stored), next_position, conversation_id),
             )
+            if idempotency_key is not None:
+                db.execute(
+                    self._q(
+                        "INSERT INTO idempotency_keys (conversation_id, key, fingerprint, "
+                        "message_ids, created_at) VALUES (?, ?, ?, ?, ?)"
+                    ),
+                    (
+                        conversation_id,
+                        idempotency_key,
+                        given,
+                        json.dumps([m.id for m in stored]),
+                        base.utc_now(),
+                    ),
+                )
             return stored
 
     def context(self, conversation_id: str) -> ContextSnapshot:
@@ -245,31 +294,35 @@ class SQLStore(StoreBase):
     def tail(self, conversation_id: str) -> ContextTail:
         """The context's last turn and its pinned messages: indexed reads of those rows only."""
         with self._transaction(write=False) as db:
-            version, _, _ = self._conversation_row(db, conversation_id)
-            overlay = self._pin_overlay(db, conversation_id)
-            if version == 0:
-                start = db.execute(
-                    self._q(
-                        "SELECT seq FROM messages WHERE conversation_id = ? AND role <> 'tool' "
-                        "ORDER BY seq DESC LIMIT 1"
-                    ),
-                    (conversation_id,),
-                ).fetchone()
-                query = self._q(
-                    f"SELECT {MESSAGE_COLUMNS} FROM messages "
-                    "WHERE conversation_id = ? AND seq >= ? ORDER BY seq"
-                )
-            else:
-                start = db.execute(self._dialect.turn_start_sql, (conversation_id,)).fetchone()
-                query = self._dialect.turn_sql
-            # seq counts from 1, positions from 0.
-            begin = (1 if version == 0 else 0) if start is None else int(start[0])
-            rows = db.execute(query, (conversation_id, begin)).fetchall()
-            return ContextTail(
-                turn=apply_pins([message_from_row(r) for r in rows], overlay),
-                start=begin - 1 if version == 0 else begin,
-                pinned=self._pinned(db, conversation_id, version > 0, overlay),
+            return self._tail(db, conversation_id)
+
+    def _tail(self, db: Handle, conversation_id: str) -> ContextTail:
+        """`tail` inside a transaction: an append's reads it under the conversation's lock."""
+        compacted = self._conversation_row(db, conversation_id).compactions > 0
+        overlay = self._pin_overlay(db, conversation_id)
+        if not compacted:
+            start = db.execute(
+                self._q(
+                    "SELECT seq FROM messages WHERE conversation_id = ? AND role <> 'tool' "
+                    "ORDER BY seq DESC LIMIT 1"
+                ),
+                (conversation_id,),
+            ).fetchone()
+            query = self._q(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages "
+                "WHERE conversation_id = ? AND seq >= ? ORDER BY seq"
             )
+        else:
+            start = db.execute(self._dialect.turn_start_sql, (conversation_id,)).fetchone()
+            query = self._dialect.turn_sql
+        # seq counts from 1, positions from 0.
+        begin = (0 if compacted else 1) if start is None else int(start[0])
+        rows = db.execute(query, (conversation_id, begin)).fetchall()
+        return ContextTail(
+            turn=apply_pins([message_from_row(r) for r in rows], overlay),
+            start=begin if compacted else begin - 1,
+            pinned=self._pinned(db, conversation_id, compacted, overlay),
+        )
 
     def history(
         self, conversation_id: str, *, offset: int = 0, limit: int | None = None
@@ -289,13 +342,17 @@ class SQLStore(StoreBase):
         """The messages with these ids, in the order asked; UnknownMessage for a missing one."""
         with self._transaction(write=False) as db:
             self._conversation_row(db, conversation_id)
-            select = f"SELECT {MESSAGE_COLUMNS} FROM messages"
-            rows = self._chunks(db, select, conversation_id, ids)
-            found = {str(row[0]): message_from_row(row) for row in rows}
-            for message_id in ids:
-                if message_id not in found:
-                    raise UnknownMessage(conversation_id, message_id)
-            return self._with_pins(db, conversation_id, [found[i] for i in ids])
+            return self._messages(db, conversation_id, ids)
+
+    def _messages(self, db: Handle, conversation_id: str, ids: Sequence[str]) -> list[Message]:
+        """`get` inside a transaction."""
+        select = f"SELECT {MESSAGE_COLUMNS} FROM messages"
+        rows = self._chunks(db, select, conversation_id, ids)
+        found = {str(row[0]): message_from_row(row) for row in rows}
+        for message_id in ids:
+            if message_id not in found:
+                raise UnknownMessage(conversation_id, message_id)
+        return self._with_pins(db, conversation_id, [found[i] for i in ids])
 
     def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
         """Pin or unpin a stored message (an overlay row; the message row never changes)."""
@@ -311,18 +368,22 @@ class SQLStore(StoreBase):
                 ),
                 (conversation_id, message_id, pinned),
             )
+            # A compaction planned before the pin must plan again (its compare-and-set fails).
+            db.execute(
+                self._q("UPDATE conversations SET version = version + 1 WHERE id = ?"),
+                (conversation_id,),
+            )
 
     def count(self, conversation_id: str) -> int:
         """How many messages the log holds."""
         with self._transaction(write=False) as db:
-            _, next_seq, _ = self._conversation_row(db, conversation_id)
-            return next_seq - 1
+            return self._conversation_row(db, conversation_id).next_seq - 1
 
     def _commit(self, conversation_id: str, compaction: Compaction) -> ContextSnapshot:
         """Compare-and-set on `version` under the lock: summary, id list, event, or nothing."""
         summary = compaction.summary
         with self._transaction(write=True) as db:
-            version, next_seq, _ = self._conversation_row(db, conversation_id, lock=True)
+            version, next_seq, _, _ = self._conversation_row(db, conversation_id, lock=True)
             # A stale version fails the check before anything else; only a current one reads ids.
             existing = (
                 self._existing_ids(db, conversation_id, [*compaction.context_ids, summary.id])
@@ -352,8 +413,9 @@ class SQLStore(StoreBase):
             # The WHERE repeats the compare-and-set, so the write itself cannot skip a version.
             updated = db.execute(
                 self._q(
-                    "UPDATE conversations SET version = version + 1, next_seq = ?, "
-                    "next_position = ?, prompt_stale = TRUE WHERE id = ? AND version = ?"
+                    "UPDATE conversations SET version = version + 1, next_seq = ?, next_position = "
+                    "?, compactions = compactions + 1, prompt_stale = TRUE "
+                    "WHERE id = ? AND version = ?"
                 ),
                 (next_seq + 1, len(id_list), conversation_id, compaction.expected_version),
             )
@@ -446,7 +508,7 @@ class SQLStore(StoreBase):
         """Record the sample as the next turn, under the conversation's lock."""
         check_sample(conversation_id, sample)
         with self._transaction(write=True) as db:
-            version, _, _ = self._conversation_row(db, conversation_id, lock=True)
+            compactions = self._conversation_row(db, conversation_id, lock=True).compactions
             row = db.execute(
                 self._q(f"{_SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
             ).fetchone()
@@ -455,7 +517,7 @@ class SQLStore(StoreBase):
                 if latest is None:
                     return None
                 sample = grown(latest, sample)
-            stored = numbered(sample, 1 if latest is None else latest.turn + 1, version)
+            stored = numbered(sample, 1 if latest is None else latest.turn + 1, compactions)
             db.execute(
                 self._q(_SAMPLE_INSERT),
                 (

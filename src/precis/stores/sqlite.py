@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from precis.core.errors import ReadOnlyStore, StoreError
+from precis.core.errors import ReadOnlyStore, StoreError, StoreUnavailable
 from precis.core.messages import Message
 from precis.stores.base import search_text, search_text_of
 from precis.stores.dialect import Dialect, Handle
@@ -167,6 +167,26 @@ class SQLiteDialect(Dialect):
         if self.trigram:
             db.execute(f"INSERT INTO {TRIGRAM_TABLE} ({TRIGRAM_TABLE}) VALUES ('optimize')")
         db.execute("PRAGMA optimize")
+
+
+# What SQLite says when it cannot do the work just now, though the request was sound: another
+# writer held the file past busy_timeout, the disk is full, reading or writing the file failed.
+_UNAVAILABLE = frozenset(
+    (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_PROTOCOL,
+    )
+)
+
+
+def _is_unavailable_error(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused for want of the file (locked, full, failing), not the request."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _UNAVAILABLE
 
 
 def _is_read_only_error(exc: sqlite3.Error) -> bool:
@@ -428,6 +448,8 @@ class SQLiteStore(SQLStore):
                 if write and _is_read_only_error(exc):
                     where = self._where
                     raise ReadOnlyStore(f"{where} is read-only: cannot write ({exc})") from exc
+                if _is_unavailable_error(exc):
+                    raise StoreUnavailable(f"{self._where}: {exc}") from exc
                 raise StoreError(f"{self._where}: {exc}") from exc
 
     def close(self) -> None:

@@ -1,8 +1,9 @@
 """Messages: append, the context, the prompt to send, the whole history."""
 
+import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Header, HTTPException, Query
 from starlette.concurrency import run_in_threadpool
 
 from precis.core.errors import InvalidMessage
@@ -10,9 +11,11 @@ from precis.server.convert import check_sizes, from_anthropic, from_openai, mess
 from precis.server.deps import ConversationDep, ServiceDep, SessionDep
 from precis.server.limits import ServiceLimits
 from precis.server.models import AppendedOut, AppendMessages, ContextOut, HistoryOut, PromptOut
+from precis.stores.base import MAX_IDEMPOTENCY_KEY_CHARS
 
 # Largest offset a query may name; beyond it SQLite's integers would overflow.
 MAX_OFFSET = 1_000_000_000
+_log = logging.getLogger("precis.server")
 
 
 def router(limits: ServiceLimits) -> APIRouter:
@@ -29,8 +32,19 @@ def router(limits: ServiceLimits) -> APIRouter:
         body: AppendMessages,
         service: ServiceDep,
         session: SessionDep,
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                alias="Idempotency-Key",
+                pattern=r"^[!-~]+$",  # visible ASCII, as a UUID or a random token is
+                max_length=MAX_IDEMPOTENCY_KEY_CHARS,
+                description="Send the same key again to retry safely: stored once, same answer.",
+            ),
+        ] = None,
     ) -> Any:
-        """Append in one transaction: all the messages or, on any error, none."""
+        """Append in one transaction: all the messages or, on any error, none. An answer other
+        than 201 means nothing was stored; a retry with the same Idempotency-Key is stored once
+        and answered with the messages the first stored."""
         if len(body.messages) > limits.max_messages_per_append:
             raise HTTPException(
                 413,
@@ -45,10 +59,16 @@ def router(limits: ServiceLimits) -> APIRouter:
             origin = list(range(len(messages)))
         check_sizes(messages, origin, limits.max_message_chars)
         try:
-            appended = await session.append(*messages)
+            appended = await session.append(*messages, idempotency_key=idempotency_key)
         except InvalidMessage as exc:
             raise exc.at(origin[exc.index] if exc.index is not None else None) from None
-        return {"messages": [message_out(m) for m in appended], "tokens": await session.tokens()}
+        stored = [message_out(m) for m in appended]
+        try:
+            tokens: int | None = await session.tokens()
+        except Exception:  # stored all the same: the answer must say so, not fail
+            _log.warning("%s: tokens after an append", session.conversation_id, exc_info=True)
+            tokens = None
+        return {"messages": stored, "tokens": tokens}
 
     @api.get(
         "/conversations/{conversation_id}/context",
