@@ -490,9 +490,7 @@ def test_the_ledger_read_ahead_is_the_ledger_replayed_at_the_compaction(
     used: list[int] = []
     extract = compactor_module.extract_facts
 
-    def spy(
-        span: list[Message], *, task: str | None, replay: Replay | None, memo: Memo
-    ) -> object:
+    def spy(span: list[Message], *, task: str | None, replay: Replay | None, memo: Memo) -> object:
         ahead = 0 if replay is None or not replay.starts(span, task) else len(replay.fed)
         found = extract(span, task=task, replay=replay, memo=memo)
         if ahead:
