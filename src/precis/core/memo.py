@@ -56,7 +56,7 @@ class Bounded(dict[K, V]):
 class Memo:
     """One session's remembered answers, a bounded table per kind (`Table`), made on first use."""
 
-    __slots__ = ("_tables",)
+    __slots__ = ("__weakref__", "_tables")
 
     def __init__(self) -> None:
         self._tables: dict[Table[Any, Any], Bounded[Any, Any]] = {}
