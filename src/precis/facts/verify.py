@@ -306,13 +306,15 @@ _PROBES: Final = Table[tuple[str, str], tuple[Callable[[str], bool], str, int]](
 )
 
 
-def retention(facts: Iterable[Fact], context_text: str) -> dict[str, float]:
+def retention(
+    facts: Iterable[Fact], context_text: str, memo: Memo | None = None
+) -> dict[str, float]:
     """Share of facts the context keeps, per kind and "overall": the measure `precis eval` uses."""
     folded = folded_text(context_text)
     kept: dict[str, list[int]] = {}
     for fact in facts:
         tally = kept.setdefault(fact.kind, [0, 0])
-        tally[0] += present(fact, folded)
+        tally[0] += present(fact, folded, memo)
         tally[1] += 1
     out: dict[str, float] = {k: kept[k][0] / kept[k][1] for k in KINDS if k in kept}
     total = sum(t[1] for t in kept.values())
