@@ -132,7 +132,8 @@ def offences(path: Path, root: Path = SRC) -> list[str]:
         for target in targets:
             if isinstance(target, ast.Subscript) and _mutated(target.value) in shared:
                 name = _mutated(target.value)
-                found.append(f"{module}:{name} ({shared[name]}): set or deleted at {node.lineno}")
+                line = target.lineno
+                found.append(f"{module}:{name} ({shared[name]}): set or deleted at {line}")
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
