@@ -70,7 +70,3 @@ class Memo:
     def entries(self) -> int:
         """How many answers it holds, over all its tables."""
         return sum(map(len, list(self._tables.values())))
-
-    def clear(self) -> None:
-        """Forget everything (what a session does when it is closed)."""
-        self._tables.clear()

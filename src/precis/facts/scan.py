@@ -276,7 +276,7 @@ def scan(message: Message, memo: Memo | None = None) -> MessageScan:
     if not message.id or memo is None:
         return _scan(message)
     fingerprint = _fingerprint(message)
-    scans = memo[SCANS]
+    scans = memo[_SCANS]
     hit = scans.get(message.id)
     if hit is not None and hit[0] == fingerprint:
         return hit[1]
@@ -286,7 +286,7 @@ def scan(message: Message, memo: Memo | None = None) -> MessageScan:
 
 
 # Each message's scan by its id, with what the scan read of it (`_fingerprint`).
-SCANS: Final = Table[str, tuple[tuple[Any, ...], MessageScan]]("scans", MEMO_SIZE)
+_SCANS: Final = Table[str, tuple[tuple[Any, ...], MessageScan]]("scans", MEMO_SIZE)
 
 
 def _fingerprint(message: Message) -> tuple[Any, ...]:

@@ -202,7 +202,7 @@ def folded_parts(message: Message, memo: Memo | None = None) -> tuple[str, ...]:
 def _message_parts(message: Message, memo: Memo | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """One message's parts of a context text, and each folded, from the memo when seen."""
     key = (message.content, message.tool_calls, raw_summary_text(message))
-    table = memo[PARTS] if memo is not None and message.id else None
+    table = memo[_PARTS] if memo is not None and message.id else None
     hit = table.get(message.id) if table is not None else None
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
@@ -219,7 +219,7 @@ def _message_parts(message: Message, memo: Memo | None) -> tuple[tuple[str, ...]
 
 
 # Each message's parts of a context text and their folds, by its id, with what they were made of.
-PARTS: Final = Table[str, tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...]]](
+_PARTS: Final = Table[str, tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...]]](
     "folded parts", MEMO_SIZE
 )
 
