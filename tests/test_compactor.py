@@ -14,6 +14,7 @@ import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 
 from precis.core.errors import SummarizerError, VersionConflict
+from precis.core.memo import Memo
 from precis.core.messages import KIND_SUMMARY, Message, messages_from_openai
 from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
@@ -494,9 +495,9 @@ def test_the_ledger_read_ahead_is_the_ledger_replayed_at_the_compaction(
     used: list[int] = []
     extract = compactor_module.extract_facts
 
-    def spy(span: list[Message], *, task: str | None, replay: Replay | None) -> object:
+    def spy(span: list[Message], *, task: str | None, replay: Replay | None, memo: Memo) -> object:
         ahead = 0 if replay is None or not replay.starts(span, task) else len(replay.fed)
-        found = extract(span, task=task, replay=replay)
+        found = extract(span, task=task, replay=replay, memo=memo)
         if ahead:
             used.append(ahead)
             assert found == extract(span, task=task)

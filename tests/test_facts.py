@@ -51,27 +51,31 @@ def test_paths_and_identifiers_must_stand_as_whole_tokens() -> None:
 
 def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
     """`remember_ledger` spares the parse only when the parse would give the same ledger."""
+    from precis.core.memo import Memo
     from precis.core.messages import KIND_SUMMARY
     from precis.facts import Ledger, remember_ledger, stored_ledger
-    from precis.facts import extract as extract_module
+    from precis.facts.extract import LEDGERS
 
+    memo = Memo()
     ledger = Ledger((Fact("task", "ship it", "m1"), Fact("error", "E1 boom", "m2", "retry")))
     summary = Message(
         role="user", kind=KIND_SUMMARY, id="sum-remembered", metadata={"ledger": ledger.to_json()}
     )
-    assert remember_ledger(summary, ledger)  # noted, its strings plain
+    assert remember_ledger(summary, ledger, memo)  # noted, its strings plain
     copy = replace(summary, metadata={"ledger": [dict(item) for item in ledger.to_json()]})
-    assert stored_ledger(copy) is ledger
-    assert stored_ledger(copy) == Ledger.from_json(copy.metadata["ledger"])
+    assert stored_ledger(copy, memo) is ledger
+    assert stored_ledger(copy, memo) == Ledger.from_json(copy.metadata["ledger"])
+    assert stored_ledger(copy) is not ledger  # without the memo it was noted in: parsed
+    assert stored_ledger(copy) == ledger
 
     # A blank text would be dropped by the parse, so such a ledger is not remembered.
     odd = Ledger((Fact("task", "ship it", "m1"), Fact("request", "  ", "m2")))
     other = Message(
         role="user", kind=KIND_SUMMARY, id="sum-blank", metadata={"ledger": odd.to_json()}
     )
-    assert not remember_ledger(other, odd)
-    assert "sum-blank" not in extract_module._LEDGERS
-    assert stored_ledger(other) == Ledger((Fact("task", "ship it", "m1"),))
+    assert not remember_ledger(other, odd, memo)
+    assert "sum-blank" not in memo[LEDGERS]
+    assert stored_ledger(other, memo) == Ledger((Fact("task", "ship it", "m1"),))
 
     # A kind that is a str but not plain JSON data: not noted, so not vouched for as plain.
     class Kind(str):
@@ -79,7 +83,7 @@ def test_a_remembered_ledger_reads_back_as_its_json_would() -> None:
 
     unusual = Ledger((Fact(Kind("task"), "ship it", "m1"),))  # type: ignore[arg-type]
     third = replace(summary, id="sum-kind", metadata={"ledger": unusual.to_json()})
-    assert not remember_ledger(third, unusual)
+    assert not remember_ledger(third, unusual, memo)
 
 
 CARRIED_FACTS = (
@@ -113,17 +117,20 @@ def test_a_span_gives_the_same_facts_whether_its_ledger_was_remembered_or_parsed
 ) -> None:
     """A carried ledger `remember_ledger` noted is read with its facts' (kind, text), so only
     the span's own facts are looked up; the facts are those the parsed ledger gives."""
+    from precis.core.memo import Memo
     from precis.core.messages import KIND_SUMMARY
     from precis.facts import Ledger, remember_ledger
 
+    memo = Memo()
     ledger = Ledger(tuple(carried))
     summary = Message(
         role="user", kind=KIND_SUMMARY, id="sum-carried", metadata={"ledger": ledger.to_json()}
     )
-    assert remember_ledger(summary, ledger)
+    assert remember_ledger(summary, ledger, memo)
     parsed = replace(summary, id="", metadata={"ledger": ledger.to_json()})  # not remembered
     span = [Message(role="user", id=f"said-{i}", content=text) for i, text in enumerate(said)]
-    assert extract_facts([summary, *span], task=task) == extract_facts([parsed, *span], task=task)
+    remembered = extract_facts([summary, *span], task=task, memo=memo)
+    assert remembered == extract_facts([parsed, *span], task=task)
 
 
 @pytest.mark.property

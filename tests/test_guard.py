@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from precis.core.jscompat import utf16_len
+from precis.core.memo import Memo
 from precis.core.messages import Message, ToolCall
 from precis.summarize.guard import (
     KINDS,
@@ -314,7 +315,8 @@ def test_the_section_is_measured_as_rendered(
 
     labels = guard._LABELS[language]
     rendered = guard._render([(f, guard._lines(f)[0]) for f in facts], heading, labels)
-    assert guard._section_units(facts, heading, labels) == utf16_len(rendered)
+    sized = Memo()[guard._SIZED]
+    assert guard._section_units(facts, heading, labels, sized) == utf16_len(rendered)
 
 
 def test_the_guard_does_not_cut_the_body_only_to_put_back_what_the_cut_took() -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conformance import TRAJECTORY_FILES, trajectory_as_openai
 from hypothesis import given
 from hypothesis import strategies as st
 
+from precis.core.memo import Memo
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall, messages_from_openai
 from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
@@ -302,18 +304,21 @@ def test_sections_reassemble_the_original_exactly(text: str, per: int) -> None:
 
 
 def test_a_long_output_is_cut_once_and_its_view_follows_its_text() -> None:
-    """display_message remembers a long output's view by id; a new text under the same id (or
-    another id for the same text) gets a view of its own."""
+    """display_message remembers a long output's view by id in the memo it is given; a new text
+    under the same id (or another id for the same text) gets a view of its own."""
+    memo = Memo()
     first = Message(role="tool", tool_call_id="c1", id="msg_view", content=NUMBERED)
-    options = {"max_chars": 2000, "head_lines": 5, "tail_lines": 3}
-    view = display_message(first, **options)
-    assert display_message(first, **options) == view
+    options: dict[str, Any] = {"max_chars": 2000, "head_lines": 5, "tail_lines": 3}
+    view = display_message(first, memo=memo, **options)
+    assert memo.entries() == 1
+    assert display_message(first, memo=memo, **options) == view
     assert view.content == head_tail(NUMBERED, message_id="msg_view", **options)
     other = replace(first, content=NUMBERED.replace("line", "row"))
-    assert display_message(other, **options).content == head_tail(
+    assert display_message(other, memo=memo, **options).content == head_tail(
         other.content, message_id="msg_view", **options
     )
     moved = replace(first, id="msg_moved")
-    assert "msg_moved" in display_message(moved, **options).content
+    assert "msg_moved" in display_message(moved, memo=memo, **options).content
     pinned = replace(first, pinned=True)
-    assert display_message(pinned, **options).pinned
+    assert display_message(pinned, memo=memo, **options).pinned
+    assert display_message(first, **options) == view  # without a memo: the same, made again

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from precis.core import textfeatures
+from precis.core.memo import Bounded
 from precis.core.textfeatures import CLASSES, CONTINUATION, text_features
 
 # The reference: each pattern found by bytes.count in a projection of the class string.
@@ -100,12 +100,13 @@ def test_runs_and_chains_count_without_overlaps(text: str) -> None:
     assert text_features(text) == counted_features(text)
 
 
-def test_short_texts_of_one_class_string_share_their_features(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_short_texts_of_one_class_string_share_their_features() -> None:
     """The memo of short class strings answers for any text of the same classes; when full it
-    starts over."""
-    monkeypatch.setattr(textfeatures, "SHORT_MEMO_SIZE", 2)
+    drops the oldest, and keeps no more than its size."""
+    known: Bounded[bytes, tuple[int, ...]] = Bounded(2)
     for text in ["ab 12", "cd 34", "Ab 12", "x" * 300, "", "é1", "ab 12"]:
-        assert text_features(text) == counted_features(text)
-        assert text_features(text) == counted_features(text)
+        assert text_features(text, known) == counted_features(text)
+        assert text_features(text, known) == counted_features(text)
+        assert len(known) <= 2
+    newest = [text.encode().translate(CLASSES, CONTINUATION) for text in ("é1", "ab 12")]
+    assert list(known) == newest  # "" has no class string to keep

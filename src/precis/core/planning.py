@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import compress, islice
 from operator import attrgetter, not_
 
@@ -52,9 +51,8 @@ def eviction_steps(percentage: float | None) -> list[float]:
     return list(_steps(normalize_percentage(percentage)))
 
 
-@lru_cache(maxsize=64)
 def _steps(e: float) -> tuple[float, ...]:
-    """`eviction_steps` of a normalized percentage, made once: every plan walks them."""
+    """`eviction_steps` of a normalized percentage."""
     steps: list[float] = []
     while e < 1.0:
         e += 0.1

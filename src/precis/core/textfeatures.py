@@ -3,6 +3,11 @@ default estimator weighs."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+from typing import Final
+
+from precis.core.memo import Bounded
+
 __all__ = ["CLASSES", "CONTINUATION", "text_features"]
 
 
@@ -53,10 +58,14 @@ _LONG_PUNCT, _LONG_NEWLINES, _LONG_SPACES = b"p" * 64, b"n" * 16, b"s" * 64
 _NO_FEATURES = (0,) * 17
 
 
-def text_features(text: str) -> tuple[int, ...]:
+def text_features(
+    text: str, known: Bounded[bytes, tuple[int, ...]] | None = None
+) -> tuple[int, ...]:
     """Counts of the pieces o200k-style pre-tokenisation cuts text into, without a Python loop.
 
-    ASCII text (most of an agent's) has no class o, k, y or e: their counts are 0 unread."""
+    ASCII text (most of an agent's) has no class o, k, y or e: their counts are 0 unread. A short
+    text's class string (a message's stats, a tool's name) is often met before: `known`, the
+    caller's (a counter's), keeps the features of those up to `SHORT_CHARS` long."""
     if text.isascii():
         classes = text.encode().translate(CLASSES)
         other = k = y = e = 0
@@ -64,22 +73,18 @@ def text_features(text: str) -> tuple[int, ...]:
         classes = text.encode("utf-8", "surrogatepass").translate(CLASSES, CONTINUATION)
         other, k = classes.count(b"o"), classes.count(b"k")
         y, e = classes.count(b"y"), classes.count(b"e")
-    if len(classes) > SHORT_CHARS:
+    if not classes:
+        return _NO_FEATURES
+    if len(classes) > SHORT_CHARS or known is None:
         return _class_features(classes, other, k, y, e)
-    # A short text's class string (a message's stats, a tool's name) is often met before.
-    features = _SHORT.get(classes)
+    features = known.get(classes)
     if features is None:
-        features = _class_features(classes, other, k, y, e) if classes else _NO_FEATURES
-        if len(_SHORT) >= SHORT_MEMO_SIZE:
-            _SHORT.clear()
-        _SHORT[classes] = features
+        features = known.put(classes, _class_features(classes, other, k, y, e))
     return features
 
 
-# Class strings up to this long have their features remembered, this many of them at most.
+# Class strings up to this long have their features remembered by a caller that keeps them.
 SHORT_CHARS = 256
-SHORT_MEMO_SIZE = 4096
-_SHORT: dict[bytes, tuple[int, ...]] = {}
 
 
 def _class_features(classes: bytes, other: int, k: int, y: int, e: int) -> tuple[int, ...]:
@@ -146,14 +151,21 @@ def _run_offsets(mask: int, period: int, residue: int) -> int:
     return found
 
 
-_PHASES: dict[int, tuple[int, ...]] = {}
+def _phase_bits(period: int, size: int) -> tuple[int, ...]:
+    """For each phase, the bits at that index mod `period`, over `size` bits."""
+    every = int(("0" * (period - 1) + "1") * (size // period + 1), 2)
+    return tuple(every << phase for phase in range(period))
+
+
+# The phases of the periods `_run_offsets` is asked about, over texts up to 2^14 characters.
+_PHASE_BITS = 1 << 15
+_PHASES: Final = MappingProxyType({p: _phase_bits(p, _PHASE_BITS) for p in (2, 3)})
 
 
 def _phases(period: int, width: int) -> tuple[int, ...]:
-    """For each phase, the bits at that index mod `period`, over at least `width` bits."""
+    """For each phase, the bits at that index mod `period`, over at least `width` bits: made
+    for a longer text, as its features are."""
     known = _PHASES.get(period)
     if known is None or known[0].bit_length() < width:
-        size = max(2 * width, 1 << 15)
-        every = int(("0" * (period - 1) + "1") * (size // period + 1), 2)
-        known = _PHASES[period] = tuple(every << phase for phase in range(period))
+        return _phase_bits(period, max(2 * width, _PHASE_BITS))
     return known

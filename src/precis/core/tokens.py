@@ -11,8 +11,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from precis.core.errors import TokenizerUnavailable
 from precis.core.jscompat import js_restringified_lengths, utf16_len
+from precis.core.memo import Bounded
 from precis.core.messages import Message
 from precis.core.textfeatures import CLASSES, text_features
+
+# Short texts whose features a `TextEstimator` remembers, at most.
+SHORT_MEMO_SIZE = 4096
 
 # letta-code counts an image as 1200 tokens, i.e. 4800 characters before the divide by four.
 IMAGE_CHARS = 4800
@@ -333,10 +337,10 @@ _FEATURE_WEIGHTS = (
 )
 
 
-def _estimate_text(text: str) -> int:
+def _estimate_text(text: str, known: Bounded[bytes, tuple[int, ...]] | None = None) -> int:
     if not text:
         return 0
-    cost: float = sum(map(mul, _FEATURE_WEIGHTS, text_features(text)))
+    cost: float = sum(map(mul, _FEATURE_WEIGHTS, text_features(text, known)))
     return max(1, round(cost))
 
 
@@ -355,9 +359,11 @@ class TextEstimator(_CachedCounter):
     def __init__(self) -> None:
         super().__init__()
         self._head: tuple[str, tuple[int, ...]] = ("", ())
+        # The features of short texts met before (`text_features`), by their class string.
+        self._short: Bounded[bytes, tuple[int, ...]] = Bounded(SHORT_MEMO_SIZE)
 
     def count_text(self, text: str) -> int:
-        return _estimate_text(text)
+        return _estimate_text(text, self._short)
 
     def count_text_split(self, text: str, split: int) -> int:
         """`count_text(text)`, where `text[:split]` is usually the head of the last call's text
@@ -370,12 +376,12 @@ class TextEstimator(_CachedCounter):
         parts added up."""
         head, rest = text[:split], text[split:]
         if not head or head[-1] not in _ASCII_PUNCT or not rest or rest[0] not in _ASCII_DIGITS:
-            return _estimate_text(text)
+            return _estimate_text(text, self._short)
         known, features = self._head
         if known != head:
-            features = text_features(head)
+            features = text_features(head, self._short)
             self._head = (head, features)
-        both = map(add, features, text_features(rest))
+        both = map(add, features, text_features(rest, self._short))
         cost: float = sum(map(mul, _FEATURE_WEIGHTS, both))
         return max(1, round(cost))
 
@@ -388,7 +394,7 @@ class TextEstimator(_CachedCounter):
             self._memo.setdefault(message.id, (len(message.content), count))
 
     def _count(self, message: Message) -> int:
-        return _message_tokens(message, _estimate_text)
+        return _message_tokens(message, self.count_text)
 
 
 def _message_tokens(message: Message, count_text: Callable[[str], int]) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
+from precis.core.memo import Memo
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window
 from precis.core.steps import Steps
@@ -103,8 +104,11 @@ class Compactor:
         progress: Callable[[str], None] | None = None,
         hooks: Hooks | None = None,
         view: View | None = None,
+        memo: Memo | None = None,
     ) -> None:
         self.store = store
+        # What reading each message found, the session's when it has one (`precis.core.memo`).
+        self.memo = memo if memo is not None else Memo()
         self.counter = counter
         self.summarizer = summarizer
         self.settings = settings or CompactionSettings()
@@ -113,8 +117,8 @@ class Compactor:
         self._progress = progress
         self._view = view
         self._ids = MessageIds()
-        self.kept = KeptFacts()  # what the last guard found: the same answers, sooner
-        self.ahead = LedgerAhead()  # the next ledger's replay, read at the checks before it
+        self.kept = KeptFacts(self.memo)  # what the last guard found: the same answers, sooner
+        self.ahead = LedgerAhead(self.memo)  # the next ledger's replay, read at the checks before
 
     def tokens(self, messages: Sequence[Message]) -> int:
         return sum(self.counter.count(m) for m in messages)
@@ -240,7 +244,8 @@ class Compactor:
             plans.append(all_mode)  # planned only when it is tried
         self._step("planned")
         ahead = self.ahead.take(snapshot.version, job.task)
-        work = Work(messages, counts, self.counter, ahead, [*snapshot.messages, *job.pending])
+        originals = [*snapshot.messages, *job.pending]
+        work = Work(messages, counts, self.counter, ahead, originals, self.memo)
         failures: list[str] = []
         stuck = True  # every failure so far is that nothing could be made smaller
         over: Candidate | None = None
@@ -312,7 +317,7 @@ class Compactor:
         span = tuple(evicted)
         entry = work.ledgers.get(tuple(map(id, span)))
         if entry is None:
-            facts = extract_facts(span, task=job.task, replay=work.replay)
+            facts = extract_facts(span, task=job.task, replay=work.replay, memo=self.memo)
             ledger = capped_ledger(Ledger(tuple(facts)))
             entry = work.ledgers[tuple(map(id, span))] = (span, ledger)
         return entry[1]
@@ -380,6 +385,7 @@ class Compactor:
             timeout=s.summary_timeout,
             kept=plan.keep,
             originals=work.originals(plan.summarize),
+            memo=self.memo,
         )
         text = yield from job.summaries.steps(request)
         text = clip_summary(text, clip)
@@ -395,9 +401,8 @@ class Compactor:
             # Facts the kept messages already hold need not be repeated in the summary.
             needed = Ledger(tuple(self.kept.missing(ledger.facts, kept, joined(*kept))))
             self.kept.asked_of(stays, ends)
-            text = apply_guard(
-                text, needed, clip_chars=guard_budget(required, clip, s.effective_clip_chars)
-            ).text
+            room = guard_budget(required, clip, s.effective_clip_chars)
+            text = apply_guard(text, needed, clip_chars=room, memo=self.memo).text
         self._step("summarized")
         metadata: dict[str, Any] = {
             "summary": text,
@@ -481,7 +486,9 @@ class Compactor:
             created_at=now,
             metadata={**metadata, "stats": stats.as_dict()},
         )
-        plain = remember_ledger(summary, ledger)  # the next compaction reads it, unparsed
+        plain = remember_ledger(
+            summary, ledger, self.memo
+        )  # the next compaction reads it, unparsed
         counter = self.counter
         if settled and type(counter) is TextEstimator:
             # Counted above as a reader counts it: the view after and the next check look it up.
@@ -517,7 +524,9 @@ class Compactor:
             required = required_facts(
                 self._ledger(plan.dropped, job, work), job.task is not None, widest
             )
-            lines = [f.text for f in missing_from_folded(required, work.folded(plan.kept))]
+            lines = [
+                f.text for f in missing_from_folded(required, work.folded(plan.kept), self.memo)
+            ]
             if lines == found:
                 break
             found = lines
@@ -559,7 +568,7 @@ class Compactor:
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
-        plain = remember_ledger(marker, ledger)
+        plain = remember_ledger(marker, ledger, self.memo)
         required = required_facts(ledger, job.task is not None, self.settings.effective_clip_chars)
         made = (marker, context, stats, required, ledger, lambda: work.folded(context))
         return Candidate("truncate", *made, plain_ledger=plain)
@@ -576,11 +585,11 @@ class Compactor:
         for fact in candidate.required:
             # A run of the context is bounded by its ends or a joining space in the whole text,
             # which bound a token alike: what a run holds, the whole holds.
-            if any(present(fact, run) for run in candidate.runs):
+            if any(present(fact, run, self.memo) for run in candidate.runs):
                 continue
             if whole is None:
                 whole = candidate.whole()
-            if not present(fact, whole):
+            if not present(fact, whole, self.memo):
                 lost.append(fact)
         if lost:
             return "dropped verbatim: " + "; ".join(repr(f.text[:80]) for f in lost)

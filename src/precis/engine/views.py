@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any, Final
 
+from precis.core.memo import Memo, Table
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import pinned_mask
 
@@ -138,23 +137,37 @@ def with_content(message: Message, content: str, metadata: Mapping[str, Any]) ->
 
 
 def display_message(
-    message: Message, *, max_chars: int | None, head_lines: int, tail_lines: int
+    message: Message,
+    *,
+    max_chars: int | None,
+    head_lines: int,
+    tail_lines: int,
+    memo: Memo | None = None,
 ) -> Message:
     """The message as the model should see it: an over-long tool output shown head+tail."""
     if message.role != "tool":
         return message
-    return fit_message(message, max_chars=max_chars, head_lines=head_lines, tail_lines=tail_lines)
+    return fit_message(
+        message, max_chars=max_chars, head_lines=head_lines, tail_lines=tail_lines, memo=memo
+    )
 
 
 def fit_message(
-    message: Message, *, max_chars: int | None, head_lines: int, tail_lines: int
+    message: Message,
+    *,
+    max_chars: int | None,
+    head_lines: int,
+    tail_lines: int,
+    memo: Memo | None = None,
 ) -> Message:
-    """Any message over `max_chars` shown head+tail (a pasted log too big for the window)."""
+    """Any message over `max_chars` shown head+tail (a pasted log too big for the window);
+    every view of the context shows a long output again, so `memo` keeps its view."""
     if max_chars is None or len(message.content) <= max_chars:
         return message
     content = message.content
     key = (message.id, max_chars, head_lines, tail_lines)
-    hit = _SHOWN.get(key) if message.id else None
+    shown = memo[_SHOWN] if memo is not None and message.id else None
+    hit = shown.get(key) if shown is not None else None
     view: str | None
     if hit is not None and (hit[0] is content or hit[0] == content):
         view = hit[1]
@@ -166,12 +179,8 @@ def fit_message(
             head_lines=head_lines,
             tail_lines=tail_lines,
         )
-        if view is not None and message.id:
-            # Every view of the context shows a long output again: cut it once.
-            with _SHOWN_LOCK:
-                if key not in _SHOWN and len(_SHOWN) >= _SHOWN_SIZE:
-                    del _SHOWN[next(iter(_SHOWN))]
-                _SHOWN[key] = (content, view)
+        if view is not None and shown is not None:
+            shown.put(key, (content, view))
     if view is None:
         return message
     return with_content(message, view, {"shortened_from": len(content)})
@@ -179,9 +188,7 @@ def fit_message(
 
 # Long tool outputs shown head+tail, by (message id, settings): the text, then its view. Few, as
 # each entry holds a whole long output (which a store that reads rows afresh would let go).
-_SHOWN_SIZE: Final = 256
-_SHOWN: dict[tuple[str, int, int, int], tuple[str, str]] = {}
-_SHOWN_LOCK = threading.Lock()
+_SHOWN: Final = Table[tuple[str, int, int, int], tuple[str, str]]("shown outputs", 256)
 
 
 # A text is never cut to fewer characters than this to fit its turn (its head+tail note needs
@@ -201,14 +208,17 @@ def fit_turns(
     count: Callable[[Message], int],
     head_lines: int,
     tail_lines: int,
+    memo: Memo | None = None,
 ) -> list[Message]:
     """Each unsplittable turn (a tool call with its results, or a lone message) larger than
     `budget_tokens` shown within it: its long texts head+tail, each cut to a fair share.
 
     A turn cannot be split by a compaction, so one larger than the room beside the summary would
     keep the context over its budget however much is summarized. Pinned turns, summaries and
-    truncation markers are left whole (the engine sizes those).
+    truncation markers are left whole (the engine sizes those). `memo` keeps each cut turn, as
+    every view of the context shows a big turn again.
     """
+    memo = memo if memo is not None else Memo()
     out = list(messages)
     counts = list(map(count, out))  # cached per message: the cheapest look at its size
     n = len(out)
@@ -228,16 +238,18 @@ def fit_turns(
             # markers are sized by the engine.
             if not any(m.pinned or m.kind in (KIND_SUMMARY, KIND_MARKER) for m in members):
                 out[start:end] = _fitted_group(
-                    members, budget_tokens, count, head_lines, tail_lines
+                    members, budget_tokens, count, head_lines, tail_lines, memo
                 )
         start = end
     return out
 
 
-# Turns cut to fit, by (member ids, budget, head, tail): the members, then what was shown. Every
-# view of the context shows a big turn again; cut it once. Few: each holds long texts.
-_FITTED_SIZE: Final = 64
-_FITTED: dict[tuple[tuple[str, ...], int, int, int], tuple[list[Message], list[Message]]] = {}
+# Turns cut to fit, by (member ids, budget, head, tail, counter): the members, then what was
+# shown. Few: each holds long texts.
+_FITTED: Final = Table[
+    tuple[tuple[str, ...], int, int, int, Callable[[Message], int]],
+    tuple[list[Message], list[Message]],
+]("fitted turns", 64)
 
 
 def _fitted_group(
@@ -246,23 +258,23 @@ def _fitted_group(
     count: Callable[[Message], int],
     head_lines: int,
     tail_lines: int,
+    memo: Memo,
 ) -> list[Message]:
     """`_fit_group` of a turn over the budget, remembered (the members are checked equal: ids
-    alone may repeat across stores)."""
-    key = (tuple(m.id for m in members), budget, head_lines, tail_lines)
-    hit = _FITTED.get(key) if all(m.id for m in members) else None
+    alone may repeat across stores); keyed by the counter too, whose counts the cut fits."""
+    ids = tuple(m.id for m in members)
+    key = (ids, budget, head_lines, tail_lines, count)
+    fitted = memo[_FITTED] if all(ids) else None
+    hit = fitted.get(key) if fitted is not None else None
     if hit is not None and all(a is b or a == b for a, b in zip(hit[0], members, strict=True)):
         return list(hit[1])
     counts = [count(m) for m in members]
     if sum(counts) <= budget:
         shown = members
     else:
-        shown = _fit_group(members, counts, budget, count, head_lines, tail_lines)
-    if key[0] and all(key[0]):
-        with _SHOWN_LOCK:
-            if key not in _FITTED and len(_FITTED) >= _FITTED_SIZE:
-                del _FITTED[next(iter(_FITTED))]
-            _FITTED[key] = (list(members), list(shown))
+        shown = _fit_group(members, counts, budget, count, head_lines, tail_lines, memo)
+    if fitted is not None:
+        fitted.put(key, (list(members), list(shown)))
     return list(shown)
 
 
@@ -273,6 +285,7 @@ def _fit_group(
     count: Callable[[Message], int],
     head_lines: int,
     tail_lines: int,
+    memo: Memo,
 ) -> list[Message]:
     """The members cut so their tokens fit `budget`: short ones whole, long ones to equal shares
     of what is left (water-filling), recounted and cut again while the notes overshoot."""
@@ -286,7 +299,9 @@ def _fit_group(
             member = members[k]
             chars = max(MIN_SHARE_CHARS, _text_chars(member) * share // max(1, counts[k]))
             shown[k] = (
-                member if share >= counts[k] else _cut_to(member, chars, head_lines, tail_lines)
+                member
+                if share >= counts[k]
+                else _cut_to(member, chars, head_lines, tail_lines, memo)
             )
         total = sum(count(m) for m in shown)
         if total <= budget or target <= fixed:
@@ -300,7 +315,7 @@ def _text_chars(message: Message) -> int:
     return len(message.content) + sum(len(c.arguments) for c in message.tool_calls)
 
 
-def _cut_to(message: Message, chars: int, head_lines: int, tail_lines: int) -> Message:
+def _cut_to(message: Message, chars: int, head_lines: int, tail_lines: int, memo: Memo) -> Message:
     """The message within about `chars` characters: each call's long arguments shown at one
     fixed size (`ARGUMENTS_SHOWN_CHARS`, their JSON kept valid), the content cut to the rest.
 
@@ -312,15 +327,15 @@ def _cut_to(message: Message, chars: int, head_lines: int, tail_lines: int) -> M
     cut = tuple(
         call
         if len(call.arguments) <= ARGUMENTS_SHOWN_CHARS
-        else replace(
-            call, arguments=cut_arguments(call.arguments, ARGUMENTS_SHOWN_CHARS, message.id)
-        )
+        else replace(call, arguments=_cut_arguments(call.arguments, message.id, memo))
         for call in calls
     )
     room = max(MIN_SHARE_CHARS, chars - sum(len(c.arguments) for c in cut))
     out = message
     if len(message.content) > room:
-        out = fit_message(out, max_chars=room, head_lines=head_lines, tail_lines=tail_lines)
+        out = fit_message(
+            out, max_chars=room, head_lines=head_lines, tail_lines=tail_lines, memo=memo
+        )
     if cut == calls:
         return out
     note = f"[long call arguments shown head+tail; read_original({message.id}) has them whole]"
@@ -332,7 +347,20 @@ def _cut_to(message: Message, chars: int, head_lines: int, tail_lines: int) -> M
     return replace(out, content=content, tool_calls=cut, metadata=metadata, openai_extra=extra)
 
 
-@lru_cache(maxsize=256)
+def _cut_arguments(arguments: str, message_id: str, memo: Memo) -> str:
+    """`cut_arguments` to `ARGUMENTS_SHOWN_CHARS`, remembered: each view cuts them again."""
+    cut = memo[_CUT_ARGUMENTS]
+    key = (arguments, message_id)
+    found = cut.get(key)
+    if found is None:
+        found = cut.put(key, cut_arguments(arguments, ARGUMENTS_SHOWN_CHARS, message_id))
+    return found
+
+
+# Long tool-call arguments as a view shows them, by (arguments, message id).
+_CUT_ARGUMENTS: Final = Table[tuple[str, str], str]("cut arguments", 256)
+
+
 def cut_arguments(arguments: str, max_chars: int, message_id: str) -> str:
     """Tool-call arguments within about `max_chars`: in JSON, the longest string values cut
     head+tail (the JSON stays valid); other text cut head+tail as it is."""

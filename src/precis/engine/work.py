@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from operator import is_not
 from typing import cast
 
+from precis.core.memo import Memo
 from precis.core.messages import Message
 from precis.core.planning import first_cut
 from precis.core.tokens import TokenCounter
@@ -91,7 +92,7 @@ class Work:
     messages live for the search, and other entries hold their messages, so no id is reused
     while it is remembered."""
 
-    __slots__ = ("counter", "counts", "ledgers", "parts", "replay", "stored")
+    __slots__ = ("counter", "counts", "ledgers", "memo", "parts", "replay", "stored")
 
     def __init__(
         self,
@@ -100,8 +101,10 @@ class Work:
         counter: TokenCounter,
         replay: Replay | None = None,
         stored: Sequence[Message] = (),
+        memo: Memo | None = None,
     ):
         self.counter = counter
+        self.memo = memo  # the session's: each message's folded parts, made once
         self.replay = replay  # the replay of the evicted span's first messages, read ahead
         # The context as stored, before the view cut its long outputs: by id, when any differs.
         self.stored = {m.id: m for m in stored if m.id}
@@ -136,7 +139,7 @@ class Work:
         for message in messages:
             entry = parts.get(id(message))
             if entry is None:
-                entry = parts[id(message)] = (message, folded_parts(message))
+                entry = parts[id(message)] = (message, folded_parts(message, self.memo))
             out.extend(filter(None, entry[1]))
             if ends is not None:
                 ends.append(len(out))
@@ -202,9 +205,10 @@ class LedgerAhead:
     the compaction of that version, which feeds it the rest of its span (`extract_facts` checks
     that it is the replay of the span's first messages, else replays the span anew)."""
 
-    __slots__ = ("_lock", "_state")
+    __slots__ = ("_lock", "_state", "memo")
 
-    def __init__(self) -> None:
+    def __init__(self, memo: Memo | None = None) -> None:
+        self.memo = memo  # the session's, which the replay's scans go into
         self._lock = threading.Lock()
         # The context version and task, the replay, how many messages of the context it has
         # looked at, and the last of them.
@@ -227,11 +231,11 @@ class LedgerAhead:
                 task = task_of() if upto else None
                 if not (task and task.strip()):
                     return  # a task found in the span itself is the span's to find
-                state = (version, task, Replay(task), 0, None)
+                state = (version, task, Replay(task, self.memo), 0, None)
             task = state[1]
             _, _, replay, seen, last = state
             if seen and (seen > len(messages) or messages[seen - 1] is not last):
-                state = (version, task, Replay(task), 0, None)  # not the context it read
+                state = (version, task, Replay(task, self.memo), 0, None)  # not the context it read
                 _, _, replay, seen, last = state
             if upto > seen:
                 replay.feed(m for m in messages[seen:upto] if not m.pinned)

@@ -368,7 +368,7 @@ class _Replay:
                 seconds=seconds,
                 evicted=len(evicted),
                 violations=len(check(view)),
-                retention=measure(facts_of(_original(evicted)), context_text(view)),
+                retention=self._retention(_original(evicted), view),
                 bound=bound,
             )
         )
@@ -377,7 +377,12 @@ class _Replay:
         """What masking hides is the outputs it replaced with a note: their facts vs the view."""
         originals = {m.id: m for m in self.session.context()}
         hidden = [originals[m.id] for m in view if m.metadata.get("masked") and m.id in originals]
-        return measure(facts_of(hidden), context_text(view))
+        return self._retention(hidden, view)
+
+    def _retention(self, span: Sequence[Message], view: Sequence[Message]) -> Retention:
+        """The facts of `span` the view keeps, read with the session's memo."""
+        memo = self.session.memo
+        return measure(facts_of(span, memo=memo), context_text(view, memo), memo)
 
 
 def run_eval(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from precis.core.memo import Memo
 from precis.core.messages import Message
 from precis.facts import Fact, extract_facts, retention
 
@@ -86,21 +87,25 @@ def ordered_kinds(kinds: Iterable[str]) -> list[str]:
     return known + sorted(present - set(KIND_LABELS))
 
 
-def measure(facts: Sequence[Fact], text: str) -> Retention:
-    """Count, per kind, the facts `precis.facts.retention` finds in the text."""
+def measure(facts: Sequence[Fact], text: str, memo: Memo | None = None) -> Retention:
+    """Count, per kind, the facts `precis.facts.retention` finds in the text (`memo`: the
+    replaying session's, where each fact's test may already be)."""
     by_kind: dict[str, list[Fact]] = {}
     for fact in facts:
         by_kind.setdefault(fact.kind, []).append(fact)
     total: dict[str, int] = {}
     kept: dict[str, int] = {}
     for kind, group in by_kind.items():
-        shares = retention(group, text)
+        shares = retention(group, text, memo)
         share = shares.get(kind, shares.get("overall", 0.0))
         total[kind] = len(group)
         kept[kind] = round(share * len(group))
     return Retention(total, kept)
 
 
-def facts_of(messages: Sequence[Message], task: str | None = None) -> list[Fact]:
-    """The facts of a span, as the guard finds them."""
-    return extract_facts(messages, task=task)
+def facts_of(
+    messages: Sequence[Message], task: str | None = None, memo: Memo | None = None
+) -> list[Fact]:
+    """The facts of a span, as the guard finds them (`memo`: the replaying session's, where
+    each message's scan may already be)."""
+    return extract_facts(messages, task=task, memo=memo)

@@ -27,7 +27,6 @@ from precis.facts.language import (
 from precis.facts.model import KINDS, PRIORITY, Fact, Ledger, carry, dedupe
 from precis.facts.records import Record, read_record
 from precis.facts.scan import (
-    clear_memo,
     prepare,
     scan,
 )
@@ -78,7 +77,6 @@ __all__ = [
     "basename",
     "by_strength",
     "carry",
-    "clear_memo",
     "compact",
     "constraint_sentences",
     "context_text",

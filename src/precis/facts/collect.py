@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from precis.core.jscompat import utf16_len
+from precis.core.memo import Memo
 from precis.core.messages import Message
 from precis.facts.digest import Note, calls_made, code_outline, file_held, value_count, value_tokens
 from precis.facts.fixes import FIX_CHANGE_MESSAGES, fixed_by, refusal
@@ -39,7 +40,6 @@ from precis.facts.scan import (
     UserScan,
     offered,
     scan,
-    task_line,
     task_scan,
 )
 from precis.facts.tally import W_ARGS, W_CARRIED, W_OUTPUT, W_SPOKEN, W_USER, Tally
@@ -149,12 +149,19 @@ SummaryReader = Callable[["Collector", str], bool]
 
 
 class Collector:
-    """One linear pass over the span, filling `Facts`."""
+    """One linear pass over the span, filling `Facts`; `memo`, the session's, keeps each
+    message's scan (without one, every message fed is scanned)."""
 
     def __init__(
-        self, task: str | None = None, *, reader: SummaryReader | None = None, full: bool = True
+        self,
+        task: str | None = None,
+        *,
+        reader: SummaryReader | None = None,
+        full: bool = True,
+        memo: Memo | None = None,
     ) -> None:
         self.facts = Facts()
+        self.memo = memo
         self._reader = reader
         # The brief reads everything; the guard's facts need no code names, notes or error names.
         self._full = full
@@ -169,7 +176,7 @@ class Collector:
         self._awaiting_change: list[tuple[ErrorEntry, int]] = []
         self._open_file: str | None = None
         self._index = 0
-        self._given_task = task_line(task) if task and task.strip() else ""
+        self._given_task = one_line(task) if task and task.strip() else ""
         self._previous_role = ""
         if task and task.strip():
             self._set_task(task.strip())
@@ -177,7 +184,7 @@ class Collector:
     def _set_task(self, task: str) -> None:
         """The caller's task stands first and its rules are red lines, whatever the span holds."""
         facts = self.facts
-        found, keep, terms, listed = task_scan(task)
+        found, keep, terms, listed = task_scan(task, self.memo)
         for sentence in found:
             facts.constraints.setdefault(sentence.lower(), sentence)
         self._spec_rules(listed)
@@ -198,7 +205,7 @@ class Collector:
         """One message, at position `index` of the span (errors remember where they were seen)."""
         self._index = index
         self._clock += 1
-        found = scan(message)
+        found = scan(message, self.memo)
         if isinstance(found, SummaryScan):
             self._fold_summary(found.text)
         elif isinstance(found, SystemScan):
@@ -539,13 +546,14 @@ class Collector:
         self.add_terms(list(terms_in(text)), W_CARRIED, W_CARRIED)
 
 
-def read_ahead(earlier: Sequence[Message], messages: Sequence[Message]) -> None:
+def read_ahead(earlier: Sequence[Message], messages: Sequence[Message], memo: Memo) -> None:
     """Replay `messages` after the calls `earlier` made, into facts thrown away: what a result
     says about its call's work (a tracker's rules, titles, sub-items, a commit, a test tally) is
-    read now and kept on the result's scan, so the compaction that evicts it only replays it."""
+    read now and kept on the result's scan in `memo`, so the compaction that evicts it only
+    replays it."""
     if all(m.role != "tool" for m in messages):
         return  # no result: the replay would keep nothing
-    collector = Collector(full=False)
+    collector = Collector(full=False, memo=memo)
     for message in earlier:
         if message.tool_calls:
             collector.feed_one(message, 0)

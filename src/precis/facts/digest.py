@@ -13,7 +13,6 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
@@ -224,7 +223,6 @@ def _task_weight(sentence: str) -> float:
     return named + min(1.0, _weight(sentence, 1))
 
 
-@lru_cache(maxsize=64)
 def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str:
     """A long task in at most `units`: its opening sentences, then the sentences that name
     something (a host, a port, a path, a URL, a ticket) or carry the most values, shown in the
@@ -322,7 +320,6 @@ _COURTESY: Final = frozenset(
 _WORD_RE: Final = re.compile(r"[a-z']+")
 
 
-@lru_cache(maxsize=512)
 def request_gist(text: str) -> str:
     """A request without its courtesies ("Thank you!", "Great, thanks.", "I understand."), on
     one line; the request itself is left as written."""

@@ -2,19 +2,20 @@
 
 Found by the collector in the evicted span, compacted to one verbatim line each, in priority
 order, after the ledgers that earlier summaries in the span carry. Pure: the same span gives the
-same facts; the heavy reading of each message is remembered (`precis.facts.scan`).
+same facts; the heavy reading of each message is remembered in the session's memo
+(`precis.facts.scan`).
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable, Sequence, Set
 from itertools import islice
 from operator import is_
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
+from precis.core.memo import Memo, Table
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
 from precis.core.types import FactKind
 from precis.facts.collect import Collector, Facts
@@ -49,9 +50,9 @@ class Replay:
 
     __slots__ = ("collector", "fed", "sources", "task")
 
-    def __init__(self, task: str | None) -> None:
+    def __init__(self, task: str | None, memo: Memo | None = None) -> None:
         self.task = task
-        self.collector = Collector(task, full=False)
+        self.collector = Collector(task, full=False, memo=memo)
         self.sources = _Sources(task is not None)
         self.fed: list[Message] = []
 
@@ -74,20 +75,26 @@ class Replay:
 
 
 def extract_facts(
-    messages: Sequence[Message], *, task: str | None = None, replay: Replay | None = None
+    messages: Sequence[Message],
+    *,
+    task: str | None = None,
+    replay: Replay | None = None,
+    memo: Memo | None = None,
 ) -> list[Fact]:
     """Every fact of the span a summary must keep, deterministic and in priority order.
 
     Ledgers stored on earlier summaries inside the span come first, so they are never lost.
     `replay`, a replay of the span's first messages (read ahead), is fed the rest and read
-    instead of replaying the span anew; it is the same pass.
+    instead of replaying the span anew; it is the same pass. `memo`, the session's, keeps
+    what reading each message found (without one, the span is read afresh).
     """
+    memo = memo if memo is not None else Memo()
     carried: list[Fact] = []
     carriers = 0
     keys: Set[tuple[str, str]] | None = None
     for message in messages:
         if message.kind in _CARRIERS:
-            ledger, keys = _stored(message)
+            ledger, keys = _stored(message, memo)
             carried.extend(ledger.facts)
             carriers += 1
     if not (task and task.strip()):
@@ -95,7 +102,7 @@ def extract_facts(
             (m.content for m in messages if m.kind == KIND_TASK and m.content.strip()), None
         )
     if replay is None or not replay.starts(messages, task):
-        replay = Replay(task)
+        replay = Replay(task, memo)
     replay.feed(islice(messages, len(replay.fed), None))
     collector, sources = replay.collector, replay.sources
     facts = collector.facts
@@ -110,7 +117,7 @@ def extract_facts(
     found += _identifier_facts(facts.identifiers, sources)
     found += _error_facts(facts, sources)
     found += read
-    found += _request_facts(facts, sources)
+    found += _request_facts(facts, sources, memo)
     # In priority order already: each kind's facts follow the last's. Each copy after the first
     # is dropped once, here, and the carried states the span's own replace are left out.
     kept = newest_states(carried, found)
@@ -122,31 +129,30 @@ def extract_facts(
     return out
 
 
-def stored_ledger(message: Message) -> Ledger:
-    """The ledger a summary or marker carries in `metadata["ledger"]`, read once per message."""
-    return _stored(message)[0]
+def stored_ledger(message: Message, memo: Memo | None = None) -> Ledger:
+    """The ledger a summary or marker carries in `metadata["ledger"]`, read once per message
+    into `memo`."""
+    return _stored(message, memo)[0]
 
 
-def _stored(message: Message) -> tuple[Ledger, Set[tuple[str, str]] | None]:
+def _stored(message: Message, memo: Memo | None) -> tuple[Ledger, Set[tuple[str, str]] | None]:
     """`stored_ledger`, and the (kind, text) of each of its facts when `remember_ledger` noted
     them with it (each fact is then there once)."""
     data = message.metadata.get("ledger")
-    if not message.id:
+    if not message.id or memo is None:
         return Ledger.from_json(data), None
-    hit = _LEDGERS.get(message.id)
+    ledgers = memo[LEDGERS]
+    hit = ledgers.get(message.id)
     if hit is not None and (hit[0] is data or hit[0] == data):
         return hit[1], hit[2]
     ledger = Ledger.from_json(data)
-    with _LEDGERS_LOCK:
-        if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
-            del _LEDGERS[next(iter(_LEDGERS))]
-        _LEDGERS[message.id] = (data, ledger, None)
+    ledgers.put(message.id, (data, ledger, None))
     return ledger, None
 
 
-def remember_ledger(message: Message, ledger: Ledger) -> bool:
-    """Note that `message` (a summary or marker being made) carries `ledger`, so reading it back
-    in a later compaction (`stored_ledger`) parses nothing; whether it was noted.
+def remember_ledger(message: Message, ledger: Ledger, memo: Memo) -> bool:
+    """Note in `memo` that `message` (a summary or marker being made) carries `ledger`, so
+    reading it back in a later compaction (`stored_ledger`) parses nothing; whether it was noted.
 
     Only a ledger that reading its JSON would give back unchanged is remembered: every text
     non-blank, each (kind, text) once, the strings plain (`str` itself, the kind too). Else
@@ -168,17 +174,13 @@ def remember_ledger(message: Message, ledger: Ledger) -> bool:
     keys = {(fact.kind, fact.text) for fact in facts}
     if len(keys) != len(facts):
         return False
-    with _LEDGERS_LOCK:
-        if message.id not in _LEDGERS and len(_LEDGERS) >= MEMO_SIZE:
-            del _LEDGERS[next(iter(_LEDGERS))]
-        _LEDGERS[message.id] = (data, ledger, keys)
+    memo[LEDGERS].put(message.id, (data, ledger, keys))
     return True
 
 
 # A ledger's JSON as stored, the ledger, and its facts' (kind, text) when `remember_ledger`
-# noted them.
-_LEDGERS: dict[str, tuple[Any, Ledger, Set[tuple[str, str]] | None]] = {}
-_LEDGERS_LOCK = threading.Lock()
+# noted them, by the message's id.
+LEDGERS: Final = Table[str, tuple[Any, Ledger, Set[tuple[str, str]] | None]]("ledgers", MEMO_SIZE)
 
 
 class _Sources:
@@ -328,12 +330,19 @@ def _error_facts(facts: Facts, sources: _Sources) -> list[Fact]:
     ]
 
 
-def _request_facts(facts: Facts, sources: _Sources) -> list[Fact]:
+def _request_facts(facts: Facts, sources: _Sources, memo: Memo) -> list[Fact]:
     """The user's later requests, by their first line, acknowledgements aside."""
     out: list[Fact] = []
+    gists = memo[_GISTS]
     for _, text, _ in facts.requests:
         if is_trivial(text):
             continue
-        gist = request_gist(text)  # as the brief shows it: its courtesies aside
+        gist = gists.get(text)  # as the brief shows it: its courtesies aside
+        if gist is None:
+            gist = gists.put(text, request_gist(text))
         out.append(Fact("request", compact(gist, REQUEST_UNITS), sources.of("request", text)))
     return out[-_MAX_REQUESTS:]
+
+
+# Each request's gist (`request_gist`), by its text: every compaction's span repeats most.
+_GISTS: Final = Table[str, str]("request gists", 512)

@@ -12,9 +12,10 @@ from itertools import accumulate
 from operator import is_
 from typing import Final
 
+from precis.core.memo import Memo
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.facts.model import Fact
-from precis.facts.verify import _PROBED, _Probed, _probed, folded_parts
+from precis.facts.verify import PROBED, _Probed, _probed, folded_parts
 
 # What `KeptFacts` remembers of a fact: the index of a part that holds it, or one of these.
 _ABSENT: Final = -1
@@ -48,11 +49,13 @@ class KeptFacts:
 
     `observe` asks the same of the context as messages come (the last facts asked about, of
     the messages a summary did not write), so that a compaction finds its kept messages seen.
+    `memo` is the session's: each fact's test and each message's folded parts, made once.
     """
 
-    __slots__ = ("_last", "_seen")
+    __slots__ = ("_last", "_seen", "memo")
 
-    def __init__(self) -> None:
+    def __init__(self, memo: Memo | None = None) -> None:
+        self.memo = memo if memo is not None else Memo()
         self._last: _Asked = ((), {}, (), (), ())
         # The messages last observed, how many parts those up to each one have, and the parts.
         self._seen: tuple[tuple[Message, ...], tuple[int, ...], tuple[str, ...]] = ((), (), ())
@@ -94,13 +97,13 @@ class KeptFacts:
         found: dict[int, _Found] = {}
         missing: list[Fact] = []
         probes: list[_Probed] = []
-        remembered, was = _PROBED.get, old_found.get
+        remembered, was = self.memo[PROBED].get, old_found.get
         starts: list[int] | None = None
         for fact in facts:
             entry = was(id(fact))  # the old facts live while `last` does: an id is theirs
             if entry is None:  # not asked about last time
                 hit = remembered(id(fact))  # `_probed`, inline: this runs for every new fact
-                probe = hit[1] if hit is not None and hit[0] is fact else _probed(fact)
+                probe = hit[1] if hit is not None and hit[0] is fact else _probed(fact, self.memo)
                 spread = False
             else:
                 state, probe = entry
@@ -207,7 +210,7 @@ class KeptFacts:
         the parts of the messages `more` after them; note whose parts they all are."""
         now, grown = list(ends), list(parts)
         for message in more:
-            grown.extend(filter(None, folded_parts(message)))
+            grown.extend(filter(None, folded_parts(message, self.memo)))
             now.append(len(grown))
         shown = tuple(grown)
         self.missing(facts, shown)

@@ -3,7 +3,8 @@
 A compaction reads the same messages several times (the brief, the guard's ledger, the fallback
 plans, `precis eval`), so the scan of a message is remembered by its id. The entry is checked
 against what the scan reads (role, kind, text, calls, the error flag, a summary's text): a view
-that shows a message shortened or masked keeps its id but gets a scan of its own text.
+that shows a message shortened or masked keeps its id but gets a scan of its own text. The memo
+is the session's (`precis.core.memo`): a scan made for one conversation is never another's.
 What depends on the messages before (the task, the open file, pending calls) is left to the
 collector's replay.
 """
@@ -11,13 +12,12 @@ collector's replay.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
+from precis.core.memo import Memo, Table
 from precis.core.messages import Message, ToolCall
 from precis.facts.args import ArgTerm, arg_terms, code_symbols
 from precis.facts.decisions import about_files, decisions, reasons
@@ -271,30 +271,22 @@ class ToolScan:
 MessageScan = SummaryScan | SystemScan | UserScan | AssistantScan | ToolScan
 
 
-def scan(message: Message) -> MessageScan:
+def scan(message: Message, memo: Memo | None = None) -> MessageScan:
     """The scan of one message, from the memo when this message was scanned before."""
-    if not message.id:
+    if not message.id or memo is None:
         return _scan(message)
     fingerprint = _fingerprint(message)
-    hit = _MEMO.get(message.id)
+    scans = memo[_SCANS]
+    hit = scans.get(message.id)
     if hit is not None and hit[0] == fingerprint:
         return hit[1]
     found = _scan(message)
-    with _LOCK:
-        if message.id not in _MEMO and len(_MEMO) >= MEMO_SIZE:
-            del _MEMO[next(iter(_MEMO))]  # the oldest entry: spans move forward in time
-        _MEMO[message.id] = (fingerprint, found)
+    scans.put(message.id, (fingerprint, found))
     return found
 
 
-def clear_memo() -> None:
-    """Forget every remembered scan (for tests and benchmarks)."""
-    with _LOCK:
-        _MEMO.clear()
-
-
-_MEMO: dict[str, tuple[tuple[Any, ...], MessageScan]] = {}
-_LOCK = threading.Lock()
+# Each message's scan by its id, with what the scan read of it (`_fingerprint`).
+_SCANS: Final = Table[str, tuple[tuple[Any, ...], MessageScan]]("scans", MEMO_SIZE)
 
 
 def _fingerprint(message: Message) -> tuple[Any, ...]:
@@ -326,27 +318,32 @@ def _scan(message: Message) -> MessageScan:
     return ToolScan(text, bool(message.metadata.get("is_error")))
 
 
-@lru_cache(maxsize=64)
-def task_scan(
-    task: str,
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Term, ...], tuple[str, ...]]:
-    """A stated task's rules, its rules strongest first, its terms, and the items listed under
-    its rules headings that no rule sentence holds: the same every time."""
-    found = constraint_sentences(task)
-    listed = tuple(listed_rules(task, found))
-    return tuple(found), tuple(by_strength(found)), tuple(terms_in(task)), listed
+# What a stated task gives: its rules, its rules strongest first, its terms, and the items
+# listed under its rules headings that no rule sentence holds.
+TaskScan = tuple[tuple[str, ...], tuple[str, ...], tuple[Term, ...], tuple[str, ...]]
 
 
-@lru_cache(maxsize=64)
-def task_line(task: str) -> str:
-    """`one_line(task)`, for the task every compaction's collector is given again."""
-    return one_line(task)
+def task_scan(task: str, memo: Memo | None = None) -> TaskScan:
+    """A stated task's `TaskScan`, the same every time: every compaction's collector is given
+    the task again, so `memo` keeps it."""
+    table = memo[_TASKS] if memo is not None else None
+    found = table.get(task) if table is not None else None
+    if found is None:
+        rules = constraint_sentences(task)
+        listed = tuple(listed_rules(task, rules))
+        found = tuple(rules), tuple(by_strength(rules)), tuple(terms_in(task)), listed
+        if table is not None:
+            table.put(task, found)
+    return found
 
 
-def prepare(message: Message) -> None:
-    """Scan a message now, error lines included (which a tool result's scan otherwise finds
-    only when the collector asks), so a later compaction only replays the scan."""
-    found = scan(message)
+_TASKS: Final = Table[str, TaskScan]("task scans", 64)
+
+
+def prepare(message: Message, memo: Memo) -> None:
+    """Scan a message into `memo` now, error lines included (which a tool result's scan
+    otherwise finds only when the collector asks), so a later compaction only replays it."""
+    found = scan(message, memo)
     if isinstance(found, ToolScan):
         found.signatures()
 

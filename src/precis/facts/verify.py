@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
 from typing import Any, Final
 
+from precis.core.memo import Memo, Table
 from precis.core.messages import Message
 from precis.facts.language import raw_summary_text
 from precis.facts.model import KINDS, Fact
@@ -72,7 +71,6 @@ def _token_in(needle: str, folded: str) -> bool:
     return False
 
 
-@lru_cache(maxsize=8192)
 def _matcher(kind: str, text: str) -> Callable[[str], bool]:
     """The presence test for one fact, made once: identifiers and paths stand as whole tokens."""
     needle = fold(text)
@@ -166,9 +164,12 @@ def _ticket_patterns(number: str) -> tuple[re.Pattern[str], ...]:
     )
 
 
-def present(fact: Fact, folded: str) -> bool:
-    """Whether the folded text holds the fact; identifiers and paths must stand as whole tokens."""
-    return _matcher(fact.kind, fact.text)(folded)
+def present(fact: Fact, folded: str, memo: Memo | None = None) -> bool:
+    """Whether the folded text holds the fact; identifiers and paths must stand as whole tokens.
+    `memo` keeps the fact's test, made once per session."""
+    if memo is None:
+        return _matcher(fact.kind, fact.text)(folded)
+    return _probed(fact, memo)[1](folded)
 
 
 def folded_text(text: str) -> str:
@@ -176,13 +177,14 @@ def folded_text(text: str) -> str:
     return text.folded if isinstance(text, ContextText) else fold(text)
 
 
-def context_text(messages: Sequence[Message]) -> ContextText:
+def context_text(messages: Sequence[Message], memo: Memo | None = None) -> ContextText:
     """Everything a model reads of these messages, the text facts are looked for in: contents,
-    tool calls, and the raw text of summaries and markers."""
+    tool calls, and the raw text of summaries and markers; each message's part from `memo`
+    when it was folded before."""
     parts: list[str] = []
     folded: list[str] = []
     for m in messages:
-        mine, theirs = _message_parts(m)
+        mine, theirs = _message_parts(m, memo)
         parts.extend(mine)
         folded.extend(theirs)
     text = ContextText("\n".join(parts))
@@ -191,16 +193,17 @@ def context_text(messages: Sequence[Message]) -> ContextText:
     return text
 
 
-def folded_parts(message: Message) -> tuple[str, ...]:
+def folded_parts(message: Message, memo: Memo | None = None) -> tuple[str, ...]:
     """One message's parts of a context text, folded (empty ones too): `context_text(ms).folded`
-    is the non-empty parts of `ms` joined by spaces. Remembered by message id."""
-    return _message_parts(message)[1]
+    is the non-empty parts of `ms` joined by spaces. Remembered in `memo` by message id."""
+    return _message_parts(message, memo)[1]
 
 
-def _message_parts(message: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _message_parts(message: Message, memo: Memo | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """One message's parts of a context text, and each folded, from the memo when seen."""
     key = (message.content, message.tool_calls, raw_summary_text(message))
-    hit = _PARTS.get(message.id) if message.id else None
+    table = memo[_PARTS] if memo is not None and message.id else None
+    hit = table.get(message.id) if table is not None else None
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
     content, calls, raw = key
@@ -210,16 +213,15 @@ def _message_parts(message: Message) -> tuple[tuple[str, ...], tuple[str, ...]]:
     parts.extend(f"{call.name} {call.arguments}" for call in calls)
     mine = tuple(parts)
     theirs = tuple(fold(part) for part in mine)
-    if message.id:
-        with _PARTS_LOCK:
-            if message.id not in _PARTS and len(_PARTS) >= MEMO_SIZE:
-                del _PARTS[next(iter(_PARTS))]
-            _PARTS[message.id] = (key, mine, theirs)
+    if table is not None:
+        table.put(message.id, (key, mine, theirs))
     return mine, theirs
 
 
-_PARTS: dict[str, tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...]]] = {}
-_PARTS_LOCK = threading.Lock()
+# Each message's parts of a context text and their folds, by its id, with what they were made of.
+_PARTS: Final = Table[str, tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...]]](
+    "folded parts", MEMO_SIZE
+)
 
 
 def fact_present(fact: Fact, text: str) -> bool:
@@ -227,26 +229,25 @@ def fact_present(fact: Fact, text: str) -> bool:
     return present(fact, folded_text(text))
 
 
-def presence_test(fact: Fact) -> tuple[Callable[[str], bool], str]:
+def presence_test(fact: Fact, memo: Memo | None = None) -> tuple[Callable[[str], bool], str]:
     """The fact's test of a folded text (`present`) and a string every text it passes holds,
     for a caller that asks them of many texts."""
-    probed = _probed(fact)
+    probed = _probed(fact, memo)
     return probed[1], probed[2]
 
 
-def missing_facts(facts: Iterable[Fact], summary_text: str) -> list[Fact]:
+def missing_facts(facts: Iterable[Fact], summary_text: str, memo: Memo | None = None) -> list[Fact]:
     """The facts the summary lost, in the order given."""
-    return missing_from_folded(facts, folded_text(summary_text))
+    return missing_from_folded(facts, folded_text(summary_text), memo)
 
 
-def missing_from_folded(facts: Iterable[Fact], folded: str) -> list[Fact]:
+def missing_from_folded(facts: Iterable[Fact], folded: str, memo: Memo | None = None) -> list[Fact]:
     """`missing_facts` for a text already folded (a fact whose anchor the text lacks is
-    missing without its test)."""
+    missing without its test); `memo` keeps each fact's test."""
+    memo = memo if memo is not None else Memo()
     out: list[Fact] = []
-    remembered = _PROBED.get
     for fact in facts:
-        hit = remembered(id(fact))  # `_probed`, inline: this runs for every fact
-        _, test, anchor, _ = hit[1] if hit is not None and hit[0] is fact else _probed(fact)
+        _, test, anchor, _ = _probed(fact, memo)
         if not (anchor in folded and test(folded)):
             out.append(fact)
     return out
@@ -257,7 +258,6 @@ def missing_from_folded(facts: Iterable[Fact], folded: str) -> list[Fact]:
 _AROUND: Final = 16
 
 
-@lru_cache(maxsize=8192)
 def _probe(kind: str, text: str) -> tuple[Callable[[str], bool], str, int]:
     """A fact's presence test; a string every text it passes holds (what it looks for first);
     and its reach: the most characters one occurrence's test reads (the needle, what it checks
@@ -280,31 +280,41 @@ def _probe(kind: str, text: str) -> tuple[Callable[[str], bool], str, int]:
 _Probed = tuple[tuple[str, str], Callable[[str], bool], str, int]
 
 
-def _probed(fact: Fact) -> _Probed:
-    """The fact's (kind, text) and `_probe`, remembered per fact: a ledger's facts are mostly
-    the last one's again, and are asked about at every append."""
-    hit = _PROBED.get(id(fact))
+def _probed(fact: Fact, memo: Memo | None) -> _Probed:
+    """The fact's (kind, text) and `_probe`, remembered in `memo` per fact (a ledger's facts
+    are mostly the last one's again, and are asked about at every append) and per (kind, text)
+    (a fact read again from a stored ledger is a new object with the same test)."""
+    key = (fact.kind, fact.text)
+    if memo is None:
+        return (key, *_probe(*key))
+    by_fact = memo[PROBED]
+    hit = by_fact.get(id(fact))
     if hit is not None and hit[0] is fact:
         return hit[1]
-    key = (fact.kind, fact.text)
-    probed = (key, *_probe(*key))
-    if len(_PROBED) >= _PROBED_KEPT:
-        _PROBED.clear()
-    _PROBED[id(fact)] = (fact, probed)
-    return probed
+    by_text = memo[_PROBES]
+    probe = by_text.get(key)
+    if probe is None:
+        probe = by_text.put(key, _probe(*key))
+    return by_fact.put(id(fact), (fact, (key, *probe)))[1]
 
 
-_PROBED: dict[int, tuple[Fact, _Probed]] = {}
-_PROBED_KEPT: Final = 8192
+# `_probed` by the fact's identity (the entry holds the fact, so its id is not reused while
+# remembered), and `_probe` by (kind, text).
+PROBED: Final = Table[int, tuple[Fact, _Probed]]("probed facts", 8192)
+_PROBES: Final = Table[tuple[str, str], tuple[Callable[[str], bool], str, int]](
+    "presence tests", 8192
+)
 
 
-def retention(facts: Iterable[Fact], context_text: str) -> dict[str, float]:
+def retention(
+    facts: Iterable[Fact], context_text: str, memo: Memo | None = None
+) -> dict[str, float]:
     """Share of facts the context keeps, per kind and "overall": the measure `precis eval` uses."""
     folded = folded_text(context_text)
     kept: dict[str, list[int]] = {}
     for fact in facts:
         tally = kept.setdefault(fact.kind, [0, 0])
-        tally[0] += present(fact, folded)
+        tally[0] += present(fact, folded, memo)
         tally[1] += 1
     out: dict[str, float] = {k: kept[k][0] / kept[k][1] for k in KINDS if k in kept}
     total = sum(t[1] for t in kept.values())

@@ -13,6 +13,7 @@ from operator import is_
 from typing import Any, NamedTuple
 
 from precis.core.errors import InvalidInput, InvalidMessage
+from precis.core.memo import Memo
 from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
@@ -82,15 +83,16 @@ _Limits = tuple[CompactionSettings, int | None, int | None, int, int, int]
 def _remember(
     messages: Sequence[Message],
     counter: TokenCounter,
+    memo: Memo,
     earlier: Sequence[Message] = (),
     kept: KeptFacts | None = None,
 ) -> None:
     for message in messages:
-        prepare(message)  # its facts
+        prepare(message, memo)  # its facts
         counter.count(message)
-        folded_parts(message)  # the text facts are looked for in, folded
+        folded_parts(message, memo)  # the text facts are looked for in, folded
     # What a result says about the work its call did (earlier in the turn or in this batch).
-    read_ahead(earlier, messages)
+    read_ahead(earlier, messages, memo)
     if kept is not None:
         kept.observe_more(messages)  # which of the guard's facts they hold
 
@@ -119,9 +121,9 @@ class BaseSession:
             s.pre_compact_hooks, s.post_compact_hooks, s.hook_timeout
         )
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.compactor = Compactor(
-            store, self.counter, self.summarizer, self.settings, hooks=self.hooks, view=self.view_of
-        )
+        self.memo = Memo()  # what this session read of its messages, to spare reading them again
+        parts = (store, self.counter, self.summarizer, self.settings)
+        self.compactor = Compactor(*parts, hooks=self.hooks, view=self.view_of, memo=self.memo)
         self._compile = compile_system_prompt
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._created = False
@@ -225,17 +227,13 @@ class BaseSession:
             short = -1 if head < 0 or tail < 0 else min(x for x in (for_tools, fits, 1 << 62) if x)
             limits = self._display_limits = (s, fits, for_tools, head, tail, short)
         _, fits, for_tools, head, tail, short = limits
-        return [
-            m
-            if len(m.content) <= short
-            else fit_message(
-                display_message(m, max_chars=for_tools, head_lines=head, tail_lines=tail),
-                max_chars=fits,
-                head_lines=head,
-                tail_lines=tail,
-            )
-            for m in messages
-        ]
+        memo = self.memo
+
+        def shown(m: Message) -> Message:
+            m = display_message(m, max_chars=for_tools, head_lines=head, tail_lines=tail, memo=memo)
+            return fit_message(m, max_chars=fits, head_lines=head, tail_lines=tail, memo=memo)
+
+        return [m if len(m.content) <= short else shown(m) for m in messages]
 
     def _fit(self, displayed: list[Message], budget: int | None) -> list[Message]:
         """The displayed messages with each turn over `budget` cut to fit it."""
@@ -248,6 +246,7 @@ class BaseSession:
             count=self.counter.count,
             head_lines=s.tool_output_head_lines,
             tail_lines=s.tool_output_tail_lines,
+            memo=self.memo,
         )
 
     def turn_budget(self, shown: Sequence[Message], floor_tokens: int) -> int | None:
@@ -311,7 +310,7 @@ class BaseSession:
             floor = yield from self._floor_parts_steps()
             shown = self.view_alone(appended, sum(floor))
             kept = self.compactor.kept if self.settings.guard else None
-            yield Call(_remember, (shown, self.counter, check.tail.turn, kept))
+            yield Call(_remember, (shown, self.counter, self.memo, check.tail.turn, kept))
             yield from self._sample_steps("append", added=appended, floor=floor, shown=shown)
         except Exception:
             # The messages are stored: what failed is work to spare later reads, which redo it.

@@ -14,7 +14,6 @@ The queries are the shared ones of `SQLStore`; this module adds PostgreSQL's dia
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -91,7 +90,6 @@ _GRAM_PATTERN = "[" + "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in IDEOGRAPHIC_R
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 
-@functools.lru_cache(maxsize=512)
 def _pyformat(statement: str) -> str:
     """`?` placeholders as psycopg's `%s`, and a literal % doubled."""
     return statement.replace("%", "%%").replace("?", "%s")

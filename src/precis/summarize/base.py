@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from precis.core.memo import Memo
 from precis.core.messages import KIND_MESSAGE, Message
 from precis.core.types import MergePolicy, PlanMode, SummaryStyle
 from precis.facts import earlier_summary_text
@@ -27,7 +28,9 @@ class SummaryRequest:
     model call, in seconds. `kept` are the messages that stay verbatim right after the summary
     (context, not to be summarized: a request they answer is not open). `originals` are
     `messages` as stored, when the view showed some of them cut (a long tool output head+tail):
-    a summarizer that reads by rule may read them whole; empty when none was cut.
+    a summarizer that reads by rule may read them whole; empty when none was cut. `memo` is the
+    asking session's (`precis.core.memo`): a summarizer that reads by rule finds there what the
+    session already read of each message.
     """
 
     messages: tuple[Message, ...]
@@ -42,6 +45,7 @@ class SummaryRequest:
     timeout: float | None = None
     kept: tuple[Message, ...] = ()
     originals: tuple[Message, ...] = ()
+    memo: Memo | None = field(default=None, compare=False, repr=False)
 
 
 class Summarizer(Protocol):

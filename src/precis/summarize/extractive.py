@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from precis.core.memo import Memo
 from precis.core.messages import KIND_SUMMARY, Message
 from precis.facts import (
     Collector,
@@ -61,6 +62,7 @@ def build_brief(
     ledger: Ledger | None = None,
     answered: bool = False,
     must: Sequence[Fact] = (),
+    memo: Memo | None = None,
 ) -> str:
     """The brief for `messages` within `budget` UTF-16 units; same input, same text.
 
@@ -69,6 +71,7 @@ def build_brief(
     `ledger` is the one `previous` carried, if any: anchored merging takes its task from it.
     `answered`: the span's last request is answered by the messages kept after the summary.
     `must`: the facts the guard will demand of the text (`must_keep`), placed first.
+    `memo`: the session's, where each message's scan may already be.
     """
     if not messages and previous is None and not task and not phase:
         return head(NO_MESSAGES_SUMMARY, budget)
@@ -78,7 +81,7 @@ def build_brief(
     if prior is not None and not (task and task.strip()):
         # The span's first request is not the task: the earlier summary already names that.
         lead = anchor_task(prior, ledger)
-    collector = Collector(lead, reader=read_brief)
+    collector = Collector(lead, reader=read_brief, memo=memo)
     if previous is not None and prior is None:
         collector.fold(previous)
     facts = collector.feed(messages)
@@ -151,6 +154,7 @@ class ExtractiveSummarizer(LocalSummarizer):
                 instructions=request.instructions,
                 answered=answers_last_request(request.kept),
                 must=must_keep(request),
+                memo=request.memo,
             )
         previous, fresh = split_previous(replace(request, messages=span))
         return build_brief(
@@ -163,9 +167,10 @@ class ExtractiveSummarizer(LocalSummarizer):
             task=request.task,
             previous=previous,
             phase=request.phase,
-            ledger=_carried_ledger(span, previous),
+            ledger=_carried_ledger(span, previous, request.memo),
             answered=answers_last_request(request.kept),
             must=must_keep(request),
+            memo=request.memo,
         )
 
 
@@ -197,20 +202,23 @@ def must_keep(request: SummaryRequest) -> tuple[Fact, ...]:
     """The facts the guard will demand of this span's summary: the span's ledger (as the
     engine reads it), less what the pinned task and the messages kept after the summary
     already hold."""
-    ledger = extract_facts(request.messages, task=request.task)
+    memo = request.memo
+    ledger = extract_facts(request.messages, task=request.task, memo=memo)
     if request.task:  # pinned beside the summary, it holds what it says
         ledger = [f for f in ledger if f.kind != "task"]
-        ledger = missing_from_folded(ledger, fold(request.task))
+        ledger = missing_from_folded(ledger, fold(request.task), memo)
     if not request.kept:
         return tuple(ledger)
-    return tuple(missing_from_folded(ledger, context_text(request.kept).folded))
+    return tuple(missing_from_folded(ledger, context_text(request.kept, memo).folded, memo))
 
 
-def _carried_ledger(messages: Sequence[Message], previous: str | None) -> Ledger | None:
+def _carried_ledger(
+    messages: Sequence[Message], previous: str | None, memo: Memo | None
+) -> Ledger | None:
     """The ledger stored on the summary message whose text is `previous`, if the span has it."""
     if previous is None:
         return None
     for message in messages:
         if "ledger" in message.metadata and earlier_summary_text(message) == previous:
-            return stored_ledger(message)
+            return stored_ledger(message, memo)
     return None

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Final
 
 from precis.core.jscompat import utf16_len
+from precis.core.memo import Bounded, Memo, Table
 from precis.facts import (
     KINDS,
     PRIORITY,
@@ -116,14 +117,18 @@ def apply_guard(
     *,
     clip_chars: int,
     heading: str = DEFAULT_HEADING,
+    memo: Memo | None = None,
 ) -> GuardResult:
     """Append what the summary lost, by priority, so the whole stays within `clip_chars`.
 
     Room comes first from the summary's tail (its head is kept, the cut marked with "…"), but the
     body never shrinks below about 35 % of the clip; past that the least vital facts are dropped.
+    `memo`, the session's, keeps what the guard reads of each fact (most are the last ledger's).
     """
     clip = max(0, clip_chars)
-    guarded = sorted(map(_guarded, ledger.facts), key=_by_priority)
+    memo = memo if memo is not None else Memo()
+    sized = memo[_SIZED]
+    guarded = sorted((_guarded(fact, memo) for fact in ledger.facts), key=_by_priority)
     facts = [g[0] for g in guarded]
     language = _language(summary, facts)
     if heading == DEFAULT_HEADING and language == "zh":
@@ -166,7 +171,7 @@ def apply_guard(
     # Cutting the body may cut facts out of it: shrink until what is missing fits, or the floor.
     while True:
         if missing is not measured:
-            need = _section_units(missing, heading, labels)
+            need = _section_units(missing, heading, labels, sized)
         room = clip - need - utf16_len(_SECTION_GAP)
         if utf16_len(body) <= room or utf16_len(body) <= floor:
             break
@@ -175,9 +180,9 @@ def apply_guard(
     gap = utf16_len(_SECTION_GAP) if summary else 0
     room = clip - utf16_len(body) - gap
     if need <= room:  # each fact fits in its fullest line: all that `_choose` would pick
-        chosen = [(fact, _sized(fact)[0][0]) for fact in missing]
+        chosen = [(fact, _sized(fact, sized)[0][0]) for fact in missing]
     else:
-        chosen = _choose(missing, heading, labels, room)
+        chosen = _choose(missing, heading, labels, room, sized)
     if not chosen:
         body = _cut(summary, clip)
         return GuardResult(body, (), tuple(missing_from(body)))
@@ -220,24 +225,27 @@ def _lines(fact: Fact) -> tuple[str, ...]:
     return (fact.text,)
 
 
-def _sized(fact: Fact) -> tuple[tuple[str, int], ...]:
-    """`_lines(fact)`, each with its UTF-16 length; remembered per fact, as most facts are the
-    ledger's of the last compaction again."""
-    hit = _SIZED.get(id(fact))
+# A fact's lines (`_lines`) with their UTF-16 lengths, by the fact's identity (the entry holds
+# the fact, so its id is not reused while remembered).
+_Sized = tuple[tuple[str, int], ...]
+_SIZED: Final = Table[int, tuple[Fact, _Sized]]("sized facts", 8192)
+
+
+def _sized(fact: Fact, table: Bounded[int, tuple[Fact, _Sized]]) -> _Sized:
+    """`_lines(fact)`, each with its UTF-16 length; remembered per fact in `table`, as most
+    facts are the ledger's of the last compaction again."""
+    hit = table.get(id(fact))
     if hit is not None and hit[0] is fact:
         return hit[1]
-    sized = tuple((line, utf16_len(line)) for line in _lines(fact))
-    if len(_SIZED) >= _SIZED_KEPT:
-        _SIZED.clear()
-    _SIZED[id(fact)] = (fact, sized)
-    return sized
+    return table.put(id(fact), (fact, tuple((line, utf16_len(line)) for line in _lines(fact))))[1]
 
 
-_SIZED: dict[int, tuple[Fact, tuple[tuple[str, int], ...]]] = {}
-_SIZED_KEPT: Final = 8192
-
-
-def _section_units(facts: Sequence[Fact], heading: str, labels: Mapping[str, str]) -> int:
+def _section_units(
+    facts: Sequence[Fact],
+    heading: str,
+    labels: Mapping[str, str],
+    sized: Bounded[int, tuple[Fact, _Sized]],
+) -> int:
     """What the section holding every one of `facts` costs, in their fullest lines: the length
     of `_render` of them, added up piece by piece (UTF-16 lengths add) without rendering."""
     bullet = utf16_len(_BULLET) + 1  # each line's newline and bullet
@@ -247,12 +255,16 @@ def _section_units(facts: Sequence[Fact], heading: str, labels: Mapping[str, str
         if fact.kind not in kinds:
             kinds.add(fact.kind)
             units += 1 + utf16_len(labels[fact.kind])
-        units += bullet + _sized(fact)[0][1]
+        units += bullet + _sized(fact, sized)[0][1]
     return units
 
 
 def _choose(
-    facts: Sequence[Fact], heading: str, labels: Mapping[str, str], room: int
+    facts: Sequence[Fact],
+    heading: str,
+    labels: Mapping[str, str],
+    room: int,
+    sized: Bounded[int, tuple[Fact, _Sized]],
 ) -> list[tuple[Fact, str]]:
     """Facts by priority, each in the fullest line that still fits; the rest are dropped."""
     chosen: list[tuple[Fact, str]] = []
@@ -266,7 +278,7 @@ def _choose(
         opening = 0 if chosen else head_cost
         if fact.kind not in opened:
             opening += 1 + utf16_len(labels[fact.kind])
-        for line, units in _sized(fact):
+        for line, units in _sized(fact, sized):
             cost = opening + bullet + units
             if used + cost <= room:
                 chosen.append((fact, line))
@@ -294,20 +306,19 @@ def _render_fullest(guarded: Sequence[_Guarded], heading: str, labels: Mapping[s
 _Guarded = tuple[Fact, int, str, Callable[[str], bool], str]
 
 
-def _guarded(fact: Fact) -> _Guarded:
+def _guarded(fact: Fact, memo: Memo) -> _Guarded:
     """What the guard reads of a fact, remembered per fact (most are the last ledger's again)."""
-    hit = _GUARDED.get(id(fact))
+    table = memo[_GUARDED]
+    hit = table.get(id(fact))
     if hit is not None and hit[0] is fact:
         return hit
-    test, anchor = presence_test(fact)
-    guarded = (fact, PRIORITY[fact.kind], anchor, test, _BULLET + _sized(fact)[0][0])
-    if len(_GUARDED) >= _SIZED_KEPT:
-        _GUARDED.clear()
-    _GUARDED[id(fact)] = guarded
-    return guarded
+    test, anchor = presence_test(fact, memo)
+    line = _sized(fact, memo[_SIZED])[0][0]
+    return table.put(id(fact), (fact, PRIORITY[fact.kind], anchor, test, _BULLET + line))
 
 
-_GUARDED: dict[int, _Guarded] = {}
+# `_guarded` by the fact's identity.
+_GUARDED: Final = Table[int, _Guarded]("guarded facts", 8192)
 _by_priority = itemgetter(1)
 
 
