@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from precis.core.errors import InvalidSetting
-from precis.core.types import CONVERSATION_ID_PATTERN
+from precis.core.types import TENANT_SEPARATOR, is_conversation_id
 
 # Shorter keys can be guessed; a key must also not be blank.
 MIN_KEY_CHARS = 16
-# Between a tenant and its conversation id in the store; the id rule never allows it.
-TENANT_SEPARATOR = "/"
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 
 
@@ -36,7 +34,7 @@ def check_key(key: str, where: str) -> str:
 
 
 def check_tenant(tenant: str, where: str) -> str:
-    if not re.match(CONVERSATION_ID_PATTERN, tenant):
+    if not is_conversation_id(tenant):
         raise InvalidSetting(where, f"tenant {tenant!r} is not a valid name")
     return tenant
 
