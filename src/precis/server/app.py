@@ -6,6 +6,8 @@ every route works through an `AsyncSession`, so no request blocks the event loop
 
 from __future__ import annotations
 
+import copy
+import logging
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -102,3 +104,25 @@ def create_app(
         app.include_router(router, prefix="/v1", dependencies=guarded, responses=_ERRORS)
     install_inspector(app, service)
     return app
+
+
+class PathsWithoutQuery(logging.Filter):
+    """Access log lines name the path and never its query string, which may carry a token."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                a.partition("?")[0] if isinstance(a, str) and a.startswith("/") else a
+                for a in record.args
+            )
+        return True
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's own logging setup, its access log filtered by `PathsWithoutQuery`."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["paths_without_query"] = {"()": PathsWithoutQuery}
+    config["loggers"]["uvicorn.access"]["filters"] = ["paths_without_query"]
+    return config
