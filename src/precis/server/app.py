@@ -57,8 +57,9 @@ def create_app(
 ) -> FastAPI:
     """Build the service over one store; nothing lives outside the returned app.
 
-    `api_key` lets every caller with it see everything; `api_keys` binds keys to tenants, each
-    seeing only its own conversations (another tenant's id answers 404).
+    `api_key` is one key its callers share, for the conversations made without a tenant (none of
+    a tenant's); `api_keys` binds keys to tenants, each seeing only its own conversations
+    (another tenant's id answers 404).
 
     Each request gets a fresh session (and so a fresh token-count cache and summarizer), so a
     long-running service does not grow with the number of messages it has seen. The inspector's

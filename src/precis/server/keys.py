@@ -1,8 +1,9 @@
 """API keys and the tenants they belong to: keys kept only as SHA-256 digests.
 
-One key (`PRECIS_API_KEY`) guards a service whose callers all see everything; several keys, each
-bound to a tenant (`PRECIS_API_KEYS="team-a=KEY,team-b=KEY"`, or a keys file of `tenant sha256:HEX`
-lines), give each tenant its own conversations and nobody else's.
+One key (`PRECIS_API_KEY`) guards a service whose callers share the conversations made without a
+tenant; several keys, each bound to a tenant (`PRECIS_API_KEYS="team-a=KEY,team-b=KEY"`, or a keys
+file of `tenant sha256:HEX` lines), give each tenant its own conversations and nobody else's. No
+key sees every tenant's conversations.
 """
 
 from __future__ import annotations
