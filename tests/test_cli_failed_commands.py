@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from run_cli import run_precis
 
 import precis.session._base
+from precis.cli.config import CreatedOnFirstWrite
+from precis.core.errors import InvalidMessage
 from precis.providers.mock import MockProvider
+from precis.session import Session
+from precis.stores.base import ConversationStore
 from precis.stores.sqlite import SQLiteStore
 
 MESSAGES = 40
@@ -89,25 +93,6 @@ def test_an_interrupt_before_the_import_committed_leaves_the_store_as_it_was(
     assert conversations(home) == ["default"]
 
 
-def test_an_import_that_committed_and_then_failed_says_what_is_stored(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    dump = write_jsonl(tmp_path / "dump.jsonl")
-
-    def full_disk(*_: Any, **__: Any) -> Any:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(SQLiteStore, "add_sample", full_disk)  # written after the messages
-    result = run_precis(home, "-c", "imported", "import", str(dump), check=False)
-    monkeypatch.undo()
-    assert result.returncode == 1
-    (line,) = result.stderr.strip().splitlines()
-    assert "nothing was imported" not in line
-    assert "the import committed, then failed" in line and "No space left on device" in line
-    assert f"{MESSAGES} of the file's {MESSAGES} messages are in 'imported'" in line
-    assert len(history(home, "imported")) == MESSAGES
-
-
 def _bad_file(tmp_path: Path) -> str:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"role": "user", "content": "hi"}\n[not json\n', encoding="utf-8")
@@ -154,3 +139,20 @@ def test_commands_that_succeed_create_their_conversation(home: Path, tmp_path: P
     ]
     assert len(history(home, "imported")) == MESSAGES
     assert run_precis(home, "-c", "talked", "compact").returncode == 0
+
+
+def test_a_refused_first_append_creates_no_conversation(tmp_path: Path) -> None:
+    # The store's own check refuses the orphan tool result inside the append's transaction, so
+    # the conversation the append would have created is not there either.
+    store = SQLiteStore(tmp_path / "precis.db")
+    try:
+        session = Session(cast("ConversationStore", CreatedOnFirstWrite(store, "new")), "new")
+        assert session.context() == [] and session.history() == []
+        orphan = {"role": "tool", "tool_call_id": "call_1", "content": "ok"}
+        with pytest.raises(InvalidMessage):
+            session.append({"role": "user", "content": "hi"}, orphan)
+        assert store.conversations() == []
+        session.append({"role": "user", "content": "hi"})
+        assert store.conversations() == ["new"] and len(session.history()) == 1
+    finally:
+        store.close()

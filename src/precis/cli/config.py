@@ -201,20 +201,23 @@ class CreatedOnFirstWrite:
     def close(self) -> None:
         self.store.close()
 
-    def _created(self, conversation_id: str) -> None:
-        if self.pending and conversation_id == self.conversation_id:
-            self.store.create(conversation_id)
-            self.pending = False
-
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.store, name)
 
         def call(conversation_id: str, *args: Any, **kwargs: Any) -> Any:
-            if self.pending and conversation_id == self.conversation_id:
-                if name in self.READS:
-                    return getattr(self._empty, name)(conversation_id, *args, **kwargs)
-                self._created(conversation_id)
-            return method(conversation_id, *args, **kwargs)
+            if not (self.pending and conversation_id == self.conversation_id):
+                return method(conversation_id, *args, **kwargs)
+            if name in self.READS:
+                return getattr(self._empty, name)(conversation_id, *args, **kwargs)
+            from precis.core.errors import ConversationNotFound
+
+            try:  # a SQL store's append creates the conversation in its own transaction
+                done = method(conversation_id, *args, **kwargs)
+            except ConversationNotFound:
+                self.store.create(conversation_id)
+                done = method(conversation_id, *args, **kwargs)
+            self.pending = False
+            return done
 
         return call
 

@@ -47,28 +47,21 @@ def import_command(
 
 
 def _appended(session: Session, messages: list[Message]) -> int:
-    """Append the file's messages in one transaction. A failure or a Ctrl-C that comes once it
-    committed (while the session notes what the messages hold) says they are stored, so nobody
-    imports them twice."""
+    """Append the file's messages in one transaction. A Ctrl-C that comes once it committed (while
+    the session notes what the messages hold) says they are stored, so nobody imports them twice."""
     if not messages:
         return 0
     before = session.store.count(session.conversation_id)
     try:
         return len(session.append(*messages))
-    except (Exception, KeyboardInterrupt) as error:
-        try:
-            stored = session.store.count(session.conversation_id) - before
-        except Exception:
-            stored = 0  # the store cannot say: the error itself is the report
+    except KeyboardInterrupt:
+        stored = session.store.count(session.conversation_id) - before
         if stored <= 0:
             raise
-        note = (
-            f"{stored:,} of the file's {len(messages):,} messages are in "
-            f"{session.conversation_id!r} (importing the file again would add them twice)"
-        )
-        if isinstance(error, KeyboardInterrupt):
-            raise InterruptedAfterWrite(f"the import had committed: {note}") from None
-        raise CliFailure(f"the import committed, then failed ({error}): {note}") from None
+        raise InterruptedAfterWrite(
+            f"the import had committed: {stored:,} of the file's {len(messages):,} messages are "
+            f"in {session.conversation_id!r} (importing the file again would add them twice)"
+        ) from None
 
 
 def export(
