@@ -134,7 +134,9 @@ def test_import_of_a_malformed_line_names_it_and_imports_nothing(home: Path) -> 
     assert result.returncode == 1
     assert "line 3" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    assert json.loads(run_precis(home, "history", "--json").stdout) == []
+    # Nothing imported, and no empty conversation left behind either.
+    missing = run_precis(home, "history", "--json", check=False)
+    assert missing.returncode == 1 and "conversation 'default' not found" in missing.stderr
 
 
 def test_interactive_chat_reads_turns_until_eof(home: Path) -> None:

@@ -11,11 +11,12 @@ import pytest
 from fastapi.testclient import TestClient
 from run_cli import run_precis
 
-from precis.core.errors import InvalidMessage, MessageTooLarge
+from precis.core.errors import InvalidInput, InvalidMessage, MessageTooLarge
 from precis.core.messages import MAX_MESSAGE_CHARS, MAX_NESTING, Message
 from precis.engine.settings import CompactionSettings
 from precis.server import create_app
-from precis.session import Session
+from precis.server.keys import scoped
+from precis.session import AsyncSession, Session
 from precis.stores.base import ConversationStore
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
@@ -281,11 +282,38 @@ def test_import_refuses_nan(tmp_path: Path) -> None:
     assert result.returncode == 1 and "not a JSON number" in result.stderr
 
 
-@pytest.mark.parametrize("conversation", ["", "a/b", "../..", "x" * 129])
+# Ids every face refuses (a NUL cannot even be passed as an argument: the library's own list).
+REFUSED_IDS = ["", "../..", "x" * 129, "x" * 10_000, "abc\n", "-flag", "a b"]
+
+
+@pytest.mark.parametrize("conversation", [*REFUSED_IDS, "a/b"])
 def test_the_cli_takes_only_ids_the_service_can_open(tmp_path: Path, conversation: str) -> None:
     result = run_precis(tmp_path, "-c", conversation, "chat", "-p", "hi", check=False)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "precis.db").exists()
+
+
+@pytest.mark.parametrize("conversation", [*REFUSED_IDS, "a\x00b", "t/a/b", "/a", "a/", None])
+@pytest.mark.parametrize("face", [Session, AsyncSession])
+def test_the_library_takes_only_ids_the_service_can_open(
+    any_store: ConversationStore, face: type[Session | AsyncSession], conversation: Any
+) -> None:
+    # The one rule the CLI and the service hold ("a/b" is a tenant's conversation: see below).
+    with pytest.raises(InvalidInput, match=r"^conversation id ") as caught:
+        face(any_store, conversation)
+    line = str(caught.value)
+    assert "\n" not in line and len(line) < 200
+    if isinstance(conversation, str):
+        assert repr(conversation[:40]) in line
+    assert any_store.conversations() == []
+
+
+def test_the_library_opens_a_tenants_conversation_as_the_service_stores_it(
+    any_store: ConversationStore,
+) -> None:
+    # The service keeps tenant "team-a"'s conversation "c" as "team-a/c"; the library opens it.
+    Session(any_store, scoped("team-a", "c")).append({"role": "user", "content": "hi"})
+    assert any_store.conversations() == ["team-a/c"]
 
 
 def test_reads_never_write(tmp_path: Path) -> None:

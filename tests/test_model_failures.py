@@ -7,6 +7,7 @@ is not JSON, holds its answer past the summary timeout, or is not there at all.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -23,10 +24,13 @@ import pytest
 from fastapi.testclient import TestClient
 from run_cli import run_precis
 
+from precis.core.errors import ModelError, UpstreamError
+from precis.core.messages import Message
 from precis.engine.settings import CompactionSettings
-from precis.providers.openai import OpenAIProvider
+from precis.providers.openai import API_KEY_VARIABLES, OpenAIProvider
 from precis.server import create_app
 from precis.stores.sqlite import SQLiteStore
+from precis.summarize.base import SummaryRequest
 from precis.summarize.llm import LLMSummarizer
 
 # Events a test waits on: set when a request reaches the slow model.
@@ -39,7 +43,8 @@ TURNS = [
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    """Answers by path: /error (500), /garbage (200, not JSON), /slow (held until the end)."""
+    """Answers by path: /error (500), /garbage (200, not JSON), /html (200, a text/html page),
+    /slow (held until the end)."""
     release = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
@@ -54,9 +59,12 @@ def upstream() -> Iterator[str]:
             else:
                 status, body = 200, "<html>surprise</html>"
             data = body.encode()
+            kind = (
+                "text/html; charset=utf-8" if self.path.startswith("/html") else "application/json"
+            )
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -87,6 +95,7 @@ def _urls(upstream: str) -> dict[str, tuple[str, str]]:
     return {
         "500": (f"{upstream}/error/v1", "HTTP 500: the GPU caught fire"),
         "garbage": (f"{upstream}/garbage/v1", "unusable answer"),
+        "html": (f"{upstream}/html/v1", "HTTP 200: answered with text/html, not JSON"),
         "slow": (f"{upstream}/slow/v1", "no answer within 0.5s"),
         "refused": (f"http://127.0.0.1:{_closed_port()}/v1", "cannot connect"),
     }
@@ -96,7 +105,7 @@ def _dump(path: Path) -> bytes:
     return path.read_bytes() if path.exists() else b""
 
 
-@pytest.mark.parametrize("failure", ["500", "garbage", "slow", "refused"])
+@pytest.mark.parametrize("failure", ["500", "garbage", "html", "slow", "refused"])
 def test_the_cli_falls_back_and_says_which_upstream_failed_and_how(
     upstream: str, failure: str, tmp_path: Path
 ) -> None:
@@ -127,7 +136,7 @@ def test_the_cli_falls_back_and_says_which_upstream_failed_and_how(
     assert after[: len(history)] == history and len(after) == len(history) + 1
 
 
-@pytest.mark.parametrize("failure", ["500", "garbage", "slow"])
+@pytest.mark.parametrize("failure", ["500", "garbage", "html", "slow"])
 def test_the_service_falls_back_and_names_the_failure(
     upstream: str, failure: str, tmp_path: Path
 ) -> None:
@@ -157,7 +166,7 @@ def test_the_service_falls_back_and_names_the_failure(
     assert len(store.history("c")) == len(TURNS) + 1
 
 
-@pytest.mark.parametrize("failure", ["500", "refused"])
+@pytest.mark.parametrize("failure", ["500", "html", "refused"])
 def test_a_failed_chat_turn_writes_nothing(upstream: str, failure: str, tmp_path: Path) -> None:
     base_url, expected = _urls(upstream)[failure]
     home = tmp_path / "home"
@@ -205,3 +214,63 @@ def test_ctrl_c_during_a_summary_stops_it_and_writes_nothing(upstream: str, tmp_
         "precis: interrupted; the store is as it was before this step"
     ]
     assert run_precis(home, "history", "--json").stdout == history
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_an_html_answer_is_a_model_error_in_the_library(upstream: str, face: str) -> None:
+    summarizer = LLMSummarizer(OpenAIProvider("m", base_url=f"{upstream}/html/v1"))
+    request = SummaryRequest(messages=tuple(_as_messages(TURNS)))
+    with pytest.raises(UpstreamError) as caught:
+        if face == "sync":
+            summarizer.summarize(request)
+        else:
+            asyncio.run(summarizer.asummarize(request))
+    assert caught.value.status == 200
+    assert str(caught.value) == (
+        f"model 'm' at {upstream}/html/v1: HTTP 200: answered with text/html, not JSON"
+    )
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_missing_openai_key_is_one_model_error_in_the_library(
+    face: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in API_KEY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    summarizer = LLMSummarizer(OpenAIProvider("m"))
+    request = SummaryRequest(messages=tuple(_as_messages(TURNS)))
+    with pytest.raises(ModelError, match="no API key") as caught:
+        if face == "sync":
+            summarizer.summarize(request)
+        else:
+            asyncio.run(summarizer.asummarize(request))
+    assert "OPENAI_API_KEY" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_missing_openai_key_is_one_line_from_the_console_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    for text in TURNS:
+        run_precis(home, "chat", "-p", text)
+    history = run_precis(home, "history", "--json").stdout
+    for variable in API_KEY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    options = ["--summarizer", "llm", "--provider", "openai", "--model", "m"]
+    no_key = "model 'm' at https://api.openai.com/v1: no API key (set OPENAI_API_KEY"
+    chat = run_precis(home, *options, "chat", "-p", "the port?", check=False, subprocess=True)
+    assert chat.returncode == 1, chat.stderr
+    (line,) = chat.stderr.strip().splitlines()
+    assert line.startswith(f"precis: error: {no_key}")
+    assert run_precis(home, "history", "--json").stdout == history
+    # A compaction falls back to the extractive brief, and says why, in one line.
+    compact = run_precis(home, *options, "compact", subprocess=True)
+    (line,) = [x for x in compact.stderr.splitlines() if x.startswith("⇣ compacted (manual)")]
+    assert no_key in line and line.endswith("): the extractive brief stood in")
+
+
+def _as_messages(texts: list[str]) -> list[Message]:
+    return [
+        Message(id=f"m{i}", role="user" if i % 2 == 0 else "assistant", content=text)
+        for i, text in enumerate(texts)
+    ]

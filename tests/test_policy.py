@@ -13,6 +13,8 @@ from run_cli import Ran, run_precis
 from precis.core.errors import InvalidSetting, SettingsError
 from precis.core.tokens import letta_threshold
 from precis.engine.settings import (
+    MAX_SECONDS,
+    MAX_SETTING_COUNT,
     CompactionSettings,
     LoadedSettings,
     env_name,
@@ -86,6 +88,21 @@ def test_hard_limit_is_floor_of_hard_times_w() -> None:
         ({"clip_chars": 0}, "clip_chars"),
         ({"summary_timeout": -1.0}, "summary_timeout"),
         ({"commit_retries": -1}, "commit_retries"),
+        ({"context_window": 10**22}, "context_window"),
+        ({"context_window": MAX_SETTING_COUNT + 1}, "context_window"),
+        ({"context_window": "8000"}, "context_window"),
+        ({"reserved_tokens": 10**22}, "reserved_tokens"),
+        ({"clip_chars": 10**22}, "clip_chars"),
+        ({"tool_result_chars": 10**22}, "tool_result_chars"),
+        ({"turn_limit": 10**22}, "turn_limit"),
+        ({"tool_output_max_chars": 10**22}, "tool_output_max_chars"),
+        ({"tool_output_head_lines": 10**22}, "tool_output_head_lines"),
+        ({"tool_output_tail_lines": 10**22}, "tool_output_tail_lines"),
+        ({"mask_after_turns": 10**22}, "mask_after_turns"),
+        ({"commit_retries": 10**6}, "commit_retries"),
+        ({"summary_retries": 101}, "summary_retries"),
+        ({"summary_timeout": 1e300}, "summary_timeout"),
+        ({"hook_timeout": float("inf")}, "hook_timeout"),
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_key(kwargs: dict[str, Any], key: str) -> None:
@@ -98,6 +115,7 @@ def test_boundaries_that_are_allowed() -> None:
     CompactionSettings(soft_watermark=0.94, hard_watermark=0.95)
     CompactionSettings(soft_watermark=0.5, hard_watermark=1.0)
     CompactionSettings(tool_output_max_chars=None, commit_retries=0, summary_timeout=None)
+    CompactionSettings(context_window=MAX_SETTING_COUNT, summary_timeout=MAX_SECONDS)
 
 
 # --- Loading ------------------------------------------------------------------------------------
@@ -366,3 +384,56 @@ def test_a_bad_variable_exits_2_naming_it(tmp_path: Path) -> None:
     assert result.stderr.strip() == (
         "precis: invalid setting: PRECIS_TURN_LIMIT: expected an integer or \"none\", got 'often'"
     )
+
+
+HUGE = str(10**22)
+
+
+@pytest.mark.parametrize(
+    ("where", "label"),
+    [
+        ("option", "option --context-window"),
+        ("variable", "PRECIS_CONTEXT_WINDOW"),
+        ("file", "precis.toml: [compaction] context_window"),
+    ],
+)
+def test_a_huge_window_is_refused_before_a_turn_writes_anything(
+    tmp_path: Path, where: str, label: str
+) -> None:
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    cwd.mkdir()
+    assert run_config(home, cwd, "chat", "-p", "the port is 5433").returncode == 0
+    history = run_config(home, cwd, "history", "--json").stdout
+    options = ["--context-window", HUGE] if where == "option" else []
+    env = {"PRECIS_CONTEXT_WINDOW": HUGE} if where == "variable" else None
+    if where == "file":
+        write_toml(cwd, f"[compaction]\ncontext_window = {HUGE}\n")
+    result = run_config(home, cwd, *options, "chat", "-p", "and again?", env=env)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("precis: invalid setting: ")
+    assert line.endswith(
+        f"{label}: must be at most 1,000,000,000, got 10,000,000,000,000,000,000,000"
+    )
+    (cwd / "precis.toml").unlink(missing_ok=True)
+    assert run_config(home, cwd, "history", "--json").stdout == history
+
+
+def test_the_service_refuses_a_huge_window_before_it_listens(tmp_path: Path) -> None:
+    # As a subprocess: were the window accepted, the service would start and the run time out.
+    result = run_precis(
+        tmp_path / "home",
+        "--context-window",
+        HUGE,
+        "serve",
+        "--port",
+        "0",
+        check=False,
+        subprocess=True,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "precis: invalid setting: option --context-window: must be at most 1,000,000,000, "
+        "got 10,000,000,000,000,000,000,000"
+    ]
+    assert not (tmp_path / "home" / "precis.db").exists()

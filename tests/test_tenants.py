@@ -97,3 +97,32 @@ def test_keys_add_stores_only_a_digest_and_the_key_works(
     assert sql_store.conversations() == ["team-c/x"]
     bad = run_precis(home, "keys", "add", "no/slash", check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+SHARED_KEY = "the-shared-key-0123456789"
+SHARED = {"Authorization": f"Bearer {SHARED_KEY}"}
+
+
+def test_the_shared_key_sees_no_tenants_conversations(sql_store: ConversationStore) -> None:
+    # As the README says: PRECIS_API_KEY's callers share the conversations made without a tenant
+    # and see none of a tenant's; no key reads every tenant's data.
+    keys = ApiKeys.single(SHARED_KEY).merged(ApiKeys.from_pairs(f"team-a={KEY_A}"))
+    app = create_app(sql_store, settings=CompactionSettings(context_window=2000), api_keys=keys)
+    with TestClient(app) as client:
+        assert client.post("/v1/conversations", json={"id": "c1"}, headers=A).status_code == 201
+        assert client.post("/v1/conversations/c1/messages", json={"messages": TURNS[:2]}, headers=A)
+        assert (
+            client.post("/v1/conversations", json={"id": "own"}, headers=SHARED).status_code == 201
+        )
+        assert client.get("/v1/conversations", headers=SHARED).json() == {
+            "conversations": [{"id": "own"}]
+        }
+        assert client.get("/v1/conversations", headers=A).json() == {
+            "conversations": [{"id": "c1"}]
+        }
+        for path in ("/v1/conversations/c1/history", "/v1/conversations/team-a%2Fc1/history"):
+            assert client.get(path, headers=SHARED).status_code in (404, 422), path
+        assert client.get("/v1/conversations/own/history", headers=A).status_code == 404
+        page = client.get("/ui/", headers=SHARED)
+        assert page.status_code == 200 and "/ui/c/own" in page.text and "c1" not in page.text
+    assert sorted(sql_store.conversations()) == ["own", "team-a/c1"]

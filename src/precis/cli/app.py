@@ -6,7 +6,6 @@ This module holds the app, its global options and the list of commands; the comm
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,7 +40,7 @@ from precis.cli.config import (
     resolve_settings,
 )
 from precis.cli.errors import EXIT_FAILED, CliUsageError, reported
-from precis.core.types import CONVERSATION_ID_PATTERN
+from precis.core.types import CONVERSATION_ID_RULE, is_conversation_id
 
 
 class _ReportingGroup(TyperGroup):
@@ -109,11 +108,8 @@ def configure(
     ] = None,
 ) -> None:
     """Keep an LLM conversation inside its context window; originals stay searchable."""
-    if not re.match(CONVERSATION_ID_PATTERN, conversation):
-        raise CliUsageError(
-            f"--conversation {conversation!r}: an id is 1–128 letters, digits, '.', '_', '-' "
-            "or ':', starting with a letter or digit"
-        )
+    if not is_conversation_id(conversation):
+        raise CliUsageError(f"--conversation {conversation[:40]!r}: {CONVERSATION_ID_RULE}")
     if home.expanduser().exists() and not home.expanduser().is_dir():
         raise CliUsageError(f"--home / {ENV_HOME} {str(home)!r}: not a directory")
     options = {"context_window": context_window} if context_window is not None else {}

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from precis.cli.errors import CliFailure, CliUsageError
 
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from precis.engine.settings import LoadedSettings
     from precis.providers.base import ChatProvider
     from precis.session import Session
+    from precis.stores.base import ConversationStore
     from precis.summarize.base import Summarizer
 
 # Every environment variable the CLI reads, by the option it feeds; the one place they are named.
@@ -143,20 +144,82 @@ def make_summarizer(config: CliConfig) -> Summarizer:
 def open_session(
     config: CliConfig, *, clip_chars: int | None = None, read: bool = False
 ) -> Session:
-    """The configured conversation in the configured store, created on first use; a command that
-    only reads (`read`) creates nothing and fails when the database or conversation is missing."""
+    """The configured conversation in the configured store, created by the command's first write
+    (a command that fails before it creates nothing); a command that only reads (`read`) fails
+    when the database or conversation is missing."""
     from precis.core.errors import ConversationNotFound
     from precis.session import Session
     from precis.stores import open_store
 
     settings = config_settings(config, clip_chars=clip_chars).settings
+    summarizer = make_summarizer(config)
     if config.store_url is None and not read:
         config.home.mkdir(parents=True, exist_ok=True)
-    store = open_store(config.store_url, home=config.home, must_exist=read)
-    if read and not store.exists(config.conversation):
-        store.close()
-        raise ConversationNotFound(config.conversation)
-    return Session(store, config.conversation, None, make_summarizer(config), settings)
+    store: ConversationStore = open_store(config.store_url, home=config.home, must_exist=read)
+    if not store.exists(config.conversation):
+        if read:
+            store.close()
+            raise ConversationNotFound(config.conversation)
+        store = cast("ConversationStore", CreatedOnFirstWrite(store, config.conversation))
+    return Session(store, config.conversation, None, summarizer, settings)
+
+
+class CreatedOnFirstWrite:
+    """A store in which one new conversation is created by its first write, not when a session
+    opens it, so a command that fails before writing leaves no empty conversation behind; until
+    then an empty memory store answers that conversation's reads."""
+
+    # What reads the conversation; any other call that names it writes (or may: a method a
+    # store gains later is taken for a write, which is the safe side).
+    READS = frozenset(
+        {"context", "tail", "history", "get", "count", "events", "system_prompt", "recall"}
+        | {"samples", "latest_sample"}
+    )
+
+    def __init__(self, store: ConversationStore, conversation_id: str) -> None:
+        from precis.stores.memory import MemoryStore
+
+        self.store = store
+        self.conversation_id = conversation_id
+        self.pending = True
+        self._empty = MemoryStore()
+        self._empty.create(conversation_id)
+
+    def create(self, conversation_id: str, *, system_prompt: str = "") -> None:
+        if conversation_id == self.conversation_id:
+            if self.pending and not system_prompt:
+                return  # the first write creates it
+            self.pending = False
+        self.store.create(conversation_id, system_prompt=system_prompt)
+
+    def exists(self, conversation_id: str) -> bool:
+        return self.store.exists(conversation_id)
+
+    def conversations(self) -> list[str]:
+        return self.store.conversations()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+
+        def call(conversation_id: str, *args: Any, **kwargs: Any) -> Any:
+            if not (self.pending and conversation_id == self.conversation_id):
+                return method(conversation_id, *args, **kwargs)
+            if name in self.READS:
+                return getattr(self._empty, name)(conversation_id, *args, **kwargs)
+            from precis.core.errors import ConversationNotFound
+
+            try:  # a SQL store's append creates the conversation in its own transaction
+                done = method(conversation_id, *args, **kwargs)
+            except ConversationNotFound:
+                self.store.create(conversation_id)
+                done = method(conversation_id, *args, **kwargs)
+            self.pending = False
+            return done
+
+        return call
 
 
 @contextmanager

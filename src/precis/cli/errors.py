@@ -42,6 +42,10 @@ class CliFailure(PrecisError):
     """An operation the CLI finds failed: nothing to compact, a file it cannot read."""
 
 
+class InterruptedAfterWrite(KeyboardInterrupt):
+    """Ctrl-C that came after a command's write committed; the text says what is stored now."""
+
+
 # The first class of an error's MRO found here gives its exit code and label.
 OUTCOMES: Mapping[type[BaseException], tuple[int, str]] = MappingProxyType(
     {
@@ -84,9 +88,13 @@ def reported() -> Iterator[None]:
     """Turn an expected error into its one line on stderr and its exit code."""
     try:
         yield
-    except KeyboardInterrupt:
-        # Nothing half-done was committed: a compaction or a turn writes in one transaction.
-        print("precis: interrupted; the store is as it was before this step", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        # Nothing half-done was committed: a compaction or a turn writes in one transaction; a
+        # command whose write had committed says what it stored.
+        if isinstance(interrupt, InterruptedAfterWrite):
+            print(f"precis: interrupted; {interrupt}", file=sys.stderr)
+        else:
+            print("precis: interrupted; the store is as it was before this step", file=sys.stderr)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except Exception as error:
         found = outcome(error)

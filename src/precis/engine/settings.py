@@ -20,6 +20,13 @@ from precis.core.types import MERGE_POLICIES, SUMMARY_STYLES, MergePolicy, Summa
 from precis.summarize.packaging import default_clip_chars
 from precis.summarize.transcript import DEFAULT_TOOL_RESULT_CHARS
 
+# The ceiling of every count setting (tokens, characters, lines, turns): a billion is past any
+# model's window, and every store's integer columns hold it.
+MAX_SETTING_COUNT = 1_000_000_000
+# Retrying a failed summary or a lost commit more often than this only delays the error.
+MAX_RETRIES = 100
+# The longest wait a timeout may ask for: a week (the OS's own timeouts overflow far above it).
+MAX_SECONDS = 7 * 24 * 3600.0
 # The system_alert JSON around a summary ("Note: N messages … hidden …", time, stats), in tokens.
 SUMMARY_WRAPPER_TOKENS = 64
 
@@ -92,13 +99,13 @@ class CompactionSettings:
     hook_timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        _at_least("context_window", self.context_window, 1, "must be positive")
-        _at_least("reserved_tokens", self.reserved_tokens, 0, "must be >= 0")
-        _at_least("clip_chars", self.clip_chars, 1, "must be >= 1")
-        _at_least("tool_result_chars", self.tool_result_chars, 0, "must be >= 0")
+        _count("context_window", self.context_window, 1, "must be positive")
+        _count("reserved_tokens", self.reserved_tokens, 0, "must be >= 0")
+        _count("clip_chars", self.clip_chars, 1, "must be >= 1")
+        _count("tool_result_chars", self.tool_result_chars, 0, "must be >= 0")
         _positive_seconds("summary_timeout", self.summary_timeout)
-        _at_least("summary_retries", self.summary_retries, 0, "must be >= 0")
-        _at_least("commit_retries", self.commit_retries, 0, "must be >= 0")
+        _count("summary_retries", self.summary_retries, 0, "must be >= 0", MAX_RETRIES)
+        _count("commit_retries", self.commit_retries, 0, "must be >= 0", MAX_RETRIES)
         hard = self.hard_watermark
         if not 0 < hard <= 1:
             raise InvalidSetting("hard_watermark", f"must be in (0, 1], got {hard}")
@@ -107,11 +114,11 @@ class CompactionSettings:
             raise InvalidSetting(
                 "soft_watermark", f"must be between 0 and hard_watermark ({hard}), got {soft}"
             )
-        _at_least("turn_limit", self.turn_limit, 1, "must be positive")
-        _at_least("tool_output_max_chars", self.tool_output_max_chars, 1, "must be positive")
-        _at_least("tool_output_head_lines", self.tool_output_head_lines, 1, "must be positive")
-        _at_least("tool_output_tail_lines", self.tool_output_tail_lines, 1, "must be positive")
-        _at_least("mask_after_turns", self.mask_after_turns, 1, "must be positive")
+        _count("turn_limit", self.turn_limit, 1, "must be positive")
+        _count("tool_output_max_chars", self.tool_output_max_chars, 1, "must be positive")
+        _count("tool_output_head_lines", self.tool_output_head_lines, 1, "must be positive")
+        _count("tool_output_tail_lines", self.tool_output_tail_lines, 1, "must be positive")
+        _count("mask_after_turns", self.mask_after_turns, 1, "must be positive")
         _one_of("summary_style", self.summary_style, SUMMARY_STYLES)
         _one_of("merge_policy", self.merge_policy, MERGE_POLICIES)
         _commands("pre_compact_hooks", self.pre_compact_hooks)
@@ -150,16 +157,29 @@ class CompactionSettings:
         return math.floor(self.hard_watermark * self.context_window)
 
 
-def _at_least(key: str, value: int | None, low: int, rule: str) -> None:
-    """Reject an int below its floor (None means unset and passes), naming the key."""
-    if value is not None and value < low:
+def _count(key: str, value: int | None, low: int, rule: str, high: int = MAX_SETTING_COUNT) -> None:
+    """Refuse an int below its floor or above a sane ceiling (None means unset), naming the key,
+    so a mistyped window is refused up front, not after something was written with it."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidSetting(key, f"must be an integer, got {value!r}")
+    if value < low:
         raise InvalidSetting(key, f"{rule}, got {value}")
+    if value > high:
+        raise InvalidSetting(key, f"must be at most {high:,}, got {value:,}")
 
 
 def _positive_seconds(key: str, value: float | None) -> None:
-    """Reject a duration that is not a finite positive number of seconds."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise InvalidSetting(key, f"must be a positive number of seconds, got {value}")
+    """Refuse a duration that is not a positive number of seconds up to a week."""
+    if value is None:
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise InvalidSetting(key, f"must be a number of seconds, got {value!r}")
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise InvalidSetting(
+            key, f"must be a positive number of seconds up to {MAX_SECONDS:,g}, got {value}"
+        )
 
 
 def _one_of(key: str, value: str, choices: tuple[str, ...]) -> None:

@@ -175,7 +175,6 @@ def truncated(items: Sequence[Mapping[str, Any]], budget: int) -> _Text:
 
 
 def _compacted_once(
-    name: str,
     items: Sequence[Mapping[str, Any]],
     summarizer: Summarizer,
     clip: int,
@@ -191,7 +190,7 @@ def _compacted_once(
         guard=guard,
         pin_task=pin_task,
     )
-    session = Session(MemoryStore(), name, None, summarizer, settings)
+    session = Session(MemoryStore(), "judged", None, summarizer, settings)
     rest = list(items)
     if system_prompt(rest):
         session.set_system_prompt(system_prompt(rest))
@@ -222,7 +221,6 @@ def _chars(message: Message) -> int:
 
 
 def compacted(
-    name: str,
     items: Sequence[Mapping[str, Any]],
     budget: int,
     summarizer: Summarizer,
@@ -235,12 +233,12 @@ def compacted(
     empty text (nothing kept) and says why."""
     notes: list[str] = []
     try:
-        text, done = _fitted(name, items, budget, summarizer, guard, pin_task=True)
+        text, done = _fitted(items, budget, summarizer, guard, pin_task=True)
     except CompactionError as exc:
         return _Text("", f"compaction failed: {exc}")
     if done and len(text) > budget:
         try:
-            unpinned = _fitted(name, items, budget, summarizer, guard, pin_task=False)
+            unpinned = _fitted(items, budget, summarizer, guard, pin_task=False)
         except CompactionError as exc:
             notes.append(f"with the task not pinned the compaction failed: {exc}")
         else:
@@ -255,7 +253,6 @@ def compacted(
 
 
 def _fitted(
-    name: str,
     items: Sequence[Mapping[str, Any]],
     budget: int,
     summarizer: Summarizer,
@@ -269,7 +266,7 @@ def _fitted(
     clip = budget
     turn = max(MIN_CLIP_CHARS, budget // TURN_SHARE)
     text, summary, done = _compacted_once(
-        name, items, summarizer, clip, guard=guard, pin_task=pin_task, turn_chars=turn
+        items, summarizer, clip, guard=guard, pin_task=pin_task, turn_chars=turn
     )
     for _ in range(2):
         smaller = max(MIN_CLIP_CHARS, budget - (len(text) - len(summary)))
@@ -278,7 +275,7 @@ def _fitted(
         clip = smaller
         try:
             text, summary, done = _compacted_once(
-                name, items, summarizer, clip, guard=guard, pin_task=pin_task, turn_chars=turn
+                items, summarizer, clip, guard=guard, pin_task=pin_task, turn_chars=turn
             )
         except CompactionError:
             break
@@ -379,9 +376,9 @@ class JudgeRun:
                 return None
             from precis.summarize.llm import LLMSummarizer
 
-            return compacted(conversation, prefix, budget, LLMSummarizer(self.provider), True)
+            return compacted(prefix, budget, LLMSummarizer(self.provider), True)
         brief = ExtractiveSummarizer(max_chars=max(MAX_BRIEF_CHARS, budget))
-        return compacted(conversation, prefix, budget, brief, strategy == "brief+guard")
+        return compacted(prefix, budget, brief, strategy == "brief+guard")
 
 
 def run_judge(fact_sets: Sequence[FactSet], run: JudgeRun) -> JudgeReport:

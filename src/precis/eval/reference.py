@@ -98,7 +98,7 @@ def _reference_row(path: Path, entry: Mapping[str, Any]) -> ReferenceRow:
         guard=True,
     )
     summarizer = ExtractiveSummarizer(max_chars=max(MAX_BRIEF_CHARS, clip))
-    session = Session(MemoryStore(), path.stem, None, summarizer, settings)
+    session = Session(MemoryStore(), "reference", None, summarizer, settings)
     head = prefix[:1]
     if head and head[0].get("role") == "system" and isinstance(head[0].get("content"), str):
         session.set_system_prompt(head[0]["content"])

@@ -275,7 +275,7 @@ class _Replay:
         self.plan = plan
         self.summarizer = _CountingSummarizer(ExtractiveSummarizer())
         settings = plan.configure(CompactionSettings(context_window=window))
-        self.session = Session(MemoryStore(), name, None, self.summarizer, settings)
+        self.session = Session(MemoryStore(), "replay", None, self.summarizer, settings)
         self.tokens: list[int] = []
         self.records: list[CompactionRecord] = []
         self.errors: list[str] = []
@@ -313,7 +313,7 @@ class _Replay:
             final_violations=len(check(view)),
             retention=retention,
             errors=tuple(self.errors),
-            samples=tuple(self.session.store.samples(self.name)),
+            samples=tuple(self.session.store.samples(self.session.conversation_id)),
             events=tuple(self.session.events()),
             failed=self.failures,
         )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precis.core.errors import ContextOverflow, ModelTimeout, UpstreamError
+from precis.core.errors import ContextOverflow, ModelError, ModelTimeout, UpstreamError
 from precis.providers.base import Completion, fold_system_into_user
 from precis.providers.overflow import is_context_overflow
 
@@ -14,6 +16,8 @@ from precis.providers.overflow import is_context_overflow
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # The SDK insists on a key; local servers ignore it.
 LOCAL_PLACEHOLDER_KEY = "not-needed"
+# Where the SDK finds a key when none is passed.
+API_KEY_VARIABLES = ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
 
 
 class OpenAIProvider:
@@ -65,7 +69,7 @@ class OpenAIProvider:
         if self._client is None:
             from openai import OpenAI
 
-            self._client = OpenAI(**self._client_options)
+            self._client = OpenAI(**self._client_options_checked())
         return self._client
 
     def _async_client(self) -> Any:
@@ -76,9 +80,19 @@ class OpenAIProvider:
         if self._aclient is None or self._aclient_loop is not loop:
             from openai import AsyncOpenAI
 
-            self._aclient = AsyncOpenAI(**self._client_options)
+            self._aclient = AsyncOpenAI(**self._client_options_checked())
             self._aclient_loop = loop
         return self._aclient
+
+    def _client_options_checked(self) -> dict[str, Any]:
+        """The SDK client's options, refused in one line when the SDK would find no key."""
+        options = self._client_options
+        if options["api_key"] is None and not any(os.environ.get(v) for v in API_KEY_VARIABLES):
+            raise ModelError(
+                f"{self.upstream}: no API key (set OPENAI_API_KEY, or give a base URL for a "
+                "server that needs none)"
+            )
+        return options
 
     def _request(
         self,
@@ -110,10 +124,13 @@ class OpenAIProvider:
     ) -> Completion:
         request = self._request(messages, tools, timeout)
         try:
-            response = self._sync_client().chat.completions.create(**request)
+            raw = self._sync_client().chat.completions.with_raw_response.create(**request)
+            response = raw.parse()
+        except ModelError:
+            raise
         except Exception as error:
             raise self._classified(error, timeout) from error
-        return self._completion(response)
+        return self._completion(raw, response)
 
     async def acomplete(
         self,
@@ -124,10 +141,15 @@ class OpenAIProvider:
     ) -> Completion:
         request = self._request(messages, tools, timeout)
         try:
-            response = await self._async_client().chat.completions.create(**request)
+            raw = await self._async_client().chat.completions.with_raw_response.create(**request)
+            response = raw.parse()
+            if inspect.isawaitable(response):  # the SDK says parse() will become a coroutine
+                response = await response
+        except ModelError:
+            raise
         except Exception as error:
             raise self._classified(error, timeout) from error
-        return self._completion(response)
+        return self._completion(raw, response)
 
     @property
     def upstream(self) -> str:
@@ -150,10 +172,19 @@ class OpenAIProvider:
             return UpstreamError(self.upstream, f"cannot connect ({_one_line(str(cause))})")
         if isinstance(error, openai.APIError | ValueError):
             return UpstreamError(self.upstream, f"unusable answer ({_one_line(str(error))})")
+        if isinstance(error, openai.OpenAIError):  # the SDK refused its own options
+            return ModelError(f"{self.upstream}: {_one_line(str(error))}")
         return error
 
-    def _completion(self, response: Any) -> Completion:
+    def _completion(self, raw: Any, response: Any) -> Completion:
         """The reply in the OpenAI message format, with the usage the server reported."""
+        if isinstance(response, str):  # the SDK hands back the text of a body that is not JSON
+            kind = raw.headers.get("content-type", "no content type").split(";")[0].strip()
+            raise UpstreamError(
+                self.upstream,
+                f"answered with {kind or 'no content type'}, not JSON",
+                raw.status_code,
+            )
         if not response.choices:
             raise UpstreamError(self.upstream, "the answer has no choices")
         message = response.choices[0].message.model_dump(exclude_none=True)

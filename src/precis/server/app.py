@@ -6,6 +6,8 @@ every route works through an `AsyncSession`, so no request blocks the event loop
 
 from __future__ import annotations
 
+import copy
+import logging
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -55,8 +57,9 @@ def create_app(
 ) -> FastAPI:
     """Build the service over one store; nothing lives outside the returned app.
 
-    `api_key` lets every caller with it see everything; `api_keys` binds keys to tenants, each
-    seeing only its own conversations (another tenant's id answers 404).
+    `api_key` is one key its callers share, for the conversations made without a tenant (none of
+    a tenant's); `api_keys` binds keys to tenants, each seeing only its own conversations
+    (another tenant's id answers 404).
 
     Each request gets a fresh session (and so a fresh token-count cache and summarizer), so a
     long-running service does not grow with the number of messages it has seen. The inspector's
@@ -102,3 +105,25 @@ def create_app(
         app.include_router(router, prefix="/v1", dependencies=guarded, responses=_ERRORS)
     install_inspector(app, service)
     return app
+
+
+class PathsWithoutQuery(logging.Filter):
+    """Access log lines name the path and never its query string, which may carry a token."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                a.partition("?")[0] if isinstance(a, str) and a.startswith("/") else a
+                for a in record.args
+            )
+        return True
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's own logging setup, its access log filtered by `PathsWithoutQuery`."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["paths_without_query"] = {"()": PathsWithoutQuery}
+    config["loggers"]["uvicorn.access"]["filters"] = ["paths_without_query"]
+    return config

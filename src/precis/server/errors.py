@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -24,6 +25,7 @@ from precis.core.errors import (
     StoreError,
     StoreUnavailable,
     SummarizerError,
+    UnknownMessage,
     VersionConflict,
 )
 
@@ -31,6 +33,14 @@ from precis.core.errors import (
 MAX_REPORTED_ERRORS = 5
 # Seconds a client is asked to wait before retrying when the store is unavailable.
 RETRY_AFTER_SECONDS = 5
+# Store errors whose text names only the caller's own conversation and message; any other names
+# the store itself (its URL, its file), which is the operator's business, not a tenant's.
+CALLERS_STORE_ERRORS = (ConversationNotFound, UnknownMessage, VersionConflict, InvalidInput)
+STORE_FAILED = "the store failed; the service's log says why"
+STORE_UNAVAILABLE = "the store is unavailable just now; retry later"
+STORE_READ_ONLY = "the store is read-only: this service answers reads only"
+# The operator's log (uvicorn's own stream under `precis serve`), which tenants never see.
+log = logging.getLogger("precis.server")
 
 
 def invalid_message_detail(exc: InvalidMessage) -> str:
@@ -70,7 +80,7 @@ def _detail(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, VersionConflict | CompactionError):
         return 409, f"cannot compact: {exc}"
     if isinstance(exc, StoreUnavailable):  # the store's own words may name where it lives
-        return 503, "the store is unavailable just now; retry later"
+        return 503, STORE_UNAVAILABLE
     if isinstance(exc, ReadOnlyStore):
         return 403, str(exc)
     if isinstance(exc, StoreError):
@@ -80,6 +90,17 @@ def _detail(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, ModelError | SummarizerError):
         return 502, f"summarizer failed: {exc}"
     raise exc
+
+
+def _for_callers(exc: Exception, detail: str) -> str:
+    """The detail as any tenant may read it: a store's own failure names the store (its URL or
+    file), so the caller is told only that it failed, and the operator's log says why."""
+    if not isinstance(exc, StoreError) or isinstance(exc, CALLERS_STORE_ERRORS):
+        return detail
+    log.error("store failure: %s", exc)
+    if isinstance(exc, StoreUnavailable):
+        return detail  # says only that the store is away for now
+    return STORE_READ_ONLY if isinstance(exc, ReadOnlyStore) else STORE_FAILED
 
 
 _HANDLED = (
@@ -112,7 +133,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_error(_: Request, exc: Exception) -> JSONResponse:
         status, detail = _detail(exc)
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
-        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+        return JSONResponse(
+            {"detail": _for_callers(exc, detail)}, status_code=status, headers=headers
+        )
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

@@ -1,8 +1,9 @@
 """API keys and the tenants they belong to: keys kept only as SHA-256 digests.
 
-One key (`PRECIS_API_KEY`) guards a service whose callers all see everything; several keys, each
-bound to a tenant (`PRECIS_API_KEYS="team-a=KEY,team-b=KEY"`, or a keys file of `tenant sha256:HEX`
-lines), give each tenant its own conversations and nobody else's.
+One key (`PRECIS_API_KEY`) guards a service whose callers share the conversations made without a
+tenant; several keys, each bound to a tenant (`PRECIS_API_KEYS="team-a=KEY,team-b=KEY"`, or a keys
+file of `tenant sha256:HEX` lines), give each tenant its own conversations and nobody else's. No
+key sees every tenant's conversations.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from precis.core.errors import InvalidSetting
-from precis.core.types import CONVERSATION_ID_PATTERN
+from precis.core.types import TENANT_SEPARATOR, is_conversation_id
 
 # Shorter keys can be guessed; a key must also not be blank.
 MIN_KEY_CHARS = 16
-# Between a tenant and its conversation id in the store; the id rule never allows it.
-TENANT_SEPARATOR = "/"
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
 
 
@@ -36,7 +35,7 @@ def check_key(key: str, where: str) -> str:
 
 
 def check_tenant(tenant: str, where: str) -> str:
-    if not re.match(CONVERSATION_ID_PATTERN, tenant):
+    if not is_conversation_id(tenant):
         raise InvalidSetting(where, f"tenant {tenant!r} is not a valid name")
     return tenant
 

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# What a conversation id may look like: safe in a URL path, a file name and a log line.
-CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+from precis.core.types import CONVERSATION_ID_PATTERN
+
 # Longest system prompt and compaction instructions accepted, in characters.
 MAX_SYSTEM_PROMPT_CHARS = 200_000
 MAX_INSTRUCTIONS_CHARS = 20_000

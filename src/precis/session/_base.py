@@ -17,7 +17,7 @@ from precis.core.memo import Memo
 from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
-from precis.core.types import CompactionMode, Trigger
+from precis.core.types import CompactionMode, Trigger, checked_conversation_id
 from precis.engine.compactor import Compactor
 from precis.engine.composition import measure
 from precis.engine.fallback import Summaries
@@ -113,7 +113,7 @@ class BaseSession:
         hooks: Hooks | None = None,
     ) -> None:
         self.store = store
-        self.conversation_id = conversation_id
+        self.conversation_id = checked_conversation_id(conversation_id)
         self.counter: TokenCounter = counter or default_counter()
         self.settings = settings or CompactionSettings()
         s = self.settings

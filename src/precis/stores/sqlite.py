@@ -11,6 +11,7 @@ index keyed by the message row id) and its connection handling.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -318,10 +319,21 @@ def _row_search_text(content: str, tool_calls: str) -> str:
     return search_text_of(content, tool_calls_from_json(tool_calls))
 
 
+# Conversations are private: a new database file (and so its -wal and -shm) is the owner's only.
+DATABASE_FILE_MODE = 0o600
+
 # The context read, and the migration steps schema_version counts, as SQLite runs them (tests
 # read the query plan of the one and build older databases with the others).
 CONTEXT_SQL = SQLiteDialect().context_sql
 MIGRATIONS = bind(SQLiteDialect())
+
+
+def _create_private(path: Path) -> None:
+    """Create a missing database file readable by its owner only (0600); SQLite gives the `-wal`
+    and `-shm` files it makes beside it the same mode. An existing file keeps its own."""
+    # There already, or not creatable here (sqlite3.connect then says why).
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DATABASE_FILE_MODE))
 
 
 class SQLiteStore(SQLStore):
@@ -345,6 +357,7 @@ class SQLiteStore(SQLStore):
         else:
             if not in_memory:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                _create_private(self.path)
             try:
                 db = sqlite3.connect(
                     str(path),

@@ -12,6 +12,7 @@ import typer
 from precis.cli.commands.serve import service_app, service_keys
 from precis.cli.config import CliConfig
 from precis.cli.errors import CliFailure
+from precis.server.app import uvicorn_log_config
 
 # The inspector's default port, next to `precis serve`'s 8321 so both can run.
 DEFAULT_PORT = 8322
@@ -48,7 +49,9 @@ def inspect_command(
             print(f"precis inspector: http://127.0.0.1:{bound}{page}", flush=True)
             if keys:
                 print("the page asks for an API key once (see `precis keys add`)", flush=True)
-            server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+            server = uvicorn.Server(
+                uvicorn.Config(app, log_level="warning", log_config=uvicorn_log_config())
+            )
             server.run(sockets=[sock])
     finally:
         sock.close()

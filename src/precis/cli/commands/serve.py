@@ -19,6 +19,7 @@ from precis.cli.config import (
     make_summarizer,
 )
 from precis.cli.errors import CliUsageError
+from precis.server.app import uvicorn_log_config
 from precis.server.keys import ApiKeys
 
 if TYPE_CHECKING:
@@ -69,7 +70,9 @@ def serve(
     import uvicorn
 
     with service_app(config, store, keys) as (service, _):
-        uvicorn.run(service, host=host, port=port, log_level="info")
+        uvicorn.run(
+            service, host=host, port=port, log_level="info", log_config=uvicorn_log_config()
+        )
 
 
 @contextmanager

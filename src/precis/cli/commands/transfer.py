@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from precis.cli.config import session_for
-from precis.cli.errors import CliFailure
+from precis.cli.errors import CliFailure, InterruptedAfterWrite
 from precis.core.errors import InvalidMessage, StoreError
+
+if TYPE_CHECKING:
+    from precis.core.messages import Message
+    from precis.session import Session
 
 
 def import_command(
@@ -30,7 +34,7 @@ def import_command(
                 with file.open(encoding="utf-8") as lines:
                     messages = parse_jsonl(lines)
             # Through the session: the same task pinning and tool-call rules as any append.
-            count = len(session.append(*messages)) if messages else 0
+            count = _appended(session, messages)
         except InvalidMessage as exc:
             raise CliFailure(f"{file}: {exc}; nothing was imported") from None
         except UnicodeDecodeError as exc:
@@ -40,6 +44,24 @@ def import_command(
         except StoreError as exc:  # a bad line (ImportLineError) or a failed append
             raise CliFailure(f"{file}: {exc}; nothing was imported") from None
         print(f"imported {count} messages into {session.conversation_id!r}")
+
+
+def _appended(session: Session, messages: list[Message]) -> int:
+    """Append the file's messages in one transaction. A Ctrl-C that comes once it committed (while
+    the session notes what the messages hold) says they are stored, so nobody imports them twice."""
+    if not messages:
+        return 0
+    before = session.store.count(session.conversation_id)
+    try:
+        return len(session.append(*messages))
+    except KeyboardInterrupt:
+        stored = session.store.count(session.conversation_id) - before
+        if stored <= 0:
+            raise
+        raise InterruptedAfterWrite(
+            f"the import had committed: {stored:,} of the file's {len(messages):,} messages are "
+            f"in {session.conversation_id!r} (importing the file again would add them twice)"
+        ) from None
 
 
 def export(
