@@ -57,9 +57,7 @@ def request_part(text: str) -> str | None:
     whose opening line comes again further down is a transcript of an earlier instance of the
     same task template followed by the real one: the request starts at its last occurrence.
     """
-    closing = None
-    for closing in _CLOSING_RE.finditer(text):
-        pass
+    closing = max(_CLOSING_RE.finditer(text), key=lambda m: m.start(), default=None)
     if closing is not None:
         return text[closing.end() :].strip() or None
     body = text.strip()

@@ -182,9 +182,10 @@ def clean_user_text(text: str) -> str | None:
     text = REMINDER_RE.sub("", text).strip()
     if not text or text.startswith(NOTICE_PREFIXES):
         return None
-    text = request_part(text)  # a demonstration of another task is not the user's request
-    if text is None:
+    request = request_part(text)  # a demonstration of another task is not the user's request
+    if request is None:
         return None
+    text = request
     command = COMMAND_RE.search(text)
     if command is not None and text.startswith("<command-"):
         args = COMMAND_ARGS_RE.search(text)

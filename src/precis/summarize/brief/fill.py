@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 from precis.core.jscompat import utf16_len
 from precis.facts import Fact, Facts, head, missing_facts, one_line, shorten
