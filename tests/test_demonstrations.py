@@ -124,7 +124,7 @@ def test_a_real_run_after_a_real_demonstration_keeps_its_own_task(together: bool
         items[0] = {**request, "content": demo + request["content"]}
     else:
         items.insert(0, {"role": "user", "content": demo})
-    settings = CompactionSettings(context_window=1_000_000, clip_chars=20_000, pin_task=True)
+    settings = CompactionSettings(context_window=1_000_000, clip_chars=60_000, pin_task=True)
     session = Session(MemoryStore(), json.dumps(together), None, ExtractiveSummarizer(), settings)
     session.set_system_prompt(system)
     session.append(*items)
