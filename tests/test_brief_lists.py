@@ -46,9 +46,7 @@ def _long_run() -> tuple[Session, int, set[str]]:
             session.compact()
             compactions += 1
     context = session.context()
-    kept = "\n".join(
-        c.arguments for m in context if m.kind != "summary" for c in m.tool_calls
-    )
+    kept = "\n".join(c.arguments for m in context if m.kind != "summary" for c in m.tool_calls)
     return session, compactions, set(re.findall(r"module_(\d+)", kept))
 
 

@@ -1,7 +1,9 @@
 """`precis eval --facts`: compact each fact set's points with each strategy, judge what is kept.
 
 At a point, messages [0:message_index] are compacted into at most `budget_chars` characters of
-text a successor would read in their place, and that text is judged against the point's facts
+text a successor would read in their place (for precis's strategies: what the compaction put in
+the context, pinned task and summary, with the kept newest turn shown head+tail beside it), and
+that text is judged against the point's facts
 (`precis.eval.judge`) after the conversation's system prompt, which every strategy leaves in
 place (it is never summarized, and its size is not counted against the budget). Strategies:
 precis's extractive brief with the guard on and off, an LLM summarizer when a provider is
