@@ -30,6 +30,9 @@ from precis.eval.replay import load_conversation
 
 MINI = Path(__file__).parent / "data" / "judge" / "mini-swe-agent__github_issue.json"
 FACT_SETS = Path(__file__).parent / "data" / "facts"
+# `precis eval --facts tests/data/facts -s brief+guard`, the budget counted over pinned task +
+# summary: the current floor (444/483 = 0.919; the goal is 0.92, 445).
+BRIEF_FACTS_FLOOR = 444
 
 
 def match(*groups: list[str]) -> tuple[tuple[str, ...], ...]:
@@ -148,8 +151,12 @@ def test_every_hand_made_fact_set_is_judged_within_its_budget() -> None:
     assert len(references) == 3  # Claude Code compacted each spotter session once
     for row in report.rows:
         assert row.tally.facts == len(row.missed) + row.tally.kept_count > 0
-        if row.strategy != "brief+guard":
-            assert row.chars <= row.budget_chars, row
+        # The brief's size is what the compaction put in the context: pinned task + summary.
+        assert row.chars <= row.budget_chars, row
+    # The figure, held: the brief with its guard keeps this many of the 483 hand-made facts.
+    pooled = report.pooled("brief+guard")
+    assert pooled.facts == 483
+    assert pooled.kept_count >= BRIEF_FACTS_FLOOR, pooled.kept_count
     for row in references:
         assert row.chars == row.budget_chars  # the reference point's budget is its size
     console = Console(width=220, record=True)

@@ -34,6 +34,7 @@ from precis.engine.work import (
     NoOp,
     Work,
     capped_ledger,
+    clip_room,
     guard_budget,
     joined,
     required_facts,
@@ -323,11 +324,12 @@ class Compactor:
         return entry[1]
 
     def _clip(self, plan: CompactionPlan, job: CompactionJob, work: Work, fit: bool) -> int:
-        """The summary's clip: the setting, never more than half the span it replaces (a summary
-        as big as its source only refills the window) and, with `fit`, no more than the soft
-        watermark leaves beside what stays (system prompt, tools, pinned and kept messages)."""
+        """The summary's clip: what the setting leaves beside the pinned messages, never more
+        than half the span it replaces (a summary as big as its source only refills the window)
+        and, with `fit`, no more than the soft watermark leaves beside what stays (system
+        prompt, tools, pinned and kept messages)."""
         clip = min(
-            self.settings.effective_clip_chars,
+            clip_room(self.settings.effective_clip_chars, plan.pinned),
             max(MIN_CLIP_CHARS, sum(len(m.content) for m in plan.summarize) // 2),
         )
         threshold = self.settings.threshold
@@ -401,7 +403,7 @@ class Compactor:
             # Facts the kept messages already hold need not be repeated in the summary.
             needed = Ledger(tuple(self.kept.missing(ledger.facts, kept, joined(*kept))))
             self.kept.asked_of(stays, ends)
-            room = guard_budget(required, clip, s.effective_clip_chars)
+            room = guard_budget(required, clip, clip_room(s.effective_clip_chars, plan.pinned))
             text = apply_guard(text, needed, clip_chars=room, memo=self.memo).text
         self._step("summarized")
         metadata: dict[str, Any] = {

@@ -21,6 +21,7 @@ from precis.engine.results import CompactionStats
 from precis.facts import folded_parts
 from precis.facts.extract import Replay
 from precis.summarize.guard import BODY_FLOOR_SHARE, Fact, Ledger
+from precis.summarize.packaging import MIN_CLIP_CHARS
 
 __all__ = [
     "LEDGER_LIMIT",
@@ -149,6 +150,14 @@ class Work:
 def joined(*folded: str) -> str:
     """Folded texts of consecutive runs of messages as the folded text of all of them."""
     return " ".join(text for text in folded if text)
+
+
+def clip_room(clip: int, pinned: Sequence[Message]) -> int:
+    """What the clip leaves the summary beside the pinned messages it stays with: the clip bounds
+    everything a compaction puts in the context, the pinned task included (never below the
+    smallest summary)."""
+    held = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in pinned)
+    return max(MIN_CLIP_CHARS, clip - held)
 
 
 def guard_budget(required: Sequence[Fact], clip: int, widest: int) -> int:

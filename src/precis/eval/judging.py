@@ -1,7 +1,9 @@
 """`precis eval --facts`: compact each fact set's points with each strategy, judge what is kept.
 
 At a point, messages [0:message_index] are compacted into at most `budget_chars` characters of
-text a successor would read in their place, and that text is judged against the point's facts
+text a successor would read in their place (for precis's strategies: what the compaction put in
+the context, pinned task and summary, with the kept newest turn shown head+tail beside it), and
+that text is judged against the point's facts
 (`precis.eval.judge`) after the conversation's system prompt, which every strategy leaves in
 place (it is never summarized, and its size is not counted against the budget). Strategies:
 precis's extractive brief with the guard on and off, an LLM summarizer when a provider is
@@ -138,6 +140,12 @@ class _Text:
 
     text: str
     note: str = ""
+    # What counts against the budget: the whole text, or for a compaction pinned + summary.
+    size: int | None = None
+
+    @property
+    def chars(self) -> int:
+        return len(self.text) if self.size is None else self.size
 
 
 def render(messages: Sequence[Message]) -> str:
@@ -177,16 +185,16 @@ def truncated(items: Sequence[Mapping[str, Any]], budget: int) -> _Text:
 def _compacted_once(
     items: Sequence[Mapping[str, Any]],
     summarizer: Summarizer,
-    clip: int,
+    budget: int,
     *,
     guard: bool,
     pin_task: bool,
-    turn_chars: int,
-) -> tuple[str, str, bool]:
-    """(everything in context after an all-mode compaction, the summary's text, compacted?)."""
+) -> tuple[str, int, bool]:
+    """(what a successor reads after an all-mode compaction at a clip of `budget`, the size of
+    what the compaction put there — pinned task and summary —, compacted?)."""
     settings = CompactionSettings(
         context_window=JUDGE_WINDOW,
-        clip_chars=clip,
+        clip_chars=budget,
         guard=guard,
         pin_task=pin_task,
     )
@@ -202,15 +210,17 @@ def _compacted_once(
             continue  # the recording's own damage (a final call with no result): skip it
     result = session.compact_result("all")
     summary = result.summary.metadata.get("summary") if result.summary is not None else None
+    text = summary if isinstance(summary, str) else ""
     # The kept newest turn as a view in a window of this size would show it: head+tail.
     view = fit_turns(
         session.view(),
-        budget_tokens=turn_chars,
+        budget_tokens=max(MIN_CLIP_CHARS, budget // TURN_SHARE),
         count=_chars,
         head_lines=settings.tool_output_head_lines,
         tail_lines=settings.tool_output_tail_lines,
     )
-    return render(view), summary if isinstance(summary, str) else "", result.compacted
+    size = len(text) + sum(_chars(m) for m in view if m.pinned)
+    return render(view), size, result.compacted
 
 
 def _chars(message: Message) -> int:
@@ -226,60 +236,30 @@ def compacted(
     summarizer: Summarizer,
     guard: bool,
 ) -> _Text:
-    """precis's all-mode compaction of the prefix, everything it leaves counted against the
-    budget: the pinned task and the kept newest turn (shown head+tail within a quarter of the
-    budget) shrink the summary's clip. When they alone leave no room, the task is not pinned
-    (the summary then carries it, within the clip). A compaction precis refuses leaves an
-    empty text (nothing kept) and says why."""
+    """precis's all-mode compaction of the prefix at a clip of the budget, which bounds what
+    the compaction puts in the context: the pinned task and the summary. When the task alone
+    leaves the summary too little room, the task is not pinned (the summary then carries it,
+    within the clip). The kept newest turn is read, shown head+tail within a quarter of the
+    budget. A compaction precis refuses leaves an empty text (nothing kept) and says why."""
     notes: list[str] = []
     try:
-        text, done = _fitted(items, budget, summarizer, guard, pin_task=True)
+        text, size, done = _compacted_once(items, summarizer, budget, guard=guard, pin_task=True)
     except CompactionError as exc:
         return _Text("", f"compaction failed: {exc}")
-    if done and len(text) > budget:
+    if done and size > budget:
         try:
-            unpinned = _fitted(items, budget, summarizer, guard, pin_task=False)
+            unpinned = _compacted_once(items, summarizer, budget, guard=guard, pin_task=False)
         except CompactionError as exc:
             notes.append(f"with the task not pinned the compaction failed: {exc}")
         else:
-            if len(unpinned[0]) < len(text):
-                text, done = unpinned
+            if unpinned[1] < size:
+                text, size, done = unpinned
                 notes.append("task not pinned: with it pinned the text was over the budget")
     if not done:
         notes.append("nothing could be compacted")
-    if len(text) > budget:
-        notes.append(f"over budget: {len(text)} > {budget} chars")
-    return _Text(text, "; ".join(notes))
-
-
-def _fitted(
-    items: Sequence[Mapping[str, Any]],
-    budget: int,
-    summarizer: Summarizer,
-    guard: bool,
-    *,
-    pin_task: bool,
-) -> tuple[str, bool]:
-    """The compaction at the clip that makes everything fit the budget, if any does: a second
-    try gives the summary what the first left beside the pinned and kept messages (a smaller
-    clip that precis refuses leaves the last one it took)."""
-    clip = budget
-    turn = max(MIN_CLIP_CHARS, budget // TURN_SHARE)
-    text, summary, done = _compacted_once(
-        items, summarizer, clip, guard=guard, pin_task=pin_task, turn_chars=turn
-    )
-    for _ in range(2):
-        smaller = max(MIN_CLIP_CHARS, budget - (len(text) - len(summary)))
-        if not done or len(text) <= budget or smaller >= clip:
-            break
-        clip = smaller
-        try:
-            text, summary, done = _compacted_once(
-                items, summarizer, clip, guard=guard, pin_task=pin_task, turn_chars=turn
-            )
-        except CompactionError:
-            break
-    return text, done
+    if size > budget:
+        notes.append(f"over budget: {size} > {budget} chars")
+    return _Text(text, "; ".join(notes), size)
 
 
 def reference_summary(trajectories: Path, conversation: str, index: int) -> str | None:
@@ -414,7 +394,7 @@ def run_judge(fact_sets: Sequence[FactSet], run: JudgeRun) -> JudgeReport:
                         point.message_index,
                         point.budget_chars,
                         strategy,
-                        len(made.text),
+                        made.chars,
                         tally,
                         missed,
                         probes,

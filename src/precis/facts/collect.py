@@ -17,6 +17,7 @@ from functools import partial
 from precis.core.jscompat import utf16_len
 from precis.core.memo import Memo
 from precis.core.messages import Message
+from precis.facts.demos import request_part
 from precis.facts.digest import Note, calls_made, code_outline, file_held, value_count, value_tokens
 from precis.facts.fixes import FIX_CHANGE_MESSAGES, fixed_by, refusal
 from precis.facts.patterns import (
@@ -176,7 +177,7 @@ class Collector:
         self._awaiting_change: list[tuple[ErrorEntry, int]] = []
         self._open_file: str | None = None
         self._index = 0
-        self._given_task = one_line(task) if task and task.strip() else ""
+        self._given_task = one_line(request_part(task) or task) if task and task.strip() else ""
         self._previous_role = ""
         if task and task.strip():
             self._set_task(task.strip())
@@ -184,6 +185,7 @@ class Collector:
     def _set_task(self, task: str) -> None:
         """The caller's task stands first and its rules are red lines, whatever the span holds."""
         facts = self.facts
+        task = request_part(task) or task  # a pinned demonstration's request, not its example
         found, keep, terms, listed = task_scan(task, self.memo)
         for sentence in found:
             facts.constraints.setdefault(sentence.lower(), sentence)

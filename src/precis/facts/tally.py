@@ -87,9 +87,11 @@ def _shown(t: TermEntry) -> bool:
 
 
 def _rank(t: TermEntry) -> tuple[bool, float, int, int, int]:
-    """The user's and carried terms first; then what the work used most, lately: a term used
-    twice in the latest steps before one used often long ago (`heat_now`)."""
-    return (t.weight < W_USER, -heat_now(t), -t.weight, -t.last, t.first)
+    """The terms the user named first; then what the work used most, lately: a term used twice
+    in the latest steps before one used often long ago (`heat_now`). A term an earlier summary
+    carried counts as used before the span began, so what the span used comes first and the
+    newest files and identifiers are never crowded out by lists a summary keeps carrying."""
+    return (t.weight != W_USER, -heat_now(t), -t.weight, -t.last, t.first)
 
 
 def heat_now(t: TermEntry) -> float:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from precis.core.jscompat import utf16_len
+from precis.facts.demos import request_part
 from precis.facts.patterns import (
     ACK_RE,
     CJK_RE,
@@ -176,10 +177,15 @@ def listed_rules(text: str, sentences: Sequence[str]) -> list[str]:
 
 
 def clean_user_text(text: str) -> str | None:
-    """A user turn as the user wrote it, or None for a notice the agent harness injected."""
+    """A user turn as the user wrote it, or None for a notice the agent harness injected or a
+    demonstration of another task (`precis.facts.demos`)."""
     text = REMINDER_RE.sub("", text).strip()
     if not text or text.startswith(NOTICE_PREFIXES):
         return None
+    request = request_part(text)  # a demonstration of another task is not the user's request
+    if request is None:
+        return None
+    text = request
     command = COMMAND_RE.search(text)
     if command is not None and text.startswith("<command-"):
         args = COMMAND_ARGS_RE.search(text)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from precis.core.errors import InvalidMessage
 from precis.core.messages import KIND_MESSAGE, Message
 from precis.core.validity import ORPHAN_RESULT, UNKNOWN_CALL, check
+from precis.facts.demos import is_demonstration
 from precis.stores.base import ContextTail
 
 __all__ = [
@@ -29,7 +30,8 @@ def task_message(context: Sequence[Message]) -> Message | None:
 class AppendCheck:
     """What a store runs inside an append's transaction, on the tail as it stands there (so no
     concurrent append can slip between the check and the write): refuse a break of the
-    tool-call rules; with `pin_task`, pin the first user message when no task is pinned."""
+    tool-call rules; with `pin_task`, pin the first user message that is not a worked
+    demonstration of another task when no task is pinned."""
 
     def __init__(self, messages: list[Message], pin_task: bool) -> None:
         self.messages = messages
@@ -43,7 +45,12 @@ class AppendCheck:
         out = list(self.messages)
         if self.pin_task and task_message(tail.pinned) is None:
             for i, m in enumerate(out):
-                if m.role == "user" and m.kind == KIND_MESSAGE and m.content.strip():
+                if (
+                    m.role == "user"
+                    and m.kind == KIND_MESSAGE
+                    and m.content.strip()
+                    and not is_demonstration(m.content)  # the request after it is the task
+                ):
                     out[i] = replace(m, pinned=True, metadata={**m.metadata, "task": True})
                     break
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 from precis.core.jscompat import utf16_len
 from precis.facts import Fact, Facts, head, missing_facts, one_line, shorten
@@ -13,6 +14,7 @@ from precis.summarize.brief.labels import (
     FILES,
     FLOORS,
     HINTS,
+    IDENTIFIERS,
     LAYOUTS,
     MIN_ITEM_UNITS,
     MODIFIED,
@@ -39,6 +41,9 @@ from precis.summarize.brief.sections import (
     wanted_sections,
 )
 from precis.summarize.prompts import BRIEF_WORD_LIMIT
+
+# Sections whose items are in the tally's rank (recency and use), filled in that order.
+RANKED_LISTS: Final = frozenset({MODIFIED, READ, FILES, IDENTIFIERS})
 
 
 @dataclass(slots=True)
@@ -145,16 +150,20 @@ class _Brief:
     def fill_must(self, limit: int) -> None:
         """The items that carry a fact the guard demands, in the guard's order, whole or in
         the fact's own words, within `limit`."""
-        marked = sorted(
-            (
-                (item.must, n, section, item)
-                for section in self.sections.values()
-                for n, item in enumerate(section.items)
-                if item.must is not None and item.shown is None
-            ),
-            key=lambda e: (e[0], e[1]),
-        )
-        for _, _, section, item in marked:
+        marked = [
+            (item.must, n, key, section, item)
+            for key, section in self.sections.items()
+            for n, item in enumerate(section.items)
+            if item.must is not None and item.shown is None
+        ]
+        # A list (files, identifiers) is filled in its own order, newest and most used first,
+        # from where its first demanded fact stands: a ledger carried on lists its oldest first.
+        start: dict[str, int] = {}
+        for must, _, key, _, _ in marked:
+            if key in RANKED_LISTS:
+                start[key] = min(start.get(key, must), must)
+        marked.sort(key=lambda e: (start.get(e[2], e[0]), e[1]))
+        for _, _, _, section, item in marked:
             room = limit - self.used
             if room <= 0:
                 break

@@ -60,18 +60,19 @@ __all__ = ["Item", "Ranked", "display_path", "hint_items", "rank", "sections", "
 def _path_items(
     terms: list[TermEntry], root: str, names: set[str], listed: Iterable[str] = ()
 ) -> list[Item]:
-    """Ranked path items shown relative to the project root, each path once.
+    """Ranked path items shown relative to the project root, each path once, in rank order.
 
     A bare file name is left out when one of `names` (basenames of full paths) already covers it.
     """
     items: list[Item] = []
     seen = set(listed)
-    for term in terms:
+    for rank, term in enumerate(terms):
         shown = display_path(term.label, root)
         if shown in seen or ("/" not in term.label and term.label in names):
             continue
         seen.add(shown)
-        items.append(Item(shown, term.first, shrink=False, late=term.weight <= W_OUTPUT))
+        # Read in rank order, the newest and most used first: a cut tail drops the stalest.
+        items.append(Item(shown, rank, shrink=False, late=term.weight <= W_OUTPUT))
     return items
 
 
@@ -237,7 +238,7 @@ def _identifier_items(facts: Facts) -> list[Item]:
     items: list[Item] = []
     group: dict[str, int] = {}
     before, listed = "\n", 0  # the names listed so far, a line each
-    for term in facts.identifiers.ranked():
+    for rank, term in enumerate(facts.identifiers.ranked()):
         # A name an identifier listed before it holds whole ("with_span" after
         # "Tracer.with_span", not "Session" after "SessionLive") is read there already.
         if term.label in before and _holds(before, term.label):
@@ -245,11 +246,11 @@ def _identifier_items(facts: Facts) -> list[Item]:
         if listed < _HELD_WITHIN:
             before, listed = f"{before}{term.label}\n", listed + 1
         name, sep, value = term.label.partition("=")
-        order = term.first * 1000
+        order = rank * 1000  # read in rank order: the newest and most used first
         text = term.label
         if sep and value:
             if name in group:
-                text, order = value, group[name] + 1 + term.first
+                text, order = value, group[name] + 1 + rank
             else:
                 group[name] = order
         items.append(Item(text, order, shrink=False, late=term.weight <= W_OUTPUT))
