@@ -13,7 +13,7 @@ from operator import is_
 from typing import Any, NamedTuple
 
 from precis.core.errors import InvalidInput
-from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
+from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message, check_message
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
 from precis.core.types import CompactionMode, Trigger
@@ -61,7 +61,7 @@ def _task_message(context: Sequence[Message]) -> Message | None:
 def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     """precis `Message`s or OpenAI dicts as messages; a bad dict names its index."""
     return [
-        item if isinstance(item, Message) else Message.from_openai(item, index=i)
+        check_message(item, i) if isinstance(item, Message) else Message.from_openai(item, index=i)
         for i, item in enumerate(items)
     ]
 
