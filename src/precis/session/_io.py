@@ -1,8 +1,9 @@
-"""The two drivers: how a sync and an async session perform what the engine asks for.
+"""The drivers: how a sync and an async session perform what the engine asks for.
 
 Everything here does I/O; everything it serves does none. The sync driver calls; the async one
 awaits model calls, runs blocking store calls on a worker thread, and bounds every hook and
-summary by its timeout, so an agent framework's event loop is never blocked.
+summary by its timeout, so an agent framework's event loop is never blocked; the threaded one
+runs the steps themselves on a worker thread, so their computation does not block it either.
 """
 
 from __future__ import annotations
