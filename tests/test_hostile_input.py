@@ -246,7 +246,8 @@ def test_a_compaction_over_a_megabyte_run_finishes_within_the_bound(run: str) ->
             within_deadline(session.prompt, bound)
         except AssertionError as exc:
             raise AssertionError(f"a megabyte of {run!r} in the {place}: {exc}") from None
-        assert len(session.history()) == 7
+        kinds = [m.kind for m in session.history()]
+        assert kinds.count("message") == 7 and kinds.count("summary") <= 1, kinds
 
 
 # --- Arguments nested at any depth, lone surrogates -----------------------------------------
