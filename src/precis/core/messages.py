@@ -45,8 +45,7 @@ _NOT_BRACKET_RE = re.compile(r"[^\[\]{}]+")
 
 def check_json_value(value: Any, index: int | None) -> None:
     """Refuse, before anything is stored, what some store or encoder would choke on later: nesting
-    deeper than MAX_NESTING, NaN or infinity (not JSON), NUL in a string (PostgreSQL refuses it),
-    a lone surrogate (no store can write it as UTF-8)."""
+    deeper than MAX_NESTING, NaN or infinity (not JSON), NUL in a string (PostgreSQL refuses it)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -55,9 +54,6 @@ def check_json_value(value: Any, index: int | None) -> None:
         if isinstance(item, str):
             if "\x00" in item:
                 raise InvalidMessage(index, "contains a NUL character")
-            if not item.isascii() and (found := _SURROGATE_RE.search(item)) is not None:
-                code = f"U+{ord(found.group()):04X}"
-                raise InvalidMessage(index, f"contains a lone surrogate ({code}), not UTF-8 text")
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise InvalidMessage(index, f"{item} is not a JSON number")
@@ -88,10 +84,24 @@ def parse_json(text: str) -> Any:
 
 
 def check_message(message: Message, index: int | None) -> Message:
-    """A message built in code, held to what `from_openai` holds a dict to: every string UTF-8
-    text without NUL, data nested at most MAX_NESTING deep, tool-call arguments included."""
-    check_json_value(message.to_openai(), index)
+    """A message about to be stored: held to what `from_openai` holds a dict to (no NUL, data
+    nested at most MAX_NESTING deep, tool-call arguments included), and every string UTF-8 text
+    (a lone surrogate is refused: no store can write it). Pure computation takes surrogates."""
+    data = message.to_openai()
+    check_json_value(data, index)
     _check_arguments(message.tool_calls, index)
+    stack: list[Any] = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and (found := _SURROGATE_RE.search(item)) is not None:
+                code = f"U+{ord(found.group()):04X}"
+                raise InvalidMessage(index, f"contains a lone surrogate ({code}), not UTF-8 text")
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return message
 
 

@@ -61,7 +61,7 @@ def _task_message(context: Sequence[Message]) -> Message | None:
 def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     """precis `Message`s or OpenAI dicts as messages; a bad dict names its index."""
     return [
-        check_message(item, i) if isinstance(item, Message) else Message.from_openai(item, index=i)
+        check_message(item if isinstance(item, Message) else Message.from_openai(item, index=i), i)
         for i, item in enumerate(items)
     ]
 
