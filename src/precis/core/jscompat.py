@@ -13,6 +13,8 @@ from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
+from precis.core.messages import parse_json
+
 
 def utf16_len(text: str) -> int:
     """`text.length` in JavaScript: UTF-16 code units (a non-BMP character counts 2, a lone
@@ -146,7 +148,7 @@ def js_restringify(text: str) -> str:
         # (so "\ud83d\ude00" and "😀" are the same key). Python only after a UTF-16 round trip.
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     try:
-        return js_json_stringify(json.loads(text))
+        return js_json_stringify(parse_json(text))
     except (ValueError, TypeError):
         return quote(text)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from itertools import accumulate
 from typing import Any, cast
 
 from precis.core.errors import InvalidMessage, MessageTooLarge
@@ -32,6 +34,15 @@ MAX_MESSAGE_CHARS = 1_000_000
 MAX_NESTING = 64
 
 
+# A UTF-16 surrogate code point: alone in a str, it is no UTF-8 text (SQLite, PostgreSQL and
+# every JSON encoder writing UTF-8 refuse it).
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# A JSON string, escapes included, or an unterminated one to the end: a pattern that cannot fail
+# once it has begun, so a scan with it stays linear on any text.
+_JSON_STRING_RE = re.compile(r'"(?:[^"\\]+|\\[\s\S]?)*(?:"|\Z)')
+_NOT_BRACKET_RE = re.compile(r"[^\[\]{}]+")
+
+
 def check_json_value(value: Any, index: int | None) -> None:
     """Refuse, before anything is stored, what some store or encoder would choke on later: nesting
     deeper than MAX_NESTING, NaN or infinity (not JSON), NUL in a string (PostgreSQL refuses it)."""
@@ -52,6 +63,53 @@ def check_json_value(value: Any, index: int | None) -> None:
                 stack.append((v, depth + 1))
         elif isinstance(item, list | tuple):
             stack.extend((v, depth + 1) for v in item)
+
+
+def nested_too_deep(text: str) -> bool:
+    """Whether a JSON text nests arrays and objects deeper than MAX_NESTING (brackets inside
+    strings aside), read in one linear pass without parsing (a parser recurses once a level)."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return False
+    brackets = _NOT_BRACKET_RE.sub("", _JSON_STRING_RE.sub("", text))
+    return max(accumulate((1 if c in "[{" else -1 for c in brackets), initial=0)) > MAX_NESTING
+
+
+def parse_json(text: str) -> Any:
+    """`json.loads` for text a message carries: nesting past MAX_NESTING is not JSON here (a
+    `json.JSONDecodeError`), so neither the parser nor a walk over what it returns can run out of
+    stack (RecursionError) on hostile input."""
+    if nested_too_deep(text):
+        raise json.JSONDecodeError(f"nested deeper than {MAX_NESTING} levels", text, 0)
+    return json.loads(text)
+
+
+def check_message(message: Message, index: int | None) -> Message:
+    """A message about to be stored: held to what `from_openai` holds a dict to (no NUL, data
+    nested at most MAX_NESTING deep, tool-call arguments included), and every string UTF-8 text
+    (a lone surrogate is refused: no store can write it). Pure computation takes surrogates."""
+    data = message.to_openai()
+    check_json_value(data, index)
+    _check_arguments(message.tool_calls, index)
+    stack: list[Any] = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and (found := _SURROGATE_RE.search(item)) is not None:
+                code = f"U+{ord(found.group()):04X}"
+                raise InvalidMessage(index, f"contains a lone surrogate ({code}), not UTF-8 text")
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return message
+
+
+def _check_arguments(calls: Sequence[ToolCall], index: int | None) -> None:
+    for j, call in enumerate(calls):
+        if nested_too_deep(call.arguments):
+            where = f"tool_calls[{j}].function.arguments"
+            raise InvalidMessage(index, f"{where} nested deeper than {MAX_NESTING} levels", where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +344,7 @@ def _tool_calls_from_openai(raw: Any, index: int | None) -> tuple[ToolCall, ...]
                 index, f"tool_calls[{j}].function has no name", f"tool_calls[{j}].function"
             )
         calls.append(ToolCall(call_id, name, _arguments_text(fn.get("arguments"), index, j)))
+    _check_arguments(calls, index)
     return tuple(calls)
 
 
@@ -468,7 +527,7 @@ def messages_to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list
 
 def _tool_input(call: ToolCall) -> Any:
     try:
-        value = json.loads(call.arguments) if call.arguments else {}
+        value = parse_json(call.arguments) if call.arguments else {}
     except json.JSONDecodeError:
         return {"_raw_arguments": call.arguments}
     return value if isinstance(value, dict) else {"value": value}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from precis.core.memo import Memo, Table
-from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message, parse_json
 from precis.core.planning import pinned_mask
 
 # Longest first line a table of contents shows per section, so the table stays small.
@@ -367,7 +367,7 @@ def cut_arguments(arguments: str, max_chars: int, message_id: str) -> str:
     if len(arguments) <= max_chars:
         return arguments
     try:
-        value = json.loads(arguments)
+        value = parse_json(arguments)
     except ValueError:
         value = None
     if not isinstance(value, dict | list):

@@ -9,13 +9,13 @@ first line that says something). Pure functions, the scan calls them once per me
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
+from precis.core.messages import parse_json
 from precis.facts.patterns import HARNESS_LINE_RE, REASON_RE
 from precis.facts.terms import terms_in
 from precis.facts.text import compact, one_line, shorten
@@ -23,7 +23,7 @@ from precis.facts.text import compact, one_line, shorten
 # Sentence ends a turn's prose runs together ("…the seed:1. Go over …string.So, …").
 _SENTENCE_RE: Final = re.compile(
     r"(?<=[.!?。！？])\s+|(?<=[a-z)`'\"][.!?])(?=[A-Z])|(?<=[a-z][.:])(?=\d{1,2}\.\s)"
-    r"|\n+(?:\s*[-*•]\s+)?"
+    r"|\n+(?:[^\S\n]*[-*•]\s+)?"
 )
 # A token that carries a value: digits, code in backticks, quotes, snake_case, dotted.names,
 # CamelCase, a call or a path.
@@ -79,15 +79,13 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
     sentences = [p for p in pieces if p and len(p) > 2]
     if not sentences:
         return shorten(line, units)
-    scored = sorted(
-        range(len(sentences)),
-        key=lambda i: (-_weight(sentences[i], i), i),
-    )
+    weights = [_weight(sentence, i) for i, sentence in enumerate(sentences)]  # each read once
+    scored = sorted(range(len(sentences)), key=lambda i: (-weights[i], i))
     picked: list[int] = []
     used = 0
     for i in scored:
         cost = utf16_len(sentences[i]) + 1
-        if used + cost > units and units - used >= _MIN_CUT and _weight(sentences[i], i) > 1:
+        if used + cost > units and units - used >= _MIN_CUT and weights[i] > 1:
             # A sentence that says much but runs long is kept cut rather than skipped.
             sentences[i] = shorten(sentences[i], units - used - 1)
             cost = utf16_len(sentences[i]) + 1
@@ -100,8 +98,12 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
 
 
 # A value a result gives and a later turn may use: a token with a digit (an id, an amount, a
-# flight, a hash, a port), three characters or more.
-_TOKEN_RE: Final = re.compile(r"[A-Za-z0-9_@:.-]*\d[A-Za-z0-9_@:.-]*")
+# flight, a hash, a port), three characters or more. A token starts where a run of its
+# characters starts (or at a digit), so a long run without one is read once, not once a
+# character (the scan stays linear); the tokens found are those of the unanchored pattern.
+_TOKEN_RE: Final = re.compile(
+    r"(?:(?<![A-Za-z0-9_@:.-])|(?=\d))[A-Za-z0-9_@:.-]*\d[A-Za-z0-9_@:.-]*"
+)
 _MAX_TOKENS: Final = 120
 
 
@@ -172,7 +174,7 @@ def json_digest(text: str, units: int = _DIGEST_UNITS) -> str | None:
     """A JSON value's leaves without keys, quotes or braces: a record's fields in order, a list's
     items apart ("(…), (…)"); an empty list is "[]". None when the text is not JSON."""
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         return None
     if isinstance(data, list) and not data:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
-from precis.core.messages import KIND_SUMMARY, Message
+from precis.core.messages import KIND_SUMMARY, Message, parse_json
 from precis.facts.patterns import CJK_RE, LATIN_RE
 from precis.facts.text import clean_user_text
 
@@ -35,7 +34,7 @@ def earlier_summary_text(message: Message) -> str | None:
         return None
     text = message.content
     try:
-        packed = json.loads(text)
+        packed = parse_json(text)
     except ValueError:
         packed = None
     if isinstance(packed, Mapping) and isinstance(packed.get("message"), str):

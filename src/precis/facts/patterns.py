@@ -259,8 +259,10 @@ TOKEN_STRIP: Final = "()[]{}<>,;:'\"`.!?*"
 SUBTOKEN_SPLIT_RE: Final = re.compile(r"[/=,;()\[\]{}'\"`|]+")
 NON_ASCII_RE: Final = re.compile(r"[^\x21-\x7e]+")
 DIGIT_RE: Final = re.compile(r"\d")
+# A word of an address's characters, with the rest of an email address when it is one's local
+# part (group 1): a scan takes each word once, so it stays linear on a long run without "@".
 EMAIL_RE: Final = re.compile(
-    r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"
+    r"[A-Za-z0-9._%+\-]+(@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,})?"
 )
 ZH_PORT_RE: Final = re.compile(r"端口\D{0,6}?(\d{2,5})")
 # Code names a person or the agent writes in prose: `spans`, snake_case, CamelCase, Dotted.Names.
@@ -295,7 +297,9 @@ JIRA_STOP: Final = frozenset(
 URL_PORT_RE: Final = re.compile(r"^https?://[^/:]+:(\d{2,5})\b")
 
 NUMBERED_LINE_RE: Final = re.compile(r"^\s*\d+(?:→|\t|:\s|\s\|)")
-NUMBER_PREFIX_RE: Final = re.compile(r"(?m)^\s*\d+(?:→|\t)")
+# The whitespace opening a line, with the line number a viewer put there ("  12→", "12\t") when
+# it did: a run of blank lines is taken in one match, so no line start rescans it.
+NUMBER_PREFIX_RE: Final = re.compile(r"(?m)^\s*(\d+(?:→|\t))?")
 # What a log or a command's saved output is called: its errors are errors seen.
 LOG_FILE_RE: Final = re.compile(
     r"(?i)(?:\.(?:log|logs|out|output|err|stderr|stdout|trace|txt)|/[^./]+)$"

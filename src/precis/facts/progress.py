@@ -25,7 +25,7 @@ _START_VERBS: Final = frozenset({"start", "claim"})
 _OPEN_VERBS: Final = frozenset({"reopen", "create", "new", "add"})
 _SHOW_VERBS: Final = frozenset({"show", "view", "get", "info"})
 _LIST_VERBS: Final = frozenset({"list", "ready", "search", "blocked", "ls", "status"})
-_REDIRECT_RE: Final = re.compile(r"\s+\d*>>?&?\s*\S+")
+_REDIRECT_RE: Final = re.compile(r"(?<!\s)\s+\d*>>?&?\s*\S+")
 _STATUS_WORDS: Final[Mapping[str, str]] = {
     "in_progress": "in_progress",
     "in-progress": "in_progress",
@@ -78,7 +78,9 @@ _TEST_FAIL_RE: Final = re.compile(
 _COMMIT_LINE_RE: Final = re.compile(
     r"(?m)^\[([^\s\]]+)(?: \([^)]*\))? ([0-9a-f]{7,40})\] (.+?)\s*$"
 )
-_PUSH_OK_RE: Final = re.compile(r"(?m)^\s*(?:[+*=-]|[0-9a-f]{7,}\.\.)\S*\s.*->\s*\S+|up-to-date")
+_PUSH_OK_RE: Final = re.compile(
+    r"(?m)^[^\S\n]*(?:[+*=-]|[0-9a-f]{7,}\.\.)\S*\s.*->\s*\S+|up-to-date"
+)
 _PUSH_FAIL_RE: Final = re.compile(r"(?i)\brejected\b|^fatal:|^error:", re.M)
 _EXIT_CODE_RE: Final = re.compile(r"^Exit code [1-9]\d*\b")
 # Calls that only look something up; any other named tool call is an action taken.
@@ -259,7 +261,7 @@ _TRACK_RE: Final = re.compile(
     r"set up to track (?:remote branch )?'?([\w./-]+?)'?(?:\s|\.?$)", re.M
 )
 _PUSH_TO_RE: Final = re.compile(r"(?m)^To (\S+)")
-_PUSH_REF_RE: Final = re.compile(r"(?m)^\s*\S+\s+\S+\s+->\s+(\S+)")
+_PUSH_REF_RE: Final = re.compile(r"(?m)^[^\S\n]*\S+\s+\S+\s+->\s+(\S+)")
 
 
 def push_target(text: str) -> str:

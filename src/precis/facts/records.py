@@ -9,13 +9,13 @@ for a tight brief (`JG7FMM: business; HAT028, HAT277; credit_card_2929732 7136`)
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
+from precis.core.messages import parse_json
 from precis.facts.digest import json_leaves
 from precis.facts.text import shorten
 
@@ -51,7 +51,7 @@ def read_record(text: str, fallback: str = "") -> Record | None:
     if not stripped.startswith("{") or not stripped.endswith("}"):
         return None
     try:
-        data = json.loads(stripped)
+        data = parse_json(stripped)
     except ValueError:
         return None
     if not isinstance(data, dict) or not data:

@@ -5,12 +5,12 @@ Pure functions of their input; the collector calls them once per message (see `s
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
+from precis.core.messages import parse_json
 from precis.facts.patterns import (
     BACKTICK_RE,
     BUILD_OUTPUT_RE,
@@ -182,9 +182,9 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
                     if cleaned is not None:
                         yield "path", cleaned, cleaned
             if "@" in token:
-                email = EMAIL_RE.search(token)
+                email = next((m.group(0) for m in EMAIL_RE.finditer(token) if m.group(1)), None)
                 if email is not None:
-                    yield "email", email.group(0), email.group(0)
+                    yield "email", email, email
             if DIGIT_RE.search(token) is not None:
                 yield from _token_identifiers(token, previous)
             previous = token
@@ -254,21 +254,44 @@ def message_symbols(command: str) -> list[tuple[str, str, str]]:
         return []
     return [
         found
-        for match in _QUOTED_WORDS_RE.finditer(command)
-        if len((words := match.group(1) or match.group(2) or "").split()) >= _MESSAGE_WORDS
+        for words in _quoted_texts(command)
+        if len(words.split()) >= _MESSAGE_WORDS
         for found in symbols_in(words)
     ]
 
 
-# A double- or single-quoted text in a command; one of five words or more is a message.
-_QUOTED_WORDS_RE = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'')
+# A double- or single-quoted text in a command; one of five words or more is a message. A
+# double quote's text runs to its closing quote, or stops unclosed (group 2 None) where an
+# escape breaks or the command ends.
+_QUOTED_WORDS_RE = re.compile(r'"((?:[^"\\]+|\\.)*)(")?|\'([^\']*)\'')
+_SINGLE_QUOTED_RE = re.compile(r"'([^']*)'")
 _MESSAGE_WORDS = 5
+
+
+def _quoted_texts(command: str) -> Iterator[str]:
+    """The quoted texts `"…"` (escapes kept) and `'…'` of a command, as a left-to-right scan
+    for either finds them; an unclosed double quote is read once, not again from each double
+    quote inside what it read (those are escaped, so none of them closes either)."""
+    pos = 0
+    while (match := _QUOTED_WORDS_RE.search(command, pos)) is not None:
+        if match.group(3) is not None or match.group(2) is not None:
+            yield match.group(1) if match.group(2) is not None else match.group(3)
+            pos = match.end()
+            continue
+        # Unclosed: only a single-quoted text can start before where it stopped.
+        quote = command.find("'", match.start() + 1, match.end())
+        single = _SINGLE_QUOTED_RE.match(command, quote) if quote >= 0 else None
+        if single is None:  # no single quote closes before the end either
+            pos = match.end()
+            continue
+        yield single.group(1)
+        pos = single.end()
 
 
 def parse_arguments(arguments: str) -> Any:
     """The tool call's arguments as JSON data, or the raw text when they are not JSON."""
     try:
-        return json.loads(arguments) if arguments else {}
+        return parse_json(arguments) if arguments else {}
     except ValueError:
         return arguments
 
@@ -387,7 +410,11 @@ def error_names(text: str) -> tuple[str, ...]:
 
 def unnumbered(text: str) -> str:
     """A file read's text without the line numbers a viewer put before each line."""
-    return NUMBER_PREFIX_RE.sub("", text)
+    return NUMBER_PREFIX_RE.sub(_without_number, text)
+
+
+def _without_number(found: re.Match[str]) -> str:
+    return "" if found.group(1) else found.group(0)
 
 
 def error_lines(text: str) -> list[str]:

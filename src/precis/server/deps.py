@@ -15,7 +15,7 @@ from precis.core.types import CONVERSATION_ID_PATTERN
 from precis.engine.settings import CompactionSettings
 from precis.server.keys import ApiKeys, scoped
 from precis.server.limits import ServiceLimits
-from precis.session import AsyncSession
+from precis.session import AsyncSession, ThreadedSession
 from precis.stores.base import ConversationStore
 from precis.summarize.base import Summarizer
 
@@ -58,8 +58,9 @@ class Service:
     streams: StreamGauge = field(default_factory=StreamGauge)
 
     def session(self, conversation: Conversation) -> AsyncSession:
-        """A fresh session per request (a fresh token cache), so the service does not grow."""
-        return AsyncSession(
+        """A fresh session per request (a fresh token cache), so the service does not grow; its
+        work runs on a worker thread, so one tenant's compaction never stalls the loop."""
+        return ThreadedSession(
             self.store,
             conversation.stored_id,
             self.counter_factory(),

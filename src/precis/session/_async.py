@@ -5,23 +5,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from precis.core.messages import Message
+from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter
 from precis.core.types import CompactionMode, Trigger
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.session._base import BaseSession
-from precis.session._io import adrive
+from precis.session._io import SessionRequest, adrive, adrive_in_thread
 from precis.stores.base import CompactionEvent, RecallHit
 from precis.stores.memory import MemoryStore
 from precis.summarize.base import Summarizer
+
+T = TypeVar("T")
 
 
 class AsyncSession(BaseSession):
     """A conversation in a store whose every call is awaited; made without I/O, it creates the
     conversation on first use."""
+
+    async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
+        """One operation's logic, on the loop with store calls off it (`ThreadedSession` runs
+        it all on a worker thread)."""
+        return await adrive(steps)
 
     async def append(
         self, *items: Message | Mapping[str, Any], idempotency_key: str | None = None
@@ -31,59 +39,59 @@ class AsyncSession(BaseSession):
         With `pin_task`, the first user message becomes the pinned task unless one is set.
         With `idempotency_key`, a retry of an append that was stored (the same key and
         messages) stores nothing and returns what the first stored."""
-        return await adrive(self._append_steps(items, idempotency_key))
+        return await self._drive(self._append_steps(items, idempotency_key))
 
     async def set_task(self, text: str) -> Message:
         """State the task: a pinned user message the context always keeps, verbatim."""
-        return await adrive(self._set_task_steps(text))
+        return await self._drive(self._set_task_steps(text))
 
     async def task(self) -> str | None:
         """The task text: the message `set_task` wrote, or the first user message."""
-        return await adrive(self._task_steps())
+        return await self._drive(self._task_steps())
 
     async def pin(self, message_id: str, pinned: bool = True) -> None:
         """Pin a message in context: never evicted, truncated or summarized from now on."""
-        return await adrive(self._pin_steps(message_id, pinned))
+        return await self._drive(self._pin_steps(message_id, pinned))
 
     async def unpin(self, message_id: str) -> None:
         """Let a pinned message be compacted again."""
-        return await adrive(self._pin_steps(message_id, False))
+        return await self._drive(self._pin_steps(message_id, False))
 
     async def set_system_prompt(self, text: str) -> None:
         """Replace the system prompt (the stable, cacheable head of every request)."""
-        return await adrive(self._set_system_prompt_steps(text))
+        return await self._drive(self._set_system_prompt_steps(text))
 
     async def system_prompt(self) -> str:
         """The system prompt, recompiled first if a compaction made it stale."""
-        return await adrive(self._system_prompt_steps())
+        return await self._drive(self._system_prompt_steps())
 
     async def context(self) -> list[Message]:
         """The messages in context, in stored order."""
-        return await adrive(self._context_steps())
+        return await self._drive(self._context_steps())
 
     async def view(self) -> list[Message]:
         """The context as the model sees it: pinned items first, then the rest in order."""
-        return await adrive(self._view_steps())
+        return await self._drive(self._view_steps())
 
     async def prompt(self) -> list[dict[str, Any]]:
         """What to send: system prompt (stable prefix), pinned items, the summary, the rest."""
-        return await adrive(self._prompt_steps())
+        return await self._drive(self._prompt_steps())
 
     async def floor_tokens(self) -> int:
         """What every request carries besides the messages: system prompt and tool definitions."""
-        return await adrive(self._floor_tokens_steps())
+        return await self._drive(self._floor_tokens_steps())
 
     async def tokens(self) -> int:
         """Tokens the next request will carry: reported usage anchors the estimate."""
-        return await adrive(self._tokens_steps())
+        return await self._drive(self._tokens_steps())
 
     async def needs_compaction(self) -> bool:
         """Whether the context is over the threshold (strict >)."""
-        return await adrive(self._needs_compaction_steps())
+        return await self._drive(self._needs_compaction_steps())
 
     async def turns_since_compaction(self) -> int:
         """User turns appended since the last compaction (or since the start)."""
-        return await adrive(self._turns_since_compaction_steps())
+        return await self._drive(self._turns_since_compaction_steps())
 
     async def compact_result(
         self,
@@ -94,7 +102,7 @@ class AsyncSession(BaseSession):
         phase: str | None = None,
     ) -> CompactionResult:
         """Compact once: the stats, the summary and the new context; nothing changes on failure."""
-        return await adrive(self._compact_steps(mode, trigger, instructions, phase))
+        return await self._drive(self._compact_steps(mode, trigger, instructions, phase))
 
     async def compact(
         self,
@@ -105,31 +113,39 @@ class AsyncSession(BaseSession):
         phase: str | None = None,
     ) -> CompactionStats:
         """Compact once and return what it did."""
-        return (await adrive(self._compact_steps(mode, trigger, instructions, phase))).stats
+        return (await self._drive(self._compact_steps(mode, trigger, instructions, phase))).stats
 
     async def complete_phase(self, name: str) -> CompactionStats:
         """A sub-goal is done: compact at this natural break and record the phase."""
-        return (await adrive(self._compact_steps(None, "phase_complete", None, name))).stats
+        return (await self._drive(self._compact_steps(None, "phase_complete", None, name))).stats
 
     async def maybe_compact(self) -> list[CompactionStats]:
         """Compact when a trigger fires; returns what ran (usually nothing)."""
-        return await adrive(self._maybe_compact_steps())
+        return await self._drive(self._maybe_compact_steps())
 
     async def absorb(self, child: BaseSession, tool_call_id: str) -> Message:
         """A sub-agent's work returned as its brief only (S3): the result of call `tool_call_id`."""
-        return await adrive(self._absorb_steps(child, tool_call_id))
+        return await self._drive(self._absorb_steps(child, tool_call_id))
 
     async def recall(self, query: str, limit: int = 10) -> list[RecallHit]:
         """Search every original message, compacted away or not; best first."""
-        return await adrive(self._recall_steps(query, limit))
+        return await self._drive(self._recall_steps(query, limit))
 
     async def history(self) -> list[Message]:
         """Every message ever appended, in order."""
-        return await adrive(self._history_steps())
+        return await self._drive(self._history_steps())
 
     async def events(self) -> list[CompactionEvent]:
         """The compactions so far, oldest first."""
-        return await adrive(self._events_steps())
+        return await self._drive(self._events_steps())
+
+
+class ThreadedSession(AsyncSession):
+    """An `AsyncSession` whose operations run on a worker thread, awaiting only what must be
+    awaited on the loop: a service's loop stays free while one request compacts a megabyte."""
+
+    async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
+        return await adrive_in_thread(steps)
 
 
 async def acompact_messages(

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from precis.core.errors import InvalidInput, InvalidMessage
 from precis.core.memo import Memo
-from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message
+from precis.core.messages import KIND_MESSAGE, KIND_TASK, Message, check_message
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, default_counter, estimate_context
 from precis.core.types import CompactionMode, Trigger, checked_conversation_id
@@ -59,7 +59,7 @@ def _keep_prompt(text: str, context: list[Message]) -> str:
 def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     """precis `Message`s or OpenAI dicts as messages; a bad dict names its index."""
     return [
-        item if isinstance(item, Message) else Message.from_openai(item, index=i)
+        check_message(item if isinstance(item, Message) else Message.from_openai(item, index=i), i)
         for i, item in enumerate(items)
     ]
 

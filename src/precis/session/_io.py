@@ -1,14 +1,16 @@
-"""The two drivers: how a sync and an async session perform what the engine asks for.
+"""The drivers: how a sync and an async session perform what the engine asks for.
 
 Everything here does I/O; everything it serves does none. The sync driver calls; the async one
 awaits model calls, runs blocking store calls on a worker thread, and bounds every hook and
-summary by its timeout, so an agent framework's event loop is never blocked. The sync driver
-bounds a summary by its timeout too, waiting for it on a worker thread.
+summary by its timeout, so an agent framework's event loop is never blocked; the threaded one
+runs the steps themselves on a worker thread, so their computation does not block it either.
+The sync driver bounds a summary by its timeout too, waiting for it on a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import inspect
@@ -60,6 +62,46 @@ def drive(steps: Steps[SessionRequest, T]) -> T:
 async def adrive(steps: Steps[SessionRequest, T]) -> T:
     """Drive session logic to its result without blocking the running event loop."""
     return await arun_steps(steps, aperform)
+
+
+async def adrive_in_thread(steps: Steps[SessionRequest, T]) -> T:
+    """Drive session logic on a worker thread, so its pure computation (a compaction's scans, a
+    view's fitting) never holds the running event loop: store calls and a local summarizer run
+    on that thread, what must be awaited (a model, an async hook) is awaited on the loop.
+
+    Cancelled, the logic is abandoned at its next request, like a cancelled `adrive`."""
+    loop = asyncio.get_running_loop()
+    abandoned = threading.Event()
+    awaiting: set[concurrent.futures.Future[Any]] = set()
+
+    def answer(request: SessionRequest) -> Any:
+        if abandoned.is_set():
+            raise _Abandoned
+        if isinstance(request, Call):
+            return request.fn(*request.args, **request.kwargs)
+        if isinstance(request, Summarize) and isinstance(request.summarizer, LocalSummarizer):
+            return request.summarizer.summarize(request.request)
+        future = asyncio.run_coroutine_threadsafe(aperform(request), loop)
+        awaiting.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise _Abandoned from None
+        finally:
+            awaiting.discard(future)
+
+    try:
+        return await asyncio.to_thread(run_steps, steps, answer)
+    except asyncio.CancelledError:
+        abandoned.set()
+        for future in list(awaiting):
+            future.cancel()
+        raise
+
+
+class _Abandoned(BaseException):
+    """Thrown into logic whose caller was cancelled: not an `Exception`, so no step handles it
+    as a failed request (a fallback, a retry); the logic is closed where it stands."""
 
 
 def perform(request: SessionRequest) -> Any:

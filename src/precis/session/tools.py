@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from precis.core.errors import UnknownMessage
-from precis.core.messages import Message
+from precis.core.messages import Message, parse_json
 from precis.core.types import Dialect
 from precis.engine.views import read_section, sections
 from precis.stores.base import RecallHit
@@ -172,7 +172,7 @@ def _parse_arguments(tool: ToolDefinition, arguments: str | Mapping[str, Any]) -
             raw: Any = {}
         else:
             try:
-                raw = json.loads(arguments)
+                raw = parse_json(arguments)
             except json.JSONDecodeError as exc:
                 raise _ArgumentError(f"arguments are not valid JSON ({exc.msg})") from None
     else:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 from precis.core.errors import ImportLineError, InvalidMessage
-from precis.core.messages import MAX_NESTING, Message
+from precis.core.messages import MAX_NESTING, Message, check_message
 from precis.core.validity import check
 from precis.stores.base import ConversationStore
 
@@ -58,7 +58,7 @@ def parse_jsonl(lines: Iterable[str]) -> list[Message]:
         except RecursionError:
             raise ImportLineError(number, f"nested deeper than {MAX_NESTING} levels") from None
         try:
-            message = Message.from_openai(data, index=number)
+            message = check_message(Message.from_openai(data, index=number), number)
         except InvalidMessage as exc:
             raise ImportLineError(number, exc.reason) from None
         if message.role == "tool" and message.tool_call_id not in issued:

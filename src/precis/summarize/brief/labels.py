@@ -361,8 +361,11 @@ INSTRUCTION_SECTIONS: Final = (
 )
 # Reading a brief back: its headings (with the project root a file list names), its phase line.
 HEADING_RE: Final = re.compile(r"^#{1,4}\s*(.+?)\s*$")
-HEADING_ROOT_RE: Final = re.compile(r"\s*\((?:in|目录) ([^)]*)\)\s*$")
-COUNT_RE: Final = re.compile(r"([^\s,×]+)×(\d+)")
+# (It starts where a run of spaces starts: a scan stays linear on a long run of them.)
+HEADING_ROOT_RE: Final = re.compile(r"(?<!\s)\s*\((?:in|目录) ([^)]*)\)\s*$")
+# A tool's count ("bash×3"): each word, with its count when it has one, so a scan reads a long
+# word once (`counts` keeps those with a count).
+COUNT_RE: Final = re.compile(r"([^\s,×]+)(?:×(\d+))?")
 PHASE_LINE_RE: Final = re.compile(
     rf"^(?:{re.escape(PHASE_LABEL_EN)}|{re.escape(PHASE_LABEL_ZH)})\s*[:：]\s*(.+?)\s*$"
 )

@@ -138,7 +138,8 @@ def read_brief(collector: Collector, text: str) -> bool:
         facts.errors.setdefault(error_key(line), ErrorEntry(line, 1, -1, -1, carried=True))
     for line in sections.get(TOOLS, []):
         for name, count in COUNT_RE.findall(line):
-            facts.tool_counts[name] = facts.tool_counts.get(name, 0) + int(count)
+            if count:
+                facts.tool_counts[name] = facts.tool_counts.get(name, 0) + int(count)
     # Pending calls and unanswered requests are re-derived from the new span, not carried.
     stale = tuple(
         f"{labels[k]}: " for labels in LABELS.values() for k in ("awaiting", "unanswered")

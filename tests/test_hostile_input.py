@@ -1,0 +1,407 @@
+"""Hostile text: a megabyte run of one character class (or a short alternation) reaches every
+extractor and a whole compaction, and each finishes within the issue's bound; the linear
+rewrites of the scans find what the patterns they replace found."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from precis.core import jscompat, textfeatures
+from precis.core.errors import InvalidMessage
+from precis.core.messages import (
+    MAX_MESSAGE_CHARS,
+    Message,
+    ToolCall,
+    nested_too_deep,
+    parse_json,
+)
+from precis.engine.settings import CompactionSettings
+from precis.facts import (
+    collect,
+    decisions,
+    digest,
+    fixes,
+    model,
+    patterns,
+    progress,
+    records,
+    terms,
+    text,
+    verify,
+)
+from precis.facts.scan import offered
+from precis.session import Session
+from precis.stores.base import ConversationStore
+from precis.stores.memory import MemoryStore
+from precis.summarize import packaging
+from precis.summarize.brief import labels, read, sections, state
+
+# Issue #28 asks for "≤ 2 s each" on a megabyte of hostile text. The project forbids timed
+# assertions in general; these are that explicit bound, held as deadlines (a quadratic scan takes
+# minutes on such a run), not measurements. Each extractor gets the issue's 2 s on a 100,000-
+# character run (the suite runs ~50 extractors on ~50 runs; value_tokens' quadratic scan took 9 s
+# on 40,000); a whole append + compaction + prompt gets a megabyte and 30 s a step: a linear
+# reading of a megabyte of prose is ~25 regex passes, 1-4 s on an idle machine and over 10 s on
+# this one under the full suite, so the issue's 2 s is not held there (see issue #28's notes).
+DEADLINE_SECONDS = 2.0
+COMPACTION_DEADLINE_SECONDS = 30.0
+EXTRACTOR_RUN = 100_000
+MEGABYTE = 1_000_000
+
+# What each scan's patterns could hate: a long run of one class (no separator, no digit, no
+# closing quote or bracket), or of a short alternation that keeps a pattern's options open.
+RUNS: dict[str, str] = {
+    "letters": "a",
+    "capitals": "A",
+    "digits": "7",
+    "spaces": " ",
+    "tabs": "\t",
+    "newlines": "\n",
+    "crlf": "\r\n",
+    "dots": ".",
+    "dashes": "-",
+    "underscores": "_",
+    "slashes": "/",
+    "colons": ":",
+    "equals": "=",
+    "commas": ",",
+    "at signs": "@",
+    "double quotes": '"',
+    "single quotes": "'",
+    "backticks": "`",
+    "open parens": "(",
+    "close parens": ")",
+    "open brackets": "[",
+    "open braces": "{",
+    "backslashes": "\\",
+    "hashes": "#",
+    "stars": "*",
+    "pipes": "|",
+    "angles": "<",
+    "CJK": "中",
+    "emoji": "😀",
+    "a.": "a.",
+    "a-": "a-",
+    "a_": "a_",
+    "a:": "a:",
+    "a/": "a/",
+    "1.": "1.",
+    "1.1 ": "1.1 ",
+    "aA": "aA",
+    "Aa ": "Aa ",
+    "a1": "a1",
+    "a@": "a@",
+    "a(": "a(",
+    '\\"': '\\"',
+    "- ": "- ",
+    "a. ": "a. ",
+    "12→": "12→",
+    "--a ": "--a ",
+    "$ ": "$ ",
+    "a=1 ": "a=1 ",
+    "x×": "x×",
+}
+
+
+def run_of(unit: str, size: int = MEGABYTE) -> str:
+    """`unit` repeated to `size` characters."""
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def within_deadline(work: Callable[[], Any], seconds: float = DEADLINE_SECONDS) -> None:
+    """Run `work` on a thread and fail when it is not done by the deadline (see above)."""
+    failure: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            result = work()
+            if isinstance(result, Iterable) and not isinstance(result, str | bytes | dict):
+                for _ in result:
+                    pass
+        except Exception as exc:  # the extractor may refuse the text; it must not hang
+            failure.append(exc)
+
+    worker = threading.Thread(target=body, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still scanning after the bound of {seconds:g} s"
+
+
+# Every pure function that reads a message's text, by name.
+EXTRACTORS: dict[str, Callable[[str], Any]] = {
+    "collect.spec_rules": collect.spec_rules,
+    "decisions.decisions": decisions.decisions,
+    "decisions.reasons": decisions.reasons,
+    "digest.note_text": digest.note_text,
+    "digest.value_tokens": digest.value_tokens,
+    "digest.value_count": digest.value_count,
+    "digest.output_digest": digest.output_digest,
+    "digest.file_held": digest.file_held,
+    "digest.json_digest": digest.json_digest,
+    "digest.calls_made": digest.calls_made,
+    "digest.code_outline": digest.code_outline,
+    "digest.task_gist": lambda t: digest.task_gist(t, 400),
+    "digest.request_gist": digest.request_gist,
+    "fixes.refusal": fixes.refusal,
+    "model.state_subject": model.state_subject,
+    "progress.shell_work": progress.shell_work,
+    "progress.commit_lines": progress.commit_lines,
+    "progress.test_tally": progress.test_tally,
+    "progress.push_ok": progress.push_ok,
+    "progress.push_target": progress.push_target,
+    "progress.exit_failed": progress.exit_failed,
+    "progress.titles": progress.titles,
+    "records.read_record": records.read_record,
+    "scan.offered": offered,
+    "terms.clean_path": terms.clean_path,
+    "terms.paths_in": lambda t: list(terms.paths_in(t, prose=True)),
+    "terms.terms_in": lambda t: list(terms.terms_in(t)),
+    "terms.symbols_in": lambda t: list(terms.symbols_in(t, code=True)),
+    "terms.message_symbols": terms.message_symbols,
+    "terms.parse_arguments": terms.parse_arguments,
+    "terms.shell_modified": terms.shell_modified,
+    "terms.error_key": terms.error_key,
+    "terms.error_names": terms.error_names,
+    "terms.unnumbered": terms.unnumbered,
+    "terms.error_lines": terms.error_lines,
+    "text.one_line": text.one_line,
+    "text.is_trivial": text.is_trivial,
+    "text.forbids": text.forbids,
+    "text.constraint_sentences": text.constraint_sentences,
+    "text.heading_rules": text.heading_rules,
+    "text.injected_rules": text.injected_rules,
+    "text.clean_user_text": text.clean_user_text,
+    "text.fix_text": text.fix_text,
+    "text.first_line": text.first_line,
+    "verify.fold": verify.fold,
+    "verify.folded_text": verify.folded_text,
+    "brief.parse_brief": read.parse_brief,
+    "brief.wanted_sections": sections.wanted_sections,
+    "brief.subject_of": state.subject_of,
+    "packaging.js_trim": packaging.js_trim,
+    "jscompat.js_restringify": jscompat.js_restringify,
+    "jscompat.utf16_len": jscompat.utf16_len,
+    "textfeatures.text_features": textfeatures.text_features,
+    "messages.nested_too_deep": nested_too_deep,
+}
+
+
+@pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
+def test_every_extractor_reads_a_long_run_within_the_bound(run: str) -> None:
+    hostile = run_of(run, EXTRACTOR_RUN)
+    for name, extract in EXTRACTORS.items():
+        try:
+            within_deadline(partial(extract, hostile))
+        except AssertionError as exc:
+            raise AssertionError(f"{name} on a run of {run!r}: {exc}") from None
+
+
+PLACES = ("user", "assistant", "arguments", "tool")
+
+
+def _conversation(hostile: str, place: str) -> list[dict[str, Any]]:
+    """A conversation with the run in one `place`: the user's words, the agent's prose, a tool
+    call's arguments (raw, not JSON) or the tool's output."""
+    return [
+        {"role": "user", "content": "Fix the failing build in /repo, port 8080."},
+        {"role": "user", "content": hostile if place == "user" else "go on"},
+        {"role": "assistant", "content": hostile if place == "assistant" else "On it."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {
+                        "name": "bash",
+                        "arguments": hostile if place == "arguments" else '{"cmd": "make"}',
+                    },
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": hostile if place == "tool" else "ok"},
+        {"role": "user", "content": "and now?"},
+        {"role": "assistant", "content": "Done: the build passes."},
+    ]
+
+
+@pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
+def test_a_compaction_over_a_megabyte_run_finishes_within_the_bound(run: str) -> None:
+    hostile = run_of(run, MAX_MESSAGE_CHARS - 10)  # under the size limit every entry enforces
+    for place in PLACES:
+        session = Session(MemoryStore(), "c", settings=CompactionSettings(context_window=8_000_000))
+        try:
+            bound = COMPACTION_DEADLINE_SECONDS
+            within_deadline(partial(session.append, *_conversation(hostile, place)), bound)
+            within_deadline(partial(session.compact, trigger="manual"), bound)
+            within_deadline(session.prompt, bound)
+        except AssertionError as exc:
+            raise AssertionError(f"a megabyte of {run!r} in the {place}: {exc}") from None
+        kinds = [m.kind for m in session.history()]
+        if place == "arguments" and nested_too_deep(hostile):  # refused, nothing written
+            assert kinds == []
+        else:
+            assert kinds.count("message") == 7 and kinds.count("summary") <= 1, kinds
+
+
+# --- Arguments nested at any depth, lone surrogates -----------------------------------------
+
+DEEP = "[" * 1000 + "]" * 1000
+
+
+def _call_with(arguments: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+        ],
+    }
+
+
+def test_arguments_nested_past_the_limit_are_refused_before_anything_is_written(
+    any_store: ConversationStore,
+) -> None:
+    session = Session(any_store, "deep", settings=CompactionSettings(context_window=2000))
+    session.append({"role": "user", "content": "go"})
+    with pytest.raises(InvalidMessage) as refused:
+        session.append(_call_with(DEEP), {"role": "tool", "tool_call_id": "c1", "content": "ok"})
+    assert str(refused.value) == (
+        "message 0: tool_calls[0].function.arguments nested deeper than 64 levels"
+    )
+    assert refused.value.field == "tool_calls[0].function.arguments"
+    built = Message(role="assistant", tool_calls=(ToolCall("c1", "bash", DEEP),))
+    with pytest.raises(InvalidMessage, match="arguments nested deeper than 64"):
+        session.append(built)
+    assert [m.content for m in session.history()] == ["go"]
+    session.append(
+        _call_with('{"cmd": "ls"}'), {"role": "tool", "tool_call_id": "c1", "content": "a"}
+    )
+    assert session.prompt() and session.compact().messages_count_before == 3
+
+
+def test_a_conversation_already_holding_deep_arguments_still_reads_and_compacts(
+    any_store: ConversationStore,
+) -> None:
+    # Written below the session's check, as a store written before it holds them.
+    any_store.append(
+        "old",
+        [
+            Message(role="user", content="go"),
+            Message(role="assistant", tool_calls=(ToolCall("c1", "bash", DEEP),)),
+            Message(role="tool", tool_call_id="c1", content="[" * 5000 + "]" * 5000),
+            Message(role="user", content="and then?"),
+            Message(role="assistant", content="done"),
+        ],
+    )
+    session = Session(any_store, "old", settings=CompactionSettings(context_window=2000))
+    assert len(session.context()) == 5
+    assert session.prompt()
+    assert session.compact().messages_count_before == 5
+    assert session.prompt()
+
+
+@pytest.mark.parametrize("parser", [terms.parse_arguments, jscompat.js_restringify])
+def test_parsers_of_message_text_never_recurse_out_of_the_stack(
+    parser: Callable[[str], Any],
+) -> None:
+    for hostile in (DEEP, "{" + '"a":{' * 100_000, "[" * MEGABYTE):
+        parser(hostile)  # no RecursionError: too deep is not JSON here
+    assert digest.json_digest(DEEP) is None
+    assert records.read_record('{"id": "a", "x": ' + "[" * 3000 + "]" * 3000 + "}") is None
+
+
+@given(st.recursive(st.none() | st.integers() | st.text(max_size=5), st.lists, max_leaves=40))
+def test_the_nesting_scan_agrees_with_the_parser(value: Any) -> None:
+    text_ = json.dumps(value)
+    depth = _depth(value)
+    assert nested_too_deep(text_) == (depth > 64)
+    assert parse_json(text_) == value if depth <= 64 else True
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ({"role": "user", "content": "a\ud800b"}, "content"),
+        (_call_with('{"cmd": "\udfff"}'), "arguments"),
+        ({"role": "user", "content": "x", "name": "\ud800"}, "name"),
+        ({"role": "user", "content": [{"type": "text", "text": "\ud83d"}]}, "content part"),
+    ],
+)
+def test_a_lone_surrogate_is_refused_in_one_line_and_nothing_is_written(
+    any_store: ConversationStore, message: dict[str, Any], field: str
+) -> None:
+    session = Session(any_store, "s", settings=CompactionSettings(context_window=2000))
+    session.append({"role": "user", "content": "first"})
+    with pytest.raises(InvalidMessage) as refused:
+        session.append({"role": "user", "content": "fine 😀"}, message)
+    assert str(refused.value).startswith("message 1: contains a lone surrogate (U+D")
+    assert len(str(refused.value).splitlines()) == 1
+    with pytest.raises(InvalidMessage, match="lone surrogate"):
+        session.append(Message(role="user", content="\ud800"))
+    with pytest.raises(InvalidMessage, match="lone surrogate"):
+        session.append(Message(role="tool", tool_call_id="\udc00", content="x"))
+    assert [m.content for m in session.history()] == ["first"]
+
+
+# --- The linear scans find what the patterns they replace found -----------------------------
+
+# The patterns as they were (each rescanned a run from every character of it).
+OLD_TOKEN_RE = re.compile(r"[A-Za-z0-9_@:.-]*\d[A-Za-z0-9_@:.-]*")
+OLD_EMAIL_RE = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
+OLD_REDIRECT_RE = re.compile(r"\s+\d*>>?&?\s*\S+")
+OLD_PUSH_OK_RE = re.compile(r"(?m)^\s*(?:[+*=-]|[0-9a-f]{7,}\.\.)\S*\s.*->\s*\S+|up-to-date")
+OLD_PUSH_REF_RE = re.compile(r"(?m)^\s*\S+\s+\S+\s+->\s+(\S+)")
+OLD_HEADING_ROOT_RE = re.compile(r"\s*\((?:in|目录) ([^)]*)\)\s*$")
+OLD_COUNT_RE = re.compile(r"([^\s,×]+)×(\d+)")
+OLD_NUMBER_PREFIX_RE = re.compile(r"(?m)^\s*\d+(?:→|\t)")
+OLD_QUOTED_RE = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'')
+OLD_SENTENCE_RE = re.compile(
+    r"(?<=[.!?。！？])\s+|(?<=[a-z)`'\"][.!?])(?=[A-Z])|(?<=[a-z][.:])(?=\d{1,2}\.\s)"
+    r"|\n+(?:\s*[-*•]\s+)?"
+)
+PIECES = [*"aZ1٣\u0661 \t\n\r.@-_%+>&,×()\"'\\*", "in ", "目录 ", "->", "up-to-date", "→"]
+PIECES += ["abcdef1..", "x.com", "(in ", "b c", "1. ", "x:", "A"]
+SHORT_TEXTS = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
+
+
+def _spans(pattern: re.Pattern[str], text_: str) -> list[tuple[tuple[int, int], Any]]:
+    return [(m.span(), m.groups()) for m in pattern.finditer(text_)]
+
+
+@pytest.mark.property
+@given(SHORT_TEXTS)
+def test_the_linear_scans_find_what_the_old_patterns_found(sample: str) -> None:
+    assert OLD_TOKEN_RE.findall(sample) == digest._TOKEN_RE.findall(sample)
+    assert _spans(OLD_REDIRECT_RE, sample) == _spans(progress._REDIRECT_RE, sample)
+    assert _spans(OLD_HEADING_ROOT_RE, sample) == _spans(labels.HEADING_ROOT_RE, sample)
+    assert (OLD_PUSH_OK_RE.search(sample) is None) == (progress._PUSH_OK_RE.search(sample) is None)
+    old_ref, new_ref = OLD_PUSH_REF_RE.search(sample), progress._PUSH_REF_RE.search(sample)
+    assert (old_ref and old_ref.group(1)) == (new_ref and new_ref.group(1))
+    counted = [(name, n) for name, n in labels.COUNT_RE.findall(sample) if n]
+    assert OLD_COUNT_RE.findall(sample) == counted
+    email = next((m.group(0) for m in patterns.EMAIL_RE.finditer(sample) if m.group(1)), None)
+    old_email = OLD_EMAIL_RE.search(sample)
+    assert (old_email and old_email.group(0)) == email
+    assert OLD_NUMBER_PREFIX_RE.sub("", sample) == terms.unnumbered(sample)
+    quoted = [m.group(1) or m.group(2) or "" for m in OLD_QUOTED_RE.finditer(sample)]
+    assert quoted == [q or "" for q in terms._quoted_texts(sample)]
+    # The sentence splitter: the same sentences once each piece is a line (blank ones dropped).
+    old = [p for p in map(text.one_line, OLD_SENTENCE_RE.split(sample)) if p]
+    assert old == [p for p in map(text.one_line, digest._SENTENCE_RE.split(sample)) if p]
