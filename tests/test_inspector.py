@@ -86,9 +86,27 @@ def test_the_json_behind_the_chart_has_a_sample_per_turn_and_a_marker_per_compac
     assert [m["turn"] for m in markers] == compaction_turns
     assert [m["trigger"] for m in markers] == [e["trigger"] for e in events]
     assert {m["trigger"] for m in markers} == {"manual"}
-    assert [m["tokens_after"] for m in markers] == [
-        e["stats"]["context_tokens_after"] for e in events
+    # One convention: the markers count as the chart does, the system prompt included.
+    assert "system prompt" in data["convention"]
+    by_turn = {s["turn"]: s for s in samples}
+    floors = [
+        by_turn[m["turn"]]["parts"]["system"] + by_turn[m["turn"]]["parts"]["tools"]
+        for m in markers
     ]
+    assert [m["tokens_after"] for m in markers] == [by_turn[m["turn"]]["total"] for m in markers]
+    assert [m["tokens_after"] for m in markers] == [
+        e["stats"]["context_tokens_after"] + floor for e, floor in zip(events, floors, strict=True)
+    ]
+    assert [m["tokens_before"] for m in markers] == [
+        by_turn[m["turn"] - 1]["total"] for m in markers
+    ]
+    # The conversation's own window and watermarks, as its compactions recorded them.
+    assert data["window"] == WINDOW
+    assert (
+        data["threshold"]
+        == events[-1]["stats"]["threshold"]
+        == CompactionSettings(WINDOW).threshold
+    )
     for turn in compaction_turns:
         assert samples[turn - 1]["total"] < samples[turn - 2]["total"]
         assert samples[turn - 1]["parts"]["summary"] > 0
@@ -118,22 +136,34 @@ def test_the_pages_show_the_chart_the_context_and_every_compaction(
     events = store.events("airline")
     triggers = {e.trigger for e in events}
     assert {"manual", "context_window_limit"} <= triggers  # replayed like an agent, and by hand
-    links = re.findall(r'<a class="marker" href="(/ui/c/airline/compactions/\d+)"', page.text)
-    assert links == [f"/ui/c/airline/compactions/{n}" for n in range(1, len(events) + 1)]
+    wide = page.text[page.text.index('id="composition"') :]
+    wide = wide[: wide.index("</svg>")]
+    found = re.findall(r'<a class="marker" href="[^"]+" data-key="(\d+)" data-count="(\d+)"', wide)
+    # Every compaction has a marker; markers closer than a tap target are drawn as one.
+    assert sum(int(count) for _, count in found) == len(events)
+    starts = [0]
+    for _, count in found[:-1]:
+        starts.append(starts[-1] + int(count))
+    assert [int(key) for key, _ in found] == starts
     assert f'data-turns="{len(turns)}"' in page.text
     # The context as the model sees it: every message in context, each with kind and tokens.
     context = store.context("airline").messages
     assert page.text.count('<article class="msg') == len(context) + 1  # and the system prompt
     assert "summary</span>" in page.text and "tokens</span>" in page.text
 
+    markers = client.get("/ui/c/airline/chart.json").json()["markers"]
     for number, event in enumerate(events, start=1):
         detail = client.get(f"/ui/c/airline/compactions/{number}")
         assert detail.status_code == 200
         trigger = f'<dd class="trigger-{event.trigger}" id="trigger">{event.trigger}</dd>'
         assert trigger in detail.text
         assert f'<dd id="mode">{event.mode}</dd>' in detail.text
-        before, after = event.stats["context_tokens_before"], event.stats["context_tokens_after"]
-        assert f"{before} → {after}" in detail.text
+        # The same figures as the chart and its list: the system prompt counted.
+        before, after = markers[number - 1]["tokens_before"], markers[number - 1]["tokens_after"]
+        assert f'<dd id="tokens">{before:,} → {after:,} (window {WINDOW:,}' in detail.text
+        assert 'id="ledger"' in detail.text
+        assert ('id="prev"' in detail.text) == (number > 1)
+        assert ('id="next"' in detail.text) == (number < len(events))
         originals = re.findall(r'href="/ui/c/airline/m/([^"]+)">original', detail.text)
         assert event.summary_id in originals
         assert len(originals) == 1 + event.stats["summarized"]
@@ -181,7 +211,7 @@ def test_pages_run_only_the_packages_own_scripts(
         for source in sources:
             assert source is not None
             served = client.get(source.group(1))
-            assert served.status_code == 200 and len(served.content) > 1000
+            assert served.status_code == 200 and len(served.content) > 200
     htmx = client.get("/ui/static/htmx.min.js").text
     assert "4.0.1" in htmx  # the vendored version VENDORED.txt names
 

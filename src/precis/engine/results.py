@@ -32,6 +32,10 @@ class CompactionStats:
     summarized: int
     fallback: Fallback | None = None
     fallback_reason: str | None = None
+    # The conversation's own watermarks when it compacted (the window is above): what the
+    # inspector draws, whatever the service's settings are now.
+    threshold: int | None = None
+    hard_limit: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper),
