@@ -407,3 +407,23 @@ def test_precis_inspect_with_a_key_says_the_page_asks_for_it(tmp_path: Path) -> 
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_logout_and_login_refuse_other_sites_and_guessing(
+    keyed: tuple[TestClient, MemoryStore],
+) -> None:
+    from precis.server.ui.auth import MAX_WRONG
+
+    client, _ = keyed
+    elsewhere = {"origin": "https://evil.example"}
+    assert client.post("/ui/logout", headers=elsewhere).status_code == 403
+    assert client.post("/ui/logout", headers={"sec-fetch-site": "cross-site"}).status_code == 403
+    for _ in range(MAX_WRONG):
+        assert client.post("/ui/login", data={"key": "wrong"}).status_code == 401
+    refused = client.post("/ui/login", data={"key": KEY_A})
+    assert refused.status_code == 429  # even the right key, until the minute is over
+    # A part the page fetches answers JSON, not a page, when it is not there; pages are gzipped.
+    missing = client.get("/ui/c/nobody/chart.json", headers={"authorization": f"Bearer {KEY_A}"})
+    assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
+    page = client.get("/ui/c/plan", headers={"authorization": f"Bearer {KEY_A}"})
+    assert page.status_code == 200 and page.headers.get("content-encoding") == "gzip"
