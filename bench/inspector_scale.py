@@ -47,9 +47,10 @@ def main() -> None:
                     start = time.perf_counter()
                     client.get(path, headers={"accept-encoding": "identity"})
                     times.append((time.perf_counter() - start) * 1000)
+                gzipped = int(zipped.headers.get("content-length", len(zipped.content)))
                 print(
                     f"{path:32} {raw.status_code} {len(raw.content) / 1000:7.1f} KB raw "
-                    f"{len(zipped.content) / 1000 if zipped.headers.get('content-encoding') != 'gzip' else int(zipped.headers['content-length']) / 1000:6.1f} KB gzip "
+                    f"{gzipped / 1000:6.1f} KB gzip "
                     f"median {statistics.median(times):5.0f} ms, worst {max(times):5.0f} ms"
                 )
         store.close()
