@@ -318,8 +318,11 @@ def test_without_keys_every_page_is_open_on_loopback() -> None:
 
 
 def test_the_page_updates_live_from_the_event_stream(tmp_path: Path) -> None:
+    """The stream sleeps until a write: with an hour between its looks, only the write's signal
+    can wake it (a stream that polled or missed it would hang past the client's timeout)."""
     store = SQLiteStore(tmp_path / "precis.db")
-    app = create_app(store, settings=CompactionSettings(2000), limits=LIMITS)
+    hourly = ServiceLimits(event_poll_seconds=3600, keepalive_seconds=3600)
+    app = create_app(store, settings=CompactionSettings(2000), limits=hourly)
     turns = [
         {"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}: " + "w" * 400}
         for n in range(16)
