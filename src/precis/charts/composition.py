@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
-from typing import Any
+from typing import Any, TypeVar
 
 from precis.charts.svg import Chart, Column, Guide, Layer, Marker, short_number
 from precis.stores.base import CompactionEvent
@@ -58,6 +58,8 @@ def trigger_color(trigger: str) -> str:
     return TRIGGER_COLORS.get(trigger, OTHER_TRIGGER)
 
 
+T = TypeVar("T")
+
 # What every figure counts, said on every page that shows one.
 CONVENTION = "tokens the model is sent: the system prompt and tool definitions included"
 # Most samples chart_data serves: the lowest and the highest of each stretch are kept.
@@ -82,9 +84,9 @@ def markers(samples: Sequence[Sample], events: Sequence[CompactionEvent]) -> lis
         position = at_version.get(index + 1)
         if position is not None:
             turn = samples[position].turn
-            after: int | None = samples[position].total
+            after: int | None = _total_of(samples[position])
             before: int | None = (
-                samples[position - 1].total
+                _total_of(samples[position - 1])
                 if position
                 else _plus(stats.get("context_tokens_before"), samples[0].system + samples[0].tools)
             )
@@ -119,20 +121,22 @@ def _plus(value: Any, floor: int) -> int | None:
     return value + floor if isinstance(value, int) else None
 
 
-def downsampled(rows: Sequence[dict[str, Any]], most: int) -> list[dict[str, Any]]:
-    """At most `most` of `rows` (samples as dicts), in order: in each stretch of turns the one
-    with the fewest tokens and the one with the most, so no peak or drop is lost."""
+def downsampled(rows: Sequence[T], most: int, total: Callable[[T], int]) -> list[T]:
+    """At most `most` of `rows` (2 at the least), in order: in each stretch of turns the one with
+    the fewest tokens (`total`) and the one with the most, so no peak or drop is lost."""
     if len(rows) <= most:
         return list(rows)
     stretches = max(1, most // 2)
-    kept: list[dict[str, Any]] = []
+    totals = [total(row) for row in rows]
+    kept: list[T] = []
     for i in range(stretches):
-        chunk = rows[i * len(rows) // stretches : (i + 1) * len(rows) // stretches]
-        if not chunk:
+        start, end = i * len(rows) // stretches, (i + 1) * len(rows) // stretches
+        if start == end:
             continue
-        low = min(range(len(chunk)), key=lambda j: chunk[j]["total"])
-        high = max(range(len(chunk)), key=lambda j: chunk[j]["total"])
-        kept += [chunk[j] for j in sorted({low, high})]
+        span = range(start, end)
+        low = min(span, key=totals.__getitem__)
+        high = max(span, key=totals.__getitem__)
+        kept += [rows[j] for j in sorted({low, high})]
     return kept
 
 
@@ -167,12 +171,23 @@ def chart_data(
         "convention": CONVENTION,
         "parts": list(PARTS),
         "turns": len(samples),
-        "samples": downsampled([s.as_dict() for s in samples], most),
+        "samples": [s.as_dict() for s in downsampled(samples, most, _total_of)],
         "markers": markers(samples, events),
         "window": window,
         "threshold": threshold,
         "hard_limit": hard,
     }
+
+
+def _total_of(sample: Sample) -> int:
+    """`sample.total`, added up inline: called once per turn of a long run."""
+    s = sample
+    return s.system + s.tools + s.pinned + s.summary + s.messages + s.tool_outputs
+
+
+def _total(sample: Mapping[str, Any]) -> int:
+    total: int = sample["total"]
+    return total
 
 
 def _hover(sample: Mapping[str, Any]) -> str:
@@ -206,7 +221,7 @@ def composition_chart(
 ) -> Chart:
     """The stacked chart of `chart_data`'s output; `href(event)` links each marker. The samples
     are thinned to about one low and one high per 3 pixels of `width`."""
-    samples = downsampled(list(data["samples"]), max(2, width * 2 // 3))
+    samples = downsampled(list(data["samples"]), max(2, width * 2 // 3), _total)
     xs = [_x(s) for s in samples]
     layers = [
         Layer(name, PART_STYLE[name][0], PART_STYLE[name][1], [s["parts"][name] for s in samples])

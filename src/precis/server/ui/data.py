@@ -154,9 +154,12 @@ def _level(tokens: int, window: int | None, threshold: int | None) -> str:
     return "warn" if tokens >= WARN_SHARE * limit else "ok"
 
 
-def context_now(service: Service, conversation: Conversation) -> ContextNow:
+def context_now(
+    service: Service, conversation: Conversation, chart: dict[str, Any] | None = None
+) -> ContextNow:
     """The context as the model sees it: system prompt, then pinned items, then the rest; the
-    figures are the latest sample's, at the conversation's own window (as the chart counts)."""
+    figures are the latest sample's, at the conversation's own window (as the chart counts,
+    whose data `chart` is, when the page has read it already)."""
     session = service.session(conversation)
     stored = conversation.stored_id
     snapshot = service.store.context(stored)
@@ -166,8 +169,11 @@ def context_now(service: Service, conversation: Conversation) -> ContextNow:
     counter = session.counter
     rows = [message_row(m, counter.count(m)) for m in ordered]
     latest = service.store.latest_sample(stored)
-    events = service.store.events(stored)
-    window, threshold, _ = own_settings([latest] if latest else [], events[-1:])
+    if chart is None:
+        events = service.store.events(stored)[-1:]
+        window, threshold, _ = own_settings([latest] if latest else [], events)
+    else:
+        window, threshold = chart["window"], chart["threshold"]
     system_tokens = latest.system if latest else (counter.count_text(prompt) if prompt else 0)
     total = latest.total if latest else system_tokens + sum(r.tokens for r in rows)
     parts: list[PartRow] = []

@@ -175,7 +175,7 @@ def router() -> APIRouter:
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
         payload = await run_in_threadpool(data.chart_payload, service, found.stored_id)
-        now = await run_in_threadpool(data.context_now, service, found)
+        now = await run_in_threadpool(data.context_now, service, found, payload)
         return html(
             "conversation.html",
             cid=conversation_id,
