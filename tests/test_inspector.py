@@ -166,7 +166,10 @@ def test_the_pages_show_the_chart_the_context_and_every_compaction(
         assert ('id="next"' in detail.text) == (number < len(events))
         originals = re.findall(r'href="/ui/c/airline/m/([^"]+)">original', detail.text)
         assert event.summary_id in originals
-        assert len(originals) == 1 + event.stats["summarized"]
+        (summary,) = store.get("airline", [event.summary_id])
+        tail = summary.metadata["audit"]["kept"]  # the tail kept beside the summary, shown too
+        assert all(f"/m/{i}" in detail.text for i in tail)
+        assert len(originals) == 1 + event.stats["summarized"] + len(tail)
     # A summarized original opens whole, marked as compacted away.
     gone = [m for m in store.history("airline") if m.id not in {c.id for c in context}]
     opened = client.get(f"/ui/c/airline/m/{gone[0].id}")

@@ -236,6 +236,7 @@ class CompactionDetail:
     window: int | None
     ledger: list[Fact]
     kept: list[KeptLine]
+    tail: list[MessageRow] | None
     diff: list[tuple[str, str]]
     convention: str = CONVENTION
 
@@ -279,6 +280,11 @@ def compaction_detail(service: Service, stored_id: str, index: int) -> Compactio
     pinned = [m.content for m in store.context(stored_id).messages if m.pinned]
     kept = [KeptLine(line, _where(line, summary, pinned)) for line in verbatim]
     previous = _summary_text(service, stored_id, events[index - 1].summary_id) if index else ""
+    tail_ids = audit.get("kept")
+    tail = None
+    if isinstance(tail_ids, list):
+        tail_found = [m for i in tail_ids for m in _one(service, stored_id, str(i))]
+        tail = [message_row(m, counter.count(m)) for m in tail_found]
     return CompactionDetail(
         index + 1,
         len(events),
@@ -293,6 +299,7 @@ def compaction_detail(service: Service, stored_id: str, index: int) -> Compactio
         window if isinstance(window, int) else None,
         ledger,
         kept,
+        tail,
         _diff(previous, summary.text if summary else "") if index else [],
     )
 
