@@ -150,6 +150,14 @@ def test_the_pages_show_the_chart_the_context_and_every_compaction(
     context = store.context("airline").messages
     assert page.text.count('<article class="msg') == len(context) + 1  # and the system prompt
     assert "summary</span>" in page.text and "tokens</span>" in page.text
+    # The window part by part, as the chart counts it, coloured by how near the threshold it is.
+    latest = store.latest_sample("airline")
+    assert latest is not None and 'id="parts"' in page.text
+    assert (
+        f'level-{"ok" if latest.total < 0.8 * (CompactionSettings(WINDOW).threshold or 0) else "warn"}" id="context-total"'
+        in page.text
+    )
+    assert f"{latest.total:,} tokens of {WINDOW:,}" in page.text
 
     markers = client.get("/ui/c/airline/chart.json").json()["markers"]
     for number, event in enumerate(events, start=1):
@@ -164,6 +172,8 @@ def test_the_pages_show_the_chart_the_context_and_every_compaction(
         assert 'id="ledger"' in detail.text
         assert ('id="prev"' in detail.text) == (number > 1)
         assert ('id="next"' in detail.text) == (number < len(events))
+        if number > 1:  # the summary against the one before
+            assert 'id="diff"' in detail.text or "The same summary as before" in detail.text
         originals = re.findall(r'href="/ui/c/airline/m/([^"]+)">original', detail.text)
         assert event.summary_id in originals
         (summary,) = store.get("airline", [event.summary_id])
@@ -433,3 +443,27 @@ def test_logout_and_login_refuse_other_sites_and_guessing(
     assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
     page = client.get("/ui/c/plan", headers={"authorization": f"Bearer {KEY_A}"})
     assert page.status_code == 200 and page.headers.get("content-encoding") == "gzip"
+
+
+def test_recall_labels_summaries_marks_terms_and_counts(
+    replayed: tuple[TestClient, ConversationStore, list[str]],
+) -> None:
+    client, store, _ = replayed
+    summaries = [m for m in store.history("airline") if m.kind == "summary"]
+    originals = " ".join(m.content for m in store.history("airline") if m.kind == "message")
+    words = re.findall(r"[A-Za-z]{7,}", summaries[0].metadata["summary"])
+    word = next(w for w in words if w in originals)
+    found = client.get("/ui/c/airline/recall", params={"q": word}).text
+    rows = list(re.finditer(r'<li class="hit-row( hit-summary)?">.*?</li>', found, re.S))
+    hits = [row.group(1) or "" for row in rows]
+    labels = re.findall(r"#\d+ ([^<]+)</a>", found)
+    assert any(h for h in hits) and any(label.endswith("summary") for label in labels)
+    assert "user" not in [label for label, h in zip(labels, hits, strict=True) if h]
+    shown = "".join(row.group(0) for row in rows if row.group(1))  # the summaries' rows
+    assert "{&#34;" not in shown and '{"' not in shown and "\\n" not in shown  # no JSON, no \n
+    assert f"<mark>{word}</mark>".lower() in found.lower()
+    assert re.search(r'id="hit-count">(\d+ match|The \d+ best)', found)
+    # Originals only leaves the summaries out, and says so; originals come first anyway.
+    assert [bool(h) for h in hits] == sorted(bool(h) for h in hits)
+    only = client.get("/ui/c/airline/recall", params={"q": word, "originals": "true"}).text
+    assert "hit-summary" not in only and "originals only" in only
