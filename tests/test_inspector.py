@@ -153,10 +153,8 @@ def test_the_pages_show_the_chart_the_context_and_every_compaction(
     # The window part by part, as the chart counts it, coloured by how near the threshold it is.
     latest = store.latest_sample("airline")
     assert latest is not None and 'id="parts"' in page.text
-    assert (
-        f'level-{"ok" if latest.total < 0.8 * (CompactionSettings(WINDOW).threshold or 0) else "warn"}" id="context-total"'
-        in page.text
-    )
+    level = "ok" if latest.total < 0.8 * (CompactionSettings(WINDOW).threshold or 0) else "warn"
+    assert f'level-{level}" id="context-total"' in page.text
     assert f"{latest.total:,} tokens of {WINDOW:,}" in page.text
 
     markers = client.get("/ui/c/airline/chart.json").json()["markers"]

@@ -1,8 +1,8 @@
 """What a committed compaction did and checked, kept on its summary for the inspector to show.
 
 The audit goes into the summary's metadata under "audit": which messages it summarized (their
-ids, up to `AUDIT_IDS`, and how many), the tail it kept (the last `AUDIT_IDS` ids), what the verification found, and every attempt that was
-rolled back before it and why.
+ids, up to `AUDIT_IDS`, and how many), the tail it kept (the last `AUDIT_IDS` ids), what the
+verification found, and every attempt that was rolled back before it and why.
 """
 
 from __future__ import annotations
