@@ -465,3 +465,17 @@ def test_recall_labels_summaries_marks_terms_and_counts(
     assert [bool(h) for h in hits] == sorted(bool(h) for h in hits)
     only = client.get("/ui/c/airline/recall", params={"q": word, "originals": "true"}).text
     assert "hit-summary" not in only and "originals only" in only
+
+
+def test_the_conversation_list_comes_in_pages() -> None:
+    store = MemoryStore()
+    for n in range(60):
+        store.create(f"c{n:02d}")
+    with TestClient(
+        create_app(store, settings=CompactionSettings(WINDOW), limits=LIMITS)
+    ) as client:
+        first = client.get("/ui/").text
+        assert first.count("<tr>") - 1 == 50 and 'id="later"' in first
+        second = client.get("/ui/", params={"after": 50}).text
+        assert second.count("<tr>") - 1 == 10 and 'id="later"' not in second
+        assert "Showing 51–60 of 60" in second

@@ -26,9 +26,9 @@ from precis.stores.samples import PARTS, Sample
 # Characters and lines of a message a row shows before "show all".
 PREVIEW_CHARS = 280
 PREVIEW_LINES = 6
-# Messages per history page, and the most conversations the list reads.
+# Messages per history page, and conversations per page of the list.
 HISTORY_PAGE = 50
-MAX_LISTED = 500
+CONVERSATIONS_PAGE = 50
 RECALL_HITS = 20
 # Compactions the conversation page lists (the latest), and per page of the full list.
 LATEST_COMPACTIONS = 10
@@ -93,12 +93,15 @@ def message_row(message: Message, tokens: int, seq: int | None = None) -> Messag
     )
 
 
-def conversation_rows(service: Service, tenant: str | None) -> tuple[list[ConversationRow], int]:
-    """The tenant's conversations (the first MAX_LISTED) and how many it has in all."""
+def conversation_rows(
+    service: Service, tenant: str | None, after: int = 0
+) -> tuple[list[ConversationRow], int]:
+    """CONVERSATIONS_PAGE of the tenant's conversations from the `after`-th on, and how many it
+    has in all."""
     store = service.store
     ids = [i for i in (unscoped(tenant, s) for s in store.conversations()) if i is not None]
     rows: list[ConversationRow] = []
-    for conversation_id in ids[:MAX_LISTED]:
+    for conversation_id in ids[after : after + CONVERSATIONS_PAGE]:
         stored = Conversation(conversation_id, tenant).stored_id
         try:
             latest = store.latest_sample(stored)

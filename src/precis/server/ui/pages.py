@@ -163,10 +163,20 @@ def router() -> APIRouter:
         return response
 
     @ui.get("/")
-    async def conversations(service: ServiceDep, tenant: PageTenant) -> Response:
-        rows, total = await run_in_threadpool(data.conversation_rows, service, tenant)
+    async def conversations(
+        service: ServiceDep,
+        tenant: PageTenant,
+        after: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    ) -> Response:
+        rows, total = await run_in_threadpool(data.conversation_rows, service, tenant, after)
         return html(
-            "conversations.html", rows=rows, total=total, keys=bool(service.keys), tenant=tenant
+            "conversations.html",
+            rows=rows,
+            total=total,
+            after=after,
+            page=data.CONVERSATIONS_PAGE,
+            keys=bool(service.keys),
+            tenant=tenant,
         )
 
     @ui.get("/c/{conversation_id}")
