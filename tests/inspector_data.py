@@ -71,3 +71,50 @@ def compacted_away_term(store: ConversationStore, conversation_id: str) -> tuple
 
 def _words(text: str) -> Sequence[str]:
     return re.findall(r"[A-Za-z][A-Za-z0-9]{7,}", text)
+
+
+def long_conversation(
+    store: ConversationStore, conversation_id: str, *, turns: int = 2500, per_turn: int = 8
+) -> None:
+    """A conversation of `turns` × `per_turn` messages, compacted after every turn, written
+    straight to the store (a 20,000-message run in seconds): the inspector at scale."""
+    from precis.core.messages import Message
+    from precis.stores.base import CompactionEvent
+    from precis.stores.samples import Sample
+
+    window, threshold = 4000, 3200
+    store.create(conversation_id, system_prompt="You are a patient agent.")
+    for turn in range(turns):
+        batch = [
+            Message(role="user" if i % 2 == 0 else "assistant", content=f"turn {turn} line {i}")
+            for i in range(per_turn)
+        ]
+        stored = store.append(conversation_id, batch)
+        grown = 900 + (turn * 37) % 2400
+        store.add_sample(conversation_id, Sample("append", "t", 3, window, 0, 40, 0, 0, 300, grown))
+        snapshot = store.context(conversation_id)
+        stats = {
+            "context_tokens_before": 340 + grown,
+            "context_tokens_after": 600,
+            "context_window": window,
+            "threshold": threshold,
+            "summarized": per_turn,
+        }
+        summary = Message(
+            role="user",
+            content=f"summary {turn}",
+            kind="summary",
+            id=f"s{turn}",
+            metadata={"summary": f"summary after turn {turn}", "stats": stats},
+        )
+        store.commit_compaction(
+            conversation_id,
+            expected_version=snapshot.version,
+            snapshot_last_seq=snapshot.last_seq,
+            summary=summary,
+            context_ids=[summary.id, stored[-1].id],
+            event=CompactionEvent("context_window_limit", "sliding_window", stats, summary.id, "t"),
+        )
+        store.add_sample(
+            conversation_id, Sample("compaction", "t", 2, window, 0, 40, 0, 0, 300, 260)
+        )

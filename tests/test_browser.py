@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from inspector_data import compacted_away_term, replay
+from inspector_data import compacted_away_term, long_conversation, replay
 
+from precis.core.messages import Message
 from precis.stores import SQLiteStore
 
 INSTALL = "apt-get install -y chromium chromium-driver"
@@ -67,17 +68,25 @@ def driver() -> Iterator[Any]:
         browser.quit()
 
 
+HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=1">'
+SERVER_WINDOW = "8000"  # the service's; the conversations were compacted at their own 4,000
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, SQLiteStore]]:
-    """`precis serve` over a home holding a replayed real conversation, with an API key."""
+    """`precis serve` (window 8,000) over a home holding a replayed real conversation (window
+    4,000), a 22,500-message one, and one full of markup, with an API key."""
     home = tmp_path / "home"
     store = SQLiteStore(home / "precis.db")
     replay(store, "airline", manual_every=25)
+    long_conversation(store, "long")
+    store.create("hostile", system_prompt=HOSTILE)
+    store.append("hostile", [Message(role="user", content=HOSTILE)])
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRECIS_")}
-    env |= {"PRECIS_HOME": str(home), "PRECIS_API_KEY": KEY, "PRECIS_CONTEXT_WINDOW": "4000"}
+    env |= {"PRECIS_HOME": str(home), "PRECIS_API_KEY": KEY, "PRECIS_CONTEXT_WINDOW": SERVER_WINDOW}
     process = subprocess.Popen(
         [sys.executable, "-m", "precis.cli", "serve", "--port", str(port)],
         stdout=subprocess.DEVNULL,
@@ -98,16 +107,23 @@ def served(tmp_path: Path) -> Iterator[tuple[str, SQLiteStore]]:
         store.close()
 
 
-def click_fresh(driver: Any, css: str) -> bool:
-    """Click the element now matching `css`; False (try again) if a live swap replaced it."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
+def href_of(driver: Any, css: str) -> str:
+    """The link now matching `css`, read in one script call: no element is held across a live
+    swap, so none goes stale."""
+    found = driver.execute_script(
+        "var a = document.querySelector(arguments[0]); return a && a.getAttribute('href');", css
+    )
+    assert isinstance(found, str), css
+    return found
 
-    try:
-        driver.find_element(By.CSS_SELECTOR, css).click()
-    except StaleElementReferenceException:
-        return False
-    return True
+
+def as_phone(driver: Any, phone: bool) -> None:
+    """A 390 × 844 touch screen (or the desktop back), set through the DevTools protocol."""
+    if phone:
+        metrics = {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True}
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    else:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def test_the_inspector_in_chromium(
@@ -119,31 +135,60 @@ def test_the_inspector_in_chromium(
 
     url, store = served
     wait = WebDriverWait(driver, WAIT_SECONDS)
-    shots = tmp_path / "screenshots"
-    shots.mkdir()
+    shots = Path(os.environ.get("PRECIS_SCREENSHOTS", str(tmp_path / "screenshots")))
+    shots.mkdir(exist_ok=True)
     events = store.events("airline")
 
     # The page asks for the key once.
+    as_phone(driver, False)
     driver.get(f"{url}/ui/c/airline")
     wait.until(shows.presence_of_element_located((By.ID, "key"))).send_keys(KEY)
-    driver.save_screenshot(str(shots / "login.png"))
     driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
     wait.until(shows.url_to_be(f"{url}/ui/c/airline"))
 
-    # The chart: a band per part of the window and a marker per compaction.
+    # The chart: a band per part of the window and a marker per compaction (close ones as one).
     chart = wait.until(shows.visibility_of_element_located((By.ID, "composition")))
     assert chart.size["width"] > 600 and chart.size["height"] > 200
     assert len(driver.find_elements(By.CSS_SELECTOR, "#composition path.part")) >= 4
-    markers = driver.find_elements(By.CSS_SELECTOR, "#composition a.marker")
-    assert len(markers) == len(events) >= 3
+    counts = driver.execute_script(
+        "return [...document.querySelectorAll('#composition a.marker')].map(a => +a.dataset.count)"
+    )
+    assert sum(counts) == len(events) >= 3
     frame = driver.find_element(By.CSS_SELECTOR, ".chart-frame")
     turns = int(frame.get_attribute("data-turns") or 0)
     assert turns == len(store.samples("airline"))
-    hover = driver.find_elements(By.CSS_SELECTOR, "#composition rect.col title")[-1]
-    assert "tokens" in hover.get_attribute("textContent") and "system prompt" in (
-        hover.get_attribute("textContent") or ""
-    )
+    # The conversation's own window (4,000), not the service's (8,000), and one convention.
+    guides = driver.find_element(By.ID, "composition").text
+    assert "window 4,000" in guides and "8,000" not in guides
+    assert "of 4,000" in driver.find_element(By.ID, "context-total").text
+    assert "system prompt" in driver.find_element(By.CSS_SELECTOR, ".convention").text
     driver.save_screenshot(str(shots / "conversation.png"))
+
+    # A phone: the phone's chart, readable text, finger-wide markers, a turn's figures on tap.
+    as_phone(driver, True)
+    driver.refresh()
+    phone = wait.until(shows.visibility_of_element_located((By.ID, "composition-phone")))
+    assert not driver.find_element(By.ID, "composition").is_displayed()
+    assert phone.size["width"] <= 390
+    smallest = driver.execute_script(
+        "var svg = document.getElementById('composition-phone');"
+        "var scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;"
+        "return Math.min(...[...svg.querySelectorAll('text')].map("
+        "t => +t.getAttribute('font-size') * scale));"
+    )
+    assert smallest >= 9
+    taps = driver.execute_script(
+        "return [...document.querySelectorAll('#composition-phone rect.tap')]"
+        ".map(r => r.getBoundingClientRect().width)"
+    )
+    assert taps and min(taps) >= 32
+    assert driver.execute_script("return document.documentElement.scrollWidth") <= 390
+    driver.find_element(By.CSS_SELECTOR, "#composition-phone rect.col:last-of-type").click()
+    wait.until(shows.text_to_be_present_in_element((By.ID, "turn-detail"), "tokens"))
+    driver.save_screenshot(str(shots / "phone.png"))
+    as_phone(driver, False)
+    driver.refresh()
+    wait.until(shows.visibility_of_element_located((By.ID, "composition")))
 
     # It follows the agent live: a turn appended over the API redraws the chart.
     appended = httpx.post(
@@ -155,43 +200,50 @@ def test_the_inspector_in_chromium(
     assert appended.status_code == 201
     wait.until(
         lambda d: (
-            d.find_element(By.CSS_SELECTOR, ".chart-frame").get_attribute("data-turns")
+            d.execute_script("return document.querySelector('.chart-frame').dataset.turns")
             == str(turns + 1)
         )
     )
-    assert "is my seat confirmed?" in driver.find_element(By.ID, "context").text
+    wait.until(shows.text_to_be_present_in_element((By.ID, "context"), "is my seat confirmed?"))
 
-    # Clicking a compaction marker opens that compaction.
-    wait.until(lambda d: click_fresh(d, "#composition a.marker path"))
-    wait.until(shows.url_to_be(f"{url}/ui/c/airline/compactions/1"))
+    # A compaction marker opens that compaction, with its ledger and its neighbours.
+    driver.get(url + href_of(driver, "#composition a.marker"))
     heading = wait.until(shows.visibility_of_element_located((By.ID, "compaction-title")))
     assert heading.text == "Compaction 1"
     assert driver.find_element(By.ID, "trigger").text == events[0].trigger
     assert driver.find_element(By.ID, "mode").text == events[0].mode
+    assert driver.find_elements(By.ID, "ledger") and driver.find_elements(By.ID, "next")
     driver.save_screenshot(str(shots / "compaction.png"))
 
     # Recall finds an original that was compacted away, and links into the history.
     word, message_id = compacted_away_term(store, "airline")
-    driver.get(f"{url}/ui/c/airline/recall")
-    wait.until(shows.visibility_of_element_located((By.ID, "q"))).send_keys(word)
-    # Typing fires a search per pause, so a prefix's hits may be swapped out under the cursor:
-    # wait for the hit on this original, and click it again if the list was replaced meanwhile.
+    driver.get(f"{url}/ui/c/airline/recall?q={word}&originals=true")
     wanted = f"ol.hits a[href*='{message_id}']"
-    wait.until(shows.element_to_be_clickable((By.CSS_SELECTOR, wanted)))
-    driver.save_screenshot(str(shots / "recall.png"))
-    wait.until(lambda d: click_fresh(d, wanted))
+    wait.until(shows.presence_of_element_located((By.CSS_SELECTOR, wanted)))
+    assert word.lower() in driver.find_element(By.CSS_SELECTOR, "ol.hits mark").text.lower()
+    assert "match" in driver.find_element(By.ID, "hit-count").text
+    driver.get(url + href_of(driver, wanted))
     original = wait.until(shows.visibility_of_element_located((By.ID, f"m-{message_id}")))
     assert word in original.text
     assert driver.find_elements(By.CSS_SELECTOR, f".hit #m-{message_id}")
-    driver.save_screenshot(str(shots / "history.png"))
+
+    # 22,500 messages and 2,500 compactions: a page of bounded size, markers clustered.
+    driver.get(f"{url}/ui/c/long")
+    wait.until(shows.visibility_of_element_located((By.ID, "composition")))
+    size = driver.execute_script("return document.documentElement.outerHTML.length")
+    assert size <= 300_000
+    drawn = driver.execute_script(
+        "return [...document.querySelectorAll('#composition a.marker')].map(a => +a.dataset.count)"
+    )
+    assert sum(drawn) == 2500 and len(drawn) <= 60
+    assert len(driver.find_elements(By.CSS_SELECTOR, "ol.compactions li")) <= 10
+
+    # Markup in a conversation is shown as text, never run.
+    driver.get(f"{url}/ui/c/hostile")
+    wait.until(shows.presence_of_element_located((By.ID, "context")))
+    assert driver.execute_script("return window.pwned === undefined")
+    assert HOSTILE in driver.find_element(By.ID, "context").get_attribute("textContent")
 
     # Nothing was blocked or failed on the way (a script from elsewhere would be, by the CSP).
     problems = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert problems == []
-    assert sorted(p.name for p in shots.iterdir()) == [
-        "compaction.png",
-        "conversation.png",
-        "history.png",
-        "login.png",
-        "recall.png",
-    ]

@@ -17,7 +17,12 @@ def sample(turn: int, kind: str = "append", version: int = 0, **parts: int) -> S
 
 
 def event(trigger: str, before: int, after: int) -> CompactionEvent:
-    stats = {"context_tokens_before": before, "context_tokens_after": after}
+    stats = {
+        "context_tokens_before": before,
+        "context_tokens_after": after,
+        "context_window": 1000,
+        "threshold": 800,
+    }
     return CompactionEvent(trigger, "sliding_window", stats, "s", "now")
 
 
@@ -32,7 +37,7 @@ EVENTS = [event("context_window_limit", 900, 450), event("manual", 750, 450)]
 
 
 def test_a_marker_per_event_at_its_compaction_turn() -> None:
-    data = chart_data(SAMPLES, EVENTS, threshold=800)
+    data = chart_data(SAMPLES, EVENTS)
     assert [(m["event"], m["turn"], m["trigger"]) for m in data["markers"]] == [
         (0, 3, "context_window_limit"),
         (1, 5, "manual"),
@@ -47,19 +52,19 @@ def test_a_marker_per_event_at_its_compaction_turn() -> None:
 
 
 def test_the_drawing_stacks_the_parts_and_links_each_marker() -> None:
-    data = chart_data(SAMPLES, EVENTS, threshold=800)
+    data = chart_data(SAMPLES, EVENTS)
     chart = composition_chart(data, title="c <b>", href=lambda i: f"/ui/c/c/compactions/{i + 1}")
     root = ElementTree.fromstring(render(chart, element_id="composition"))
     assert root.get("id") == "composition"
     bands = [p.get("class") for p in root.iter(f"{SVG}path") if "part" in (p.get("class") or "")]
     assert bands == [
-        "part part-system",
-        "part part-summary",
-        "part part-messages",
-        "part part-tool_outputs",
-        "part part-reserved",
         "part part-free",
-    ]  # tools and pinned are zero in every turn: not drawn
+        "part part-reserved",
+        "part part-tool_outputs",
+        "part part-messages",
+        "part part-summary",
+        "part part-system",
+    ]  # each down to the axis, the highest first; tools and pinned are zero: not drawn
     links = [a.get("href") for a in root.iter(f"{SVG}a")]
     assert links == ["/ui/c/c/compactions/1", "/ui/c/c/compactions/2"]
     hovers = [t.text or "" for r in root.iter(f"{SVG}rect") for t in r.iter(f"{SVG}title")]
@@ -95,3 +100,40 @@ def test_numbers_and_the_fullness_bar() -> None:
     bar = fullness_bar(SAMPLES[1])
     assert "900 of 1k (90%)" in bar and bar.count("<rect") == 1 + 3
     assert "no sample yet" in fullness_bar(None)
+
+
+def test_the_conversations_own_window_and_one_convention() -> None:
+    data = chart_data(SAMPLES, EVENTS)
+    assert (data["window"], data["threshold"]) == (1000, 800)
+    # Markers count as the chart does: the samples' totals, the system prompt included.
+    assert [(m["tokens_before"], m["tokens_after"]) for m in data["markers"]] == [
+        (900, 450),
+        (750, 450),
+    ]
+    # A watermark recorded at another window than the latest sample's is not drawn.
+    other = [
+        CompactionEvent("manual", "all", {"context_window": 9000, "threshold": 7000}, "s", "t")
+    ]
+    assert chart_data(SAMPLES[:3], other)["threshold"] is None
+
+
+def test_a_compaction_is_a_step_and_dense_markers_cluster() -> None:
+    data = chart_data(SAMPLES, EVENTS)
+    chart = composition_chart(data, title="t")
+    # The compaction at turn 3 is drawn at turn 2's x: a vertical drop, not a slope.
+    assert list(chart.xs) == [1, 2, 2, 4, 4]
+    many = [
+        sample(i, "compaction" if i % 2 else "append", i // 2, messages=i) for i in range(1, 4001)
+    ]
+    events = [event("manual", 10, 5) for _ in range(2000)]
+    big = chart_data(many, events)
+    assert big["turns"] == 4000 and len(big["samples"]) <= 2000
+    # The lowest and the highest of each stretch are kept: the extremes survive.
+    totals = [s["total"] for s in big["samples"]]
+    assert min(totals) == 1 and max(totals) == 4000
+    drawn = render(composition_chart(big, title="t", href=lambda i: f"/c/{i}"))
+    root = ElementTree.fromstring(drawn)
+    links = list(root.iter(f"{SVG}a"))
+    assert 1 < len(links) < 60  # one marker per finger's width, not 2,000
+    assert sum(int(a.get("data-count") or 0) for a in links) == 2000
+    assert len(drawn) < 150_000

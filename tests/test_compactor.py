@@ -477,7 +477,20 @@ def test_stats_as_dict_is_asdict() -> None:
 
     from precis.engine.compactor import CompactionStats
 
-    stats = CompactionStats("manual", "all", 900, 300, 1000, 12, 3, 10, "extractive", "503")
+    stats = CompactionStats(
+        "manual",
+        "all",
+        900,
+        300,
+        1000,
+        12,
+        3,
+        10,
+        800,
+        950,
+        fallback="extractive",
+        fallback_reason="503",
+    )
     assert list(stats.as_dict().items()) == list(dataclasses.asdict(stats).items())
     # Without a fallback its fields are left out: the stats stored as before they existed.
     plain = replace(stats, fallback=None, fallback_reason=None)

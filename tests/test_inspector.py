@@ -86,9 +86,27 @@ def test_the_json_behind_the_chart_has_a_sample_per_turn_and_a_marker_per_compac
     assert [m["turn"] for m in markers] == compaction_turns
     assert [m["trigger"] for m in markers] == [e["trigger"] for e in events]
     assert {m["trigger"] for m in markers} == {"manual"}
-    assert [m["tokens_after"] for m in markers] == [
-        e["stats"]["context_tokens_after"] for e in events
+    # One convention: the markers count as the chart does, the system prompt included.
+    assert "system prompt" in data["convention"]
+    by_turn = {s["turn"]: s for s in samples}
+    floors = [
+        by_turn[m["turn"]]["parts"]["system"] + by_turn[m["turn"]]["parts"]["tools"]
+        for m in markers
     ]
+    assert [m["tokens_after"] for m in markers] == [by_turn[m["turn"]]["total"] for m in markers]
+    assert [m["tokens_after"] for m in markers] == [
+        e["stats"]["context_tokens_after"] + floor for e, floor in zip(events, floors, strict=True)
+    ]
+    assert [m["tokens_before"] for m in markers] == [
+        by_turn[m["turn"] - 1]["total"] for m in markers
+    ]
+    # The conversation's own window and watermarks, as its compactions recorded them.
+    assert data["window"] == WINDOW
+    assert (
+        data["threshold"]
+        == events[-1]["stats"]["threshold"]
+        == CompactionSettings(WINDOW).threshold
+    )
     for turn in compaction_turns:
         assert samples[turn - 1]["total"] < samples[turn - 2]["total"]
         assert samples[turn - 1]["parts"]["summary"] > 0
@@ -118,25 +136,48 @@ def test_the_pages_show_the_chart_the_context_and_every_compaction(
     events = store.events("airline")
     triggers = {e.trigger for e in events}
     assert {"manual", "context_window_limit"} <= triggers  # replayed like an agent, and by hand
-    links = re.findall(r'<a class="marker" href="(/ui/c/airline/compactions/\d+)"', page.text)
-    assert links == [f"/ui/c/airline/compactions/{n}" for n in range(1, len(events) + 1)]
+    wide = page.text[page.text.index('id="composition"') :]
+    wide = wide[: wide.index("</svg>")]
+    found = re.findall(r'<a class="marker" href="[^"]+" data-key="(\d+)" data-count="(\d+)"', wide)
+    # Every compaction has a marker; markers closer than a tap target are drawn as one.
+    assert sum(int(count) for _, count in found) == len(events)
+    starts = [0]
+    for _, count in found[:-1]:
+        starts.append(starts[-1] + int(count))
+    assert [int(key) for key, _ in found] == starts
     assert f'data-turns="{len(turns)}"' in page.text
     # The context as the model sees it: every message in context, each with kind and tokens.
     context = store.context("airline").messages
     assert page.text.count('<article class="msg') == len(context) + 1  # and the system prompt
     assert "summary</span>" in page.text and "tokens</span>" in page.text
+    # The window part by part, as the chart counts it, coloured by how near the threshold it is.
+    latest = store.latest_sample("airline")
+    assert latest is not None and 'id="parts"' in page.text
+    level = "ok" if latest.total < 0.8 * (CompactionSettings(WINDOW).threshold or 0) else "warn"
+    assert f'level-{level}" id="context-total"' in page.text
+    assert f"{latest.total:,} tokens of {WINDOW:,}" in page.text
 
+    markers = client.get("/ui/c/airline/chart.json").json()["markers"]
     for number, event in enumerate(events, start=1):
         detail = client.get(f"/ui/c/airline/compactions/{number}")
         assert detail.status_code == 200
         trigger = f'<dd class="trigger-{event.trigger}" id="trigger">{event.trigger}</dd>'
         assert trigger in detail.text
         assert f'<dd id="mode">{event.mode}</dd>' in detail.text
-        before, after = event.stats["context_tokens_before"], event.stats["context_tokens_after"]
-        assert f"{before} → {after}" in detail.text
+        # The same figures as the chart and its list: the system prompt counted.
+        before, after = markers[number - 1]["tokens_before"], markers[number - 1]["tokens_after"]
+        assert f'<dd id="tokens">{before:,} → {after:,} (window {WINDOW:,}' in detail.text
+        assert 'id="ledger"' in detail.text
+        assert ('id="prev"' in detail.text) == (number > 1)
+        assert ('id="next"' in detail.text) == (number < len(events))
+        if number > 1:  # the summary against the one before
+            assert 'id="diff"' in detail.text or "The same summary as before" in detail.text
         originals = re.findall(r'href="/ui/c/airline/m/([^"]+)">original', detail.text)
         assert event.summary_id in originals
-        assert len(originals) == 1 + event.stats["summarized"]
+        (summary,) = store.get("airline", [event.summary_id])
+        tail = summary.metadata["audit"]["kept"]  # the tail kept beside the summary, shown too
+        assert all(f"/m/{i}" in detail.text for i in tail)
+        assert len(originals) == 1 + event.stats["summarized"] + len(tail)
     # A summarized original opens whole, marked as compacted away.
     gone = [m for m in store.history("airline") if m.id not in {c.id for c in context}]
     opened = client.get(f"/ui/c/airline/m/{gone[0].id}")
@@ -181,7 +222,7 @@ def test_pages_run_only_the_packages_own_scripts(
         for source in sources:
             assert source is not None
             served = client.get(source.group(1))
-            assert served.status_code == 200 and len(served.content) > 1000
+            assert served.status_code == 200 and len(served.content) > 200
     htmx = client.get("/ui/static/htmx.min.js").text
     assert "4.0.1" in htmx  # the vendored version VENDORED.txt names
 
@@ -288,8 +329,11 @@ def test_without_keys_every_page_is_open_on_loopback() -> None:
 
 
 def test_the_page_updates_live_from_the_event_stream(tmp_path: Path) -> None:
+    """The stream sleeps until a write: with an hour between its looks, only the write's signal
+    can wake it (a stream that polled or missed it would hang past the client's timeout)."""
     store = SQLiteStore(tmp_path / "precis.db")
-    app = create_app(store, settings=CompactionSettings(2000), limits=LIMITS)
+    hourly = ServiceLimits(event_poll_seconds=3600, keepalive_seconds=3600)
+    app = create_app(store, settings=CompactionSettings(2000), limits=hourly)
     turns = [
         {"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}: " + "w" * 400}
         for n in range(16)
@@ -377,3 +421,61 @@ def test_precis_inspect_with_a_key_says_the_page_asks_for_it(tmp_path: Path) -> 
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_logout_and_login_refuse_other_sites_and_guessing(
+    keyed: tuple[TestClient, MemoryStore],
+) -> None:
+    from precis.server.ui.auth import MAX_WRONG
+
+    client, _ = keyed
+    elsewhere = {"origin": "https://evil.example"}
+    assert client.post("/ui/logout", headers=elsewhere).status_code == 403
+    assert client.post("/ui/logout", headers={"sec-fetch-site": "cross-site"}).status_code == 403
+    for _ in range(MAX_WRONG):
+        assert client.post("/ui/login", data={"key": "wrong"}).status_code == 401
+    refused = client.post("/ui/login", data={"key": KEY_A})
+    assert refused.status_code == 429  # even the right key, until the minute is over
+    # A part the page fetches answers JSON, not a page, when it is not there; pages are gzipped.
+    missing = client.get("/ui/c/nobody/chart.json", headers={"authorization": f"Bearer {KEY_A}"})
+    assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
+    page = client.get("/ui/c/plan", headers={"authorization": f"Bearer {KEY_A}"})
+    assert page.status_code == 200 and page.headers.get("content-encoding") == "gzip"
+
+
+def test_recall_labels_summaries_marks_terms_and_counts(
+    replayed: tuple[TestClient, ConversationStore, list[str]],
+) -> None:
+    client, store, _ = replayed
+    summaries = [m for m in store.history("airline") if m.kind == "summary"]
+    originals = " ".join(m.content for m in store.history("airline") if m.kind == "message")
+    words = re.findall(r"[A-Za-z]{7,}", summaries[0].metadata["summary"])
+    word = next(w for w in words if w in originals)
+    found = client.get("/ui/c/airline/recall", params={"q": word}).text
+    rows = list(re.finditer(r'<li class="hit-row( hit-summary)?">.*?</li>', found, re.S))
+    hits = [row.group(1) or "" for row in rows]
+    labels = re.findall(r"#\d+ ([^<]+)</a>", found)
+    assert any(h for h in hits) and any(label.endswith("summary") for label in labels)
+    assert "user" not in [label for label, h in zip(labels, hits, strict=True) if h]
+    shown = "".join(row.group(0) for row in rows if row.group(1))  # the summaries' rows
+    assert "{&#34;" not in shown and '{"' not in shown and "\\n" not in shown  # no JSON, no \n
+    assert f"<mark>{word}</mark>".lower() in found.lower()
+    assert re.search(r'id="hit-count">(\d+ match|The \d+ best)', found)
+    # Originals only leaves the summaries out, and says so; originals come first anyway.
+    assert [bool(h) for h in hits] == sorted(bool(h) for h in hits)
+    only = client.get("/ui/c/airline/recall", params={"q": word, "originals": "true"}).text
+    assert "hit-summary" not in only and "originals only" in only
+
+
+def test_the_conversation_list_comes_in_pages() -> None:
+    store = MemoryStore()
+    for n in range(60):
+        store.create(f"c{n:02d}")
+    with TestClient(
+        create_app(store, settings=CompactionSettings(WINDOW), limits=LIMITS)
+    ) as client:
+        first = client.get("/ui/").text
+        assert first.count("<tr>") - 1 == 50 and 'id="later"' in first
+        second = client.get("/ui/", params={"after": 50}).text
+        assert second.count("<tr>") - 1 == 10 and 'id="later"' not in second
+        assert "Showing 51–60 of 60" in second

@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 # Most hover columns a chart draws; longer runs share a column between neighbouring turns.
-MAX_COLUMNS = 600
+MAX_COLUMNS = 240
 # Room around the plot: left (tick labels), right, top (title and one legend row), bottom.
 MARGIN = (60, 20, 54, 34)
 # Width of a legend label's character at 11 px, near enough to lay the legend out in rows.
@@ -73,7 +73,10 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class Chart:
-    """Everything one drawing needs; `xs` are the turn numbers, one per value of each layer."""
+    """Everything one drawing needs; `xs` are the turn numbers, one per value of each layer.
+
+    `tap` is the least size, in pixels, a marker answers a click or a tap over: markers closer
+    than that are drawn as one, with their count. `max_columns` bounds the hover columns."""
 
     title: str
     xs: Sequence[float]
@@ -86,6 +89,8 @@ class Chart:
     width: int = 960
     height: int = 340
     legend: Sequence[tuple[str, str]] = field(default=())
+    tap: int = 32
+    max_columns: int = MAX_COLUMNS
 
 
 def short_number(value: float) -> str:
@@ -139,21 +144,24 @@ class _Frame:
 
 
 def _areas(chart: Chart, frame: _Frame) -> list[str]:
-    out: list[str] = []
-    base = [0.0] * len(chart.xs)
+    """Each layer filled from its top down to the axis, the highest first, so the ones below
+    paint over it: a path holds one point per turn, not two."""
     one = len(chart.xs) == 1  # one turn draws as a bar: a line from a turn to itself is empty
     xs = [chart.xs[0] - 0.4, chart.xs[0] + 0.4] if one else list(chart.xs)
+    tops: list[list[float]] = []
+    base = [0.0] * len(chart.xs)
     for layer in chart.layers:
-        tops = [b + float(v) for b, v in zip(base, layer.values, strict=True)]
+        base = [b + float(v) for b, v in zip(base, layer.values, strict=True)]
+        tops.append(base * 2 if one else base)
+    out: list[str] = []
+    for layer, top in zip(reversed(chart.layers), reversed(tops), strict=True):
         if any(v > 0 for v in layer.values):
-            upper, lower = (tops * 2, base * 2) if one else (tops, base)
-            points = [frame.point(x, t) for x, t in zip(xs, upper, strict=True)]
-            points += [frame.point(x, b) for x, b in zip(xs[::-1], lower[::-1], strict=True)]
+            points = [frame.point(x, t) for x, t in zip(xs, top, strict=True)]
+            points += [frame.point(xs[-1], 0), frame.point(xs[0], 0)]
             out.append(
                 f'<path class="part part-{escape(layer.name)}" fill="{escape(layer.color)}" '
-                f'd="M{" L".join(points)} Z"><title>{escape(layer.label)}</title></path>'
+                f'd="M{"L".join(points)}Z"><title>{escape(layer.label)}</title></path>'
             )
-        base = tops
     return out
 
 
@@ -209,7 +217,7 @@ def _columns(chart: Chart, frame: _Frame) -> list[str]:
     columns = list(chart.columns)
     if not columns:
         return []
-    stride = math.ceil(len(columns) / MAX_COLUMNS)
+    stride = math.ceil(len(columns) / chart.max_columns)
     shown = columns[stride - 1 :: stride] if stride > 1 else columns
     half = max((frame.x1 - frame.x0) / max(len(chart.xs) - 1, 1) * stride / 2, 3.0)
     return [
@@ -224,20 +232,49 @@ def _columns(chart: Chart, frame: _Frame) -> list[str]:
     ]
 
 
+def _clusters(chart: Chart, frame: _Frame) -> list[list[Marker]]:
+    """Markers in runs closer than a tap target to the run's first: each run is drawn once."""
+    runs: list[list[Marker]] = []
+    start = -math.inf
+    for marker in sorted(chart.markers, key=lambda m: m.x):
+        x = frame.x(marker.x)
+        if runs and x - start < chart.tap / 2:
+            runs[-1].append(marker)
+        else:
+            runs.append([marker])
+            start = x
+    return runs
+
+
 def _markers(chart: Chart, frame: _Frame) -> list[str]:
     out: list[str] = []
-    for marker in chart.markers:
-        x = frame.x(marker.x)
+    half = chart.tap / 2
+    for run in _clusters(chart, frame):
+        first = run[0]
+        x = frame.x(sum(m.x for m in run) / len(run))
+        title = first.title
+        if len(run) > 1:
+            titles = [m.title for m in run]
+            shown = titles if len(run) <= 6 else [*titles[:3], "…", *titles[-2:]]
+            title = "\n".join([f"{len(run)} compactions here", *shown])
+        count = (
+            f'<text x="{_f(x)}" y="{_f(frame.y1 - 15)}" text-anchor="middle" font-size="11" '
+            f'font-weight="600" fill="{escape(first.color)}">{len(run)}</text>'
+            if len(run) > 1
+            else ""
+        )
         body = (
             f'<line x1="{_f(x)}" y1="{_f(frame.y1)}" x2="{_f(x)}" y2="{_f(frame.y0)}" '
-            f'stroke="{escape(marker.color)}" stroke-width="1.5"/>'
+            f'stroke="{escape(first.color)}" stroke-width="1.5"/>'
             f'<path d="M{_f(x - 7)},{_f(frame.y1 - 12)} L{_f(x + 7)},{_f(frame.y1 - 12)} '
-            f'L{_f(x)},{_f(frame.y1)} Z" fill="{escape(marker.color)}" stroke="#fff"/>'
-            f"<title>{escape(marker.title)}</title>"
+            f'L{_f(x)},{_f(frame.y1)} Z" fill="{escape(first.color)}" stroke="#fff"/>{count}'
+            f'<rect class="tap" x="{_f(x - half)}" y="{_f(frame.y1 - chart.tap + 4)}" '
+            f'width="{chart.tap}" height="{chart.tap}" fill="#000" fill-opacity="0"/>'
+            f"<title>{escape(title)}</title>"
         )
-        key = f' data-key="{escape(marker.key)}"' if marker.key else ""
-        if marker.href is not None:
-            out.append(f'<a class="marker" href="{escape(marker.href)}"{key}>{body}</a>')
+        key = f' data-key="{escape(first.key)}" data-count="{len(run)}"' if first.key else ""
+        if first.href is not None:
+            out.append(f'<a class="marker" href="{escape(first.href)}"{key}>{body}</a>')
         else:
             out.append(f'<g class="marker"{key}>{body}</g>')
     return out

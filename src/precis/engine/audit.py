@@ -1,8 +1,8 @@
 """What a committed compaction did and checked, kept on its summary for the inspector to show.
 
 The audit goes into the summary's metadata under "audit": which messages it summarized (their
-ids, up to `AUDIT_IDS`, and how many), what the verification found, and every attempt that was
-rolled back before it and why.
+ids, up to `AUDIT_IDS`, and how many), the tail it kept (the last `AUDIT_IDS` ids), what the
+verification found, and every attempt that was rolled back before it and why.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def audited(
     stats = summary.metadata.get("stats", {})
     audit: dict[str, Any] = {
         "summarized": {"count": len(gone), "ids": gone[:AUDIT_IDS]},
+        # The tail kept word for word beside the summary (pinned messages apart).
+        "kept": [m.id for m in context if not m.pinned and m.id != summary.id][-AUDIT_IDS:],
         "verification": {
             "tool_pairs": "every call answered, in order",
             "pinned_kept": sum(1 for m in context if m.pinned),

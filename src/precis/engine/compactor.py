@@ -479,6 +479,8 @@ class Compactor:
             summarized=summarized,
             fallback=job.summaries.fallback(truncated=False),
             fallback_reason=job.summaries.failure,
+            threshold=self.settings.threshold,
+            hard_limit=self.settings.hard_limit,
         )
         summary = Message(
             role="user",
@@ -566,6 +568,8 @@ class Compactor:
             summarized=len(plan.dropped),
             fallback=job.summaries.fallback(truncated=True),
             fallback_reason=job.summaries.failure,
+            threshold=self.settings.threshold,
+            hard_limit=self.settings.hard_limit,
         )
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]

@@ -30,6 +30,10 @@ class CompactionStats:
     messages_count_before: int
     messages_count_after: int
     summarized: int
+    # The conversation's own watermarks when it compacted (the window is above): what the
+    # inspector draws, whatever the service's settings are now.
+    threshold: int | None = None
+    hard_limit: int | None = None
     fallback: Fallback | None = None
     fallback_reason: str | None = None
 

@@ -13,6 +13,7 @@ from precis.core.errors import ConversationNotFound
 from precis.core.tokens import TokenCounter
 from precis.core.types import CONVERSATION_ID_PATTERN
 from precis.engine.settings import CompactionSettings
+from precis.server.changes import Changes
 from precis.server.keys import ApiKeys, scoped
 from precis.server.limits import ServiceLimits
 from precis.session import AsyncSession, ThreadedSession
@@ -56,6 +57,7 @@ class Service:
     limits: ServiceLimits
     keys: ApiKeys
     streams: StreamGauge = field(default_factory=StreamGauge)
+    changes: Changes = field(default_factory=Changes)
 
     def session(self, conversation: Conversation) -> AsyncSession:
         """A fresh session per request (a fresh token cache), so the service does not grow; its

@@ -83,7 +83,13 @@ class Sample:
         return max(0, self.window - self.total - self.reserved_shown)
 
     def as_dict(self) -> dict[str, Any]:
-        """The sample as plain data: its parts, their total, the reserve and the free room."""
+        """The sample as plain data: its parts, their total, the reserve and the free room (the
+        total summed once: a chart reads thousands of these)."""
+        parts = self.parts
+        total = sum(parts.values())
+        window = self.window
+        reserved = 0 if window is None else max(0, min(self.reserved, window - total))
+        free = 0 if window is None else max(0, window - total - reserved)
         return {
             "turn": self.turn,
             "kind": self.kind,
@@ -91,10 +97,10 @@ class Sample:
             "version": self.version,
             "in_context": self.in_context,
             "window": self.window,
-            "parts": self.parts,
-            "total": self.total,
-            "reserved": self.reserved_shown,
-            "free": self.free,
+            "parts": parts,
+            "total": total,
+            "reserved": reserved,
+            "free": free,
         }
 
 

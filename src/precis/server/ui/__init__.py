@@ -7,12 +7,14 @@
 from __future__ import annotations
 
 import inspect
+import re
 from importlib.resources import files
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -56,6 +58,58 @@ class PageHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+# Conversation writes through the API: what wakes the inspector's streams on that conversation.
+WRITES = re.compile(r"^/v1/conversations/([^/]+)(?:/|$)")
+
+
+class SignalWrites:
+    """After a successful write to a conversation over the API, `service.changes.signal` it:
+    the commit path of every API write, without touching the routes."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app, self.service = app, service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        written = (
+            WRITES.match(scope.get("path", ""))
+            if scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH", "DELETE")
+            else None
+        )
+        if written is None:
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        name = unquote(written.group(1))
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            if status < 400:
+                self.service.changes.signal(name)
+
+
+class PageGZip:
+    """The inspector's pages and data compressed for a browser that takes gzip; its live
+    stream, and the API, left as they are."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.zipped = GZipMiddleware(app, minimum_size=1000)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path.startswith(PREFIX + "/") and not path.endswith("/stream"):
+            await self.zipped(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
 def install(app: FastAPI, service: Service) -> None:
     """Serve the inspector from `app` under /ui, over the same service and keys as the API."""
     app.state.logins = Logins(service.keys)
@@ -63,6 +117,8 @@ def install(app: FastAPI, service: Service) -> None:
     app.mount(f"{PREFIX}/static", static, name="inspector-static")
     app.include_router(router(), prefix=PREFIX)
     app.add_middleware(PageHeaders)
+    app.add_middleware(PageGZip)
+    app.add_middleware(SignalWrites, service=service)
 
     async def need_login(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, NeedLogin)
@@ -82,7 +138,8 @@ def install(app: FastAPI, service: Service) -> None:
     async def page_error(request: Request, exc: Exception) -> Response:
         """A page's 404 (or other refusal) as a page; the API keeps its JSON answers."""
         path = request.url.path
-        if not path.startswith(f"{PREFIX}/") or path.startswith(f"{PREFIX}/static/"):
+        data = path.endswith(".json") or path.startswith(f"{PREFIX}/static/")
+        if not path.startswith(f"{PREFIX}/") or data:
             answer = api_errors(request, exc)
             return await answer if inspect.isawaitable(answer) else answer
         assert isinstance(exc, StarletteHTTPException)

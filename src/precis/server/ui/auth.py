@@ -15,12 +15,15 @@ from dataclasses import dataclass
 
 from precis.server.keys import ApiKeys, digest
 
-__all__ = ["COOKIE", "SESSION_SECONDS", "Logins", "NeedLogin"]
+__all__ = ["COOKIE", "MAX_WRONG", "SESSION_SECONDS", "WRONG_SECONDS", "Logins", "NeedLogin"]
 
 COOKIE = "precis_inspector"
 # How long a browser stays logged in, and how many logins the service remembers at once.
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 10_000
+# Wrong keys a client may send per minute before its logins are refused for the rest of it.
+MAX_WRONG = 5
+WRONG_SECONDS = 60.0
 
 
 class NeedLogin(Exception):
@@ -45,11 +48,31 @@ class Logins:
         self._clock = clock
         self._lock = threading.Lock()
         self._live: dict[str, _Session] = {}
+        self._wrong: dict[str, tuple[float, int]] = {}  # client → (minute started, wrong keys)
 
-    def login(self, key: str) -> str | None:
-        """A new session token for a configured key, or None for a wrong one."""
+    def may_try(self, client: str) -> bool:
+        """Whether `client` may try a key now: fewer than MAX_WRONG wrong ones this minute."""
+        with self._lock:
+            since, count = self._wrong.get(client, (0.0, 0))
+            return count < MAX_WRONG or self._clock() - since >= WRONG_SECONDS
+
+    def login(self, key: str, client: str = "") -> str | None:
+        """A new session token for a configured key, or None for a wrong one (counted against
+        `client`)."""
         known, tenant = self.keys.tenant(key)
         if not known:
+            now = self._clock()
+            with self._lock:
+                since, count = self._wrong.get(client, (now, 0))
+                if now - since >= WRONG_SECONDS:
+                    since, count = now, 0
+                if len(self._wrong) >= MAX_SESSIONS and client not in self._wrong:
+                    self._wrong = {
+                        c: w for c, w in self._wrong.items() if now - w[0] < WRONG_SECONDS
+                    }
+                    if len(self._wrong) >= MAX_SESSIONS:
+                        del self._wrong[next(iter(self._wrong))]
+                self._wrong[client] = (since, count + 1)
             return None
         token = secrets.token_urlsafe(32)
         now = self._clock()

@@ -7,26 +7,34 @@ prompt or records anything.
 
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from precis.charts import chart_data, fullness_bar
+from precis.charts import CONVENTION, chart_data, fullness_bar, own_settings, what_it_did
 from precis.core.errors import ConversationNotFound, UnknownMessage
-from precis.core.messages import Message
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.engine.audit import audit_of
 from precis.engine.composition import kind_of
+from precis.facts.model import Ledger
 from precis.server.deps import Conversation, Service
 from precis.server.keys import unscoped
-from precis.stores.base import CompactionEvent, RecallHit
-from precis.stores.samples import Sample
+from precis.stores.base import CompactionEvent
+from precis.stores.samples import PARTS, Sample
 
 # Characters and lines of a message a row shows before "show all".
 PREVIEW_CHARS = 280
 PREVIEW_LINES = 6
-# Messages per history page, and the most conversations the list reads.
+# Messages per history page, and conversations per page of the list.
 HISTORY_PAGE = 50
-MAX_LISTED = 500
+CONVERSATIONS_PAGE = 50
 RECALL_HITS = 20
+# Compactions the conversation page lists (the latest), and per page of the full list.
+LATEST_COMPACTIONS = 10
+COMPACTIONS_PAGE = 50
+# A part of the window is shown in amber from this share of the threshold on, red above it.
+WARN_SHARE = 0.8
 
 PART_LABELS = {
     "pinned": "pinned",
@@ -85,12 +93,15 @@ def message_row(message: Message, tokens: int, seq: int | None = None) -> Messag
     )
 
 
-def conversation_rows(service: Service, tenant: str | None) -> tuple[list[ConversationRow], int]:
-    """The tenant's conversations (the first MAX_LISTED) and how many it has in all."""
+def conversation_rows(
+    service: Service, tenant: str | None, after: int = 0
+) -> tuple[list[ConversationRow], int]:
+    """CONVERSATIONS_PAGE of the tenant's conversations from the `after`-th on, and how many it
+    has in all."""
     store = service.store
     ids = [i for i in (unscoped(tenant, s) for s in store.conversations()) if i is not None]
     rows: list[ConversationRow] = []
-    for conversation_id in ids[:MAX_LISTED]:
+    for conversation_id in ids[after : after + CONVERSATIONS_PAGE]:
         stored = Conversation(conversation_id, tenant).stored_id
         try:
             latest = store.latest_sample(stored)
@@ -108,10 +119,19 @@ def conversation_rows(service: Service, tenant: str | None) -> tuple[list[Conver
 
 
 def chart_payload(service: Service, stored_id: str) -> dict[str, Any]:
-    """The JSON behind the chart: a sample per turn, a marker per compaction."""
-    samples = service.store.samples(stored_id)
-    events = service.store.events(stored_id)
-    return chart_data(samples, events, threshold=service.settings.threshold)
+    """The JSON behind the chart: samples (thinned past MAX_POINTS), a marker per compaction,
+    and the conversation's own window and watermarks."""
+    return chart_data(service.store.samples(stored_id), service.store.events(stored_id))
+
+
+@dataclass(frozen=True, slots=True)
+class PartRow:
+    """One line of the window's table: a part, its tokens, its share of the window."""
+
+    label: str
+    tokens: int
+    share: float | None
+    level: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +141,28 @@ class ContextNow:
     rows: list[MessageRow]
     total: int
     window: int | None
+    threshold: int | None
+    parts: list[PartRow]
+    level: str
+    convention: str = CONVENTION
 
 
-def context_now(service: Service, conversation: Conversation) -> ContextNow:
-    """The context as the model sees it: system prompt, then pinned items, then the rest."""
+def _level(tokens: int, window: int | None, threshold: int | None) -> str:
+    """ok, warn (near the threshold) or over (past it), for the table's colours."""
+    limit = threshold or window
+    if not limit:
+        return "ok"
+    if tokens > limit:
+        return "over"
+    return "warn" if tokens >= WARN_SHARE * limit else "ok"
+
+
+def context_now(
+    service: Service, conversation: Conversation, chart: dict[str, Any] | None = None
+) -> ContextNow:
+    """The context as the model sees it: system prompt, then pinned items, then the rest; the
+    figures are the latest sample's, at the conversation's own window (as the chart counts,
+    whose data `chart` is, when the page has read it already)."""
     session = service.session(conversation)
     stored = conversation.stored_id
     snapshot = service.store.context(stored)
@@ -133,29 +171,82 @@ def context_now(service: Service, conversation: Conversation) -> ContextNow:
     ordered = [m for m in shown if m.pinned] + [m for m in shown if not m.pinned]
     counter = session.counter
     rows = [message_row(m, counter.count(m)) for m in ordered]
-    system_tokens = counter.count_text(prompt) if prompt else 0
+    latest = service.store.latest_sample(stored)
+    if chart is None:
+        events = service.store.events(stored)[-1:]
+        window, threshold, _ = own_settings([latest] if latest else [], events)
+    else:
+        window, threshold = chart["window"], chart["threshold"]
+    system_tokens = latest.system if latest else (counter.count_text(prompt) if prompt else 0)
+    total = latest.total if latest else system_tokens + sum(r.tokens for r in rows)
+    parts: list[PartRow] = []
+    if latest is not None:
+        figures = [(PART_TITLES[name], latest.part(name)) for name in PARTS]
+        if window:
+            figures += [("reserved", latest.reserved_shown), ("free", latest.free)]
+        for label, tokens in figures:
+            share = tokens / window if window else None
+            parts.append(PartRow(label, tokens, share, "ok"))
     return ContextNow(
         prompt,
         system_tokens,
         rows,
-        system_tokens + sum(r.tokens for r in rows),
-        service.settings.context_window,
+        total,
+        window,
+        threshold,
+        parts,
+        _level(total, window, threshold),
     )
+
+
+PART_TITLES = {
+    "system": "system prompt",
+    "tools": "tool definitions",
+    "pinned": "pinned and task",
+    "summary": "summary",
+    "messages": "messages",
+    "tool_outputs": "tool outputs",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    kind: str
+    text: str
+    source_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeptLine:
+    """A line the compaction had to keep word for word, and where it lives now."""
+
+    text: str
+    where: str
 
 
 @dataclass(frozen=True, slots=True)
 class CompactionDetail:
     number: int
+    of: int
     event: CompactionEvent
     summary: MessageRow | None
     audit: dict[str, Any]
     originals: list[MessageRow]
     missing: int
     count: int
+    what: str
+    tokens: tuple[int | None, int | None]
+    window: int | None
+    ledger: list[Fact]
+    kept: list[KeptLine]
+    tail: list[MessageRow] | None
+    diff: list[tuple[str, str]]
+    convention: str = CONVENTION
 
 
 def compaction_detail(service: Service, stored_id: str, index: int) -> CompactionDetail | None:
-    """One compaction: its event, summary, audit and the originals it summarized."""
+    """One compaction: its event, summary, ledger, audit, the originals it summarized, where
+    each line it kept lives, and its summary against the one before."""
     store = service.store
     events = store.events(stored_id)
     if not 0 <= index < len(events):
@@ -164,13 +255,19 @@ def compaction_detail(service: Service, stored_id: str, index: int) -> Compactio
     counter = service.counter_factory()
     summary: MessageRow | None = None
     audit = audit_of(Message(role="user", content=""))
+    ledger: list[Fact] = []
+    stored_summary: Message | None = None
     try:
-        (message,) = store.get(stored_id, [event.summary_id])
+        (stored_summary,) = store.get(stored_id, [event.summary_id])
     except UnknownMessage:
         pass
     else:
-        summary = message_row(message, counter.count(message))
-        audit = audit_of(message)
+        summary = message_row(stored_summary, counter.count(stored_summary))
+        audit = audit_of(stored_summary)
+        ledger = [
+            Fact(f.kind, f.text, f.source_id)
+            for f in Ledger.from_json(stored_summary.metadata.get("ledger")).facts
+        ]
     ids = [str(i) for i in audit["summarized"].get("ids", [])]
     try:
         found = store.get(stored_id, ids)
@@ -179,9 +276,70 @@ def compaction_detail(service: Service, stored_id: str, index: int) -> Compactio
     count = audit["summarized"].get("count")
     count = int(count) if isinstance(count, int) else int(event.stats.get("summarized", 0) or 0)
     originals = [message_row(m, counter.count(m)) for m in found]
+    samples = store.samples(stored_id)
+    (marker,) = [m for m in chart_data(samples, events, most=0)["markers"] if m["event"] == index]
+    window = event.stats.get("context_window")
+    verbatim = audit.get("verification", {}).get("verbatim_kept", [])
+    pinned = [m.content for m in store.context(stored_id).messages if m.pinned]
+    kept = [KeptLine(line, _where(line, summary, pinned)) for line in verbatim]
+    previous = _summary_text(service, stored_id, events[index - 1].summary_id) if index else ""
+    tail_ids = audit.get("kept")
+    tail = None
+    if isinstance(tail_ids, list):
+        tail_found = [m for i in tail_ids for m in _one(service, stored_id, str(i))]
+        tail = [message_row(m, counter.count(m)) for m in tail_found]
     return CompactionDetail(
-        index + 1, event, summary, audit, originals, max(0, count - len(found)), count
+        index + 1,
+        len(events),
+        event,
+        summary,
+        audit,
+        originals,
+        max(0, count - len(found)),
+        count,
+        what_it_did(event.mode),
+        (marker["tokens_before"], marker["tokens_after"]),
+        window if isinstance(window, int) else None,
+        ledger,
+        kept,
+        tail,
+        _diff(previous, summary.text if summary else "") if index else [],
     )
+
+
+def _where(line: str, summary: MessageRow | None, pinned: list[str]) -> str:
+    if summary is not None and line in summary.text:
+        return "in the summary"
+    if any(line in text for text in pinned):
+        return "in a pinned message"
+    return "in the kept messages"
+
+
+def _summary_text(service: Service, stored_id: str, summary_id: str) -> str:
+    found = _one(service, stored_id, summary_id)
+    if not found:
+        return ""
+    return message_row(found[0], 0).text
+
+
+def _diff(before: str, after: str) -> list[tuple[str, str]]:
+    """The summary's lines against the previous summary's: ('+'|'-'|' ', line), changes with
+    a line of context around them."""
+    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), n=1, lineterm="")
+    return [
+        (line[0], line[1:])
+        for line in lines
+        if line[:1] in "+- " and line[:3] not in ("+++", "---")
+    ]
+
+
+def compaction_page(
+    service: Service, stored_id: str, after: int
+) -> tuple[list[dict[str, Any]], int]:
+    """COMPACTIONS_PAGE markers from event `after` on, and how many compactions there are."""
+    store = service.store
+    found = chart_data(store.samples(stored_id), store.events(stored_id), most=0)["markers"]
+    return found[after : after + COMPACTIONS_PAGE], len(found)
 
 
 def _one(service: Service, stored_id: str, message_id: str) -> list[Message]:
@@ -217,9 +375,76 @@ def _evicted(row: MessageRow) -> MessageRow:
     )
 
 
-def recall(service: Service, stored_id: str, query: str) -> tuple[list[RecallHit], set[str]]:
-    """Up to RECALL_HITS originals matching the query, and which messages are in context now."""
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One recall hit as the page shows it: a summary labelled so, its text without the JSON
+    wrapper, the query's terms marked (the template escapes every piece)."""
+
+    id: str
+    seq: int
+    label: str
+    summary: bool
+    in_context: bool
+    score: float
+    pieces: list[tuple[str, bool]]
+
+
+def _pieces(text: str, terms: list[str]) -> list[tuple[str, bool]]:
+    if not terms:
+        return [(text, False)]
+    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
+    out: list[tuple[str, bool]] = []
+    at = 0
+    for match in pattern.finditer(text):
+        out += [(text[at : match.start()], False), (match.group(), True)]
+        at = match.end()
+    return [*out, (text[at:], False)]
+
+
+def _snippet(text: str, terms: list[str], width: int = 240) -> str:
+    """About `width` characters of `text` around its first match."""
+    lowered = text.lower()
+    first = min((i for i in (lowered.find(t.lower()) for t in terms) if i >= 0), default=0)
+    start = max(0, first - width // 3)
+    cut = text[start : start + width]
+    return ("…" if start else "") + cut + ("…" if start + width < len(text) else "")
+
+
+def recall(
+    service: Service, stored_id: str, query: str, originals_only: bool = False
+) -> tuple[list[Hit], bool]:
+    """Up to RECALL_HITS messages matching the query (originals only, if asked), and whether
+    more matched than are shown."""
     if not query.strip():
-        return [], set()
-    hits = service.store.recall(stored_id, query, RECALL_HITS)
-    return hits, {m.id for m in service.store.context(stored_id).messages}
+        return [], False
+    store = service.store
+    asked = RECALL_HITS * 3 if originals_only else RECALL_HITS + 1
+    found = store.recall(stored_id, query, asked)
+    in_context = {m.id for m in store.context(stored_id).messages}
+    messages = {m.id: m for m in store.get(stored_id, [h.id for h in found])} if found else {}
+    terms = [t for t in re.findall(r"\w+", query) if len(t) > 1][:20]
+    hits: list[Hit] = []
+    for hit in found:
+        message = messages.get(hit.id)
+        summary = message is not None and message.kind in (KIND_SUMMARY, KIND_MARKER)
+        if summary and originals_only:
+            continue
+        text = message_row(message, 0).text if message is not None else hit.snippet
+        label = (
+            what_it_did(message.metadata.get("stats", {}).get("mode", ""))
+            if summary and message
+            else hit.role
+        )
+        hits.append(
+            Hit(
+                hit.id,
+                hit.seq,
+                label,
+                summary,
+                hit.id in in_context,
+                hit.score,
+                _pieces(_snippet(text, terms), terms),
+            )
+        )
+    hits.sort(key=lambda h: h.summary)  # originals first, each kind best first
+    return hits[:RECALL_HITS], len(hits) > RECALL_HITS or len(found) >= asked

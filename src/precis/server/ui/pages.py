@@ -10,14 +10,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-import anyio
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
-from precis.charts import composition_chart, render
+from precis.charts import CONVENTION, composition_chart, render
 from precis.core.types import CONVERSATION_ID_PATTERN
 from precis.server.deps import Conversation, Service, ServiceDep
 from precis.server.ui import data
@@ -83,14 +82,27 @@ async def _existing(service: Service, conversation_id: str, tenant: str | None) 
     return conversation
 
 
-def _chart_svg(payload: dict[str, Any], conversation_id: str) -> str:
+def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str]:
+    """The chart for a wide screen and for a phone's (the stylesheet shows one): the phone's
+    is drawn at its own size, so its text stays readable and its markers a finger wide."""
     base = f"/ui/c/{quote(conversation_id, safe='')}"
-    chart = composition_chart(
-        payload,
-        title=f"{conversation_id}: the context window per turn",
-        href=lambda event: f"{base}/compactions/{event + 1}",
-    )
-    return render(chart, element_id="composition")
+
+    def href(event: int) -> str:
+        return f"{base}/compactions/{event + 1}"
+
+    title = f"{conversation_id}: the context window per turn"
+    wide = composition_chart(payload, title=title, href=href)
+    narrow = composition_chart(payload, title=title, href=href, width=380, height=320, tap=36)
+    return render(wide, element_id="composition"), render(narrow, element_id="composition-phone")
+
+
+def _same_origin(request: Request) -> bool:
+    """A form post from this service's own pages: the browser's Origin (or, lacking it, its
+    Sec-Fetch-Site) says so."""
+    origin = request.headers.get("origin")
+    if origin:
+        return urlsplit(origin).netloc == request.headers.get("host")
+    return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
 
 
 def _safe_next(target: str) -> str:
@@ -115,12 +127,15 @@ def router() -> APIRouter:
 
     @ui.post("/login")
     async def login(request: Request, service: ServiceDep) -> Response:
-        origin = request.headers.get("origin")
-        if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        if not _same_origin(request):
             raise HTTPException(403, "log in from the inspector's own page")
+        logins = _logins(request)
+        client = request.client.host if request.client else ""
+        if not logins.may_try(client):
+            raise HTTPException(429, "too many wrong keys from here: try again in a minute")
         form = parse_qs((await request.body()).decode("utf-8", errors="replace"))
         target = _safe_next(form.get("next", ["/ui/"])[0])
-        token = _logins(request).login(form.get("key", [""])[0].strip())
+        token = logins.login(form.get("key", [""])[0].strip(), client)
         if token is None:
             wrong = "That key is not one this service accepts."
             return html("login.html", 401, next=target, error=wrong)
@@ -138,6 +153,8 @@ def router() -> APIRouter:
 
     @ui.post("/logout")
     async def logout(request: Request) -> Response:
+        if not _same_origin(request):
+            raise HTTPException(403, "log out from the inspector's own page")
         token = request.cookies.get(COOKIE)
         if token:
             _logins(request).logout(token)
@@ -146,10 +163,20 @@ def router() -> APIRouter:
         return response
 
     @ui.get("/")
-    async def conversations(service: ServiceDep, tenant: PageTenant) -> Response:
-        rows, total = await run_in_threadpool(data.conversation_rows, service, tenant)
+    async def conversations(
+        service: ServiceDep,
+        tenant: PageTenant,
+        after: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    ) -> Response:
+        rows, total = await run_in_threadpool(data.conversation_rows, service, tenant, after)
         return html(
-            "conversations.html", rows=rows, total=total, keys=bool(service.keys), tenant=tenant
+            "conversations.html",
+            rows=rows,
+            total=total,
+            after=after,
+            page=data.CONVERSATIONS_PAGE,
+            keys=bool(service.keys),
+            tenant=tenant,
         )
 
     @ui.get("/c/{conversation_id}")
@@ -158,12 +185,13 @@ def router() -> APIRouter:
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
         payload = await run_in_threadpool(data.chart_payload, service, found.stored_id)
-        now = await run_in_threadpool(data.context_now, service, found)
+        now = await run_in_threadpool(data.context_now, service, found, payload)
         return html(
             "conversation.html",
             cid=conversation_id,
-            chart=_chart_svg(payload, conversation_id),
+            charts=_chart_svgs(payload, conversation_id),
             payload=payload,
+            latest=payload["markers"][-data.LATEST_COMPACTIONS :][::-1],
             now=now,
             keys=bool(service.keys),
         )
@@ -177,8 +205,9 @@ def router() -> APIRouter:
         return html(
             "_chart.html",
             cid=conversation_id,
-            chart=_chart_svg(payload, conversation_id),
+            charts=_chart_svgs(payload, conversation_id),
             payload=payload,
+            latest=payload["markers"][-data.LATEST_COMPACTIONS :][::-1],
         )
 
     @ui.get("/c/{conversation_id}/chart.json")
@@ -195,6 +224,26 @@ def router() -> APIRouter:
         found = await _existing(service, conversation_id, tenant)
         now = await run_in_threadpool(data.context_now, service, found)
         return html("_context.html", cid=conversation_id, now=now)
+
+    @ui.get("/c/{conversation_id}/compactions")
+    async def compactions(
+        conversation_id: ConversationPath,
+        service: ServiceDep,
+        tenant: PageTenant,
+        after: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    ) -> Response:
+        found = await _existing(service, conversation_id, tenant)
+        rows, total = await run_in_threadpool(data.compaction_page, service, found.stored_id, after)
+        return html(
+            "compactions.html",
+            cid=conversation_id,
+            rows=rows,
+            total=total,
+            after=after,
+            page=data.COMPACTIONS_PAGE,
+            convention=CONVENTION,
+            keys=bool(service.keys),
+        )
 
     @ui.get("/c/{conversation_id}/compactions/{number}")
     async def compaction(
@@ -253,16 +302,18 @@ def router() -> APIRouter:
         service: ServiceDep,
         tenant: PageTenant,
         q: Annotated[str, Query(max_length=1000)] = "",
+        originals: Annotated[bool, Query()] = False,
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
-        hits, in_context = await run_in_threadpool(data.recall, service, found.stored_id, q)
+        hits, more = await run_in_threadpool(data.recall, service, found.stored_id, q, originals)
         name = "_hits.html" if request.headers.get("hx-request") else "recall.html"
         return html(
             name,
             cid=conversation_id,
             q=q,
             hits=hits,
-            in_context=in_context,
+            more=more,
+            originals=originals,
             keys=bool(service.keys),
         )
 
@@ -277,7 +328,7 @@ def router() -> APIRouter:
         """`turn` and `compactions` are what the page already shows (default: what is now)."""
         found = await _existing(service, conversation_id, tenant)
         return EventSourceResponse(
-            _turns(service, found.stored_id, turn, compactions),
+            _turns(service, found, turn, compactions),
             ping=service.limits.keepalive_seconds,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -286,12 +337,14 @@ def router() -> APIRouter:
 
 
 async def _turns(
-    service: Service, stored_id: str, shown_turn: int | None, shown_events: int | None
+    service: Service, conversation: Conversation, shown_turn: int | None, shown_events: int | None
 ) -> AsyncIterator[ServerSentEvent]:
-    """`turn` when a new sample lands and `compaction` per new event, polled like the API's
-    event stream (another process may be the one writing). What the page rendered is the
-    starting point, so a turn between rendering and connecting is not missed."""
-    gauge, poll = service.streams, service.limits.event_poll_seconds
+    """`turn` when a new sample lands and `compaction` per new event. The stream sleeps until a
+    request of this process writes to the conversation (`service.changes`), or until the
+    keepalive, when it looks again (another process may be the one writing). What the page
+    rendered is the starting point, so a turn between rendering and connecting is not missed."""
+    gauge, changes = service.streams, service.changes
+    stored_id, idle = conversation.stored_id, service.limits.keepalive_seconds
     gauge.open += 1
     gauge.started += 1
 
@@ -299,20 +352,22 @@ async def _turns(
         latest = service.store.latest_sample(stored_id)
         return (latest.turn if latest else 0), len(service.store.events(stored_id))
 
+    change = changes.watch(conversation.id)
     try:
-        # Where things stand is read first, so whatever happens after "stream open" is news;
-        # what the page shows may be older still, and then the first poll says so at once.
         current = await run_in_threadpool(now)
         turn = current[0] if shown_turn is None else shown_turn
         events = current[1] if shown_events is None else min(shown_events, current[1])
-        yield ServerSentEvent(comment="stream open", retry=int(poll * 2000))
+        yield ServerSentEvent(comment="stream open", retry=int(idle * 1000))
         while True:
             for index in range(events, current[1]):
                 yield ServerSentEvent(data=str(index + 1), event="compaction")
             if current[0] != turn:
                 yield ServerSentEvent(data=str(current[0]), event="turn")
             turn, events = current
-            await anyio.sleep(poll)
+            await changes.wait(change, idle)
+            changes.drop(conversation.id, change)
+            change = changes.watch(conversation.id)
             current = await run_in_threadpool(now)
     finally:
+        changes.drop(conversation.id, change)
         gauge.open -= 1
