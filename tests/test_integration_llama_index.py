@@ -206,6 +206,22 @@ def test_the_memory_works_sync_and_set_stores_only_what_is_new() -> None:
     assert stored[1].tool_call_id == "c1" and stored[0].tool_calls[0].id == "c1"
 
 
+def test_memories_of_one_session_made_apart_never_store_a_message_twice() -> None:
+    sessions = Sessions(MemoryStore(), settings=memory_settings(), max_open=1)
+    early = PrecisMemory.from_defaults(sessions=sessions, session_id="alpha")
+    early.put(ChatMessage(role="user", content="go"))
+    PrecisMemory.from_defaults(sessions=sessions, session_id="bravo").put(
+        ChatMessage(role="user", content="hello")
+    )  # lets alpha's session go
+    late = PrecisMemory.from_defaults(sessions=sessions, session_id="alpha")
+    late.put(ChatMessage(role="user", content="go"))
+    asyncio.run(early.aput(ChatMessage(role="user", content="go")))
+    assert [m.content for m in late.get()] == ["go", "go", "go"]
+    history = sessions.store.history("alpha")
+    keys = [m.metadata["framework_key"] for m in history]
+    assert len(keys) == len(set(keys)) == 3
+
+
 def test_a_restarted_agent_over_the_same_store_goes_on_without_storing_twice(
     tmp_path: Path,
 ) -> None:

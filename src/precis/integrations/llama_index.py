@@ -38,7 +38,7 @@ from llama_index.core.base.llms.types import (
     ThinkingBlock,
     ToolCallBlock,
 )
-from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.memory import BaseMemory
 from llama_index.core.tools import BaseTool, FunctionTool
 from llama_index.core.workflow import Context
@@ -207,13 +207,14 @@ class PrecisMemory(BaseMemory):
     session_id: str
     system_prompt: str | None = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
-    _mirror: Mirror = PrivateAttr()
 
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        self._mirror = self.sessions.mirror(self.session_id)
+    @property
+    def _mirror(self) -> Mirror:
+        """The session's mirror, asked of `sessions` each time (it may have let an idle one go)."""
+        mirror = self.sessions.mirror(self.session_id)
         if self.tools:
-            self._mirror.session.tools = list(self.tools)
+            mirror.session.tools = list(self.tools)
+        return mirror
 
     @classmethod
     def class_name(cls) -> str:
@@ -244,19 +245,21 @@ class PrecisMemory(BaseMemory):
 
     # --- reading ------------------------------------------------------------------------------
 
-    def _view(self) -> Any:
-        turn = yield from self._mirror.flow([], system=self.system_prompt)
+    def _view(self, mirror: Mirror) -> Any:
+        turn = yield from mirror.flow([], system=self.system_prompt)
         return from_precis(turn.view)
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
         """The view: compacted when a trigger fires."""
-        with self._mirror.lock:
-            view: list[ChatMessage] = drive(self._view())
+        mirror = self._mirror
+        with mirror.lock:
+            view: list[ChatMessage] = drive(self._view(mirror))
         return view
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        async with self._mirror.alock:
-            view: list[ChatMessage] = await adrive(self._view())
+        mirror = self._mirror
+        async with mirror.alock:
+            view: list[ChatMessage] = await adrive(self._view(mirror))
         return view
 
     def get_all(self) -> list[ChatMessage]:
@@ -272,13 +275,14 @@ class PrecisMemory(BaseMemory):
 
     # --- writing ------------------------------------------------------------------------------
 
-    def _store(self, messages: Sequence[ChatMessage], *, whole: bool) -> Any:
+    @staticmethod
+    def _store(mirror: Mirror, messages: Sequence[ChatMessage], *, whole: bool) -> Any:
         """Store what is new: the messages after those stored (`whole`: the list is the whole
         history, keyed from its start, so what was stored before is known)."""
-        yield from self._mirror.load()
-        counts = {} if whole else _counts(self._mirror)
+        yield from mirror.load()
+        counts = {} if whole else _counts(mirror)
         entries = [Entry(key, partial(_one, m, key)) for key, m in keyed(messages, counts)]
-        yield from self._mirror.flow(entries, compact=False)
+        yield from mirror.flow(entries, compact=False)
 
     def put(self, message: ChatMessage) -> None:
         self.put_messages([message])
@@ -287,31 +291,37 @@ class PrecisMemory(BaseMemory):
         await self.aput_messages([message])
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
-        with self._mirror.lock:
-            drive(self._store(messages, whole=False))
+        mirror = self._mirror
+        with mirror.lock:
+            drive(self._store(mirror, messages, whole=False))
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
-        async with self._mirror.alock:
-            await adrive(self._store(messages, whole=False))
+        mirror = self._mirror
+        async with mirror.alock:
+            await adrive(self._store(mirror, messages, whole=False))
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Take `messages` as the whole history: what is not stored yet is stored (the store is
         append-only; nothing stored is taken back)."""
-        with self._mirror.lock:
-            drive(self._store(messages, whole=True))
+        mirror = self._mirror
+        with mirror.lock:
+            drive(self._store(mirror, messages, whole=True))
 
     async def aset(self, messages: list[ChatMessage]) -> None:
-        async with self._mirror.alock:
-            await adrive(self._store(messages, whole=True))
+        mirror = self._mirror
+        async with mirror.alock:
+            await adrive(self._store(mirror, messages, whole=True))
 
     def reset(self) -> None:
         """Empty the context; every original stays in the history, searchable."""
-        with self._mirror.lock:
-            _clear(self.session)
+        mirror = self._mirror
+        with mirror.lock:
+            _clear(mirror.session)
 
     async def areset(self) -> None:
-        async with self._mirror.alock:
-            await asyncio.to_thread(_clear, self.session)
+        mirror = self._mirror
+        async with mirror.alock:
+            await asyncio.to_thread(_clear, mirror.session)
 
 
 def _clear(session: AsyncSession) -> None:
