@@ -215,8 +215,14 @@ def test_each_function_response_is_paired_with_its_call_when_adk_strips_its_ids(
             ],
         ),
         types.Content(role="user", parts=[types.Part(text="go")]),
+        types.Content(
+            role="user",
+            parts=[types.Part.from_bytes(data=b"\x89PNG" * 5000, mime_type="image/png")],
+        ),
     ]
     messages = _as_precis(contents)
+    assert messages[-1].images == 1 and messages[-1].content == "[image/png]"  # not its bytes
+    messages = messages[:-1]
     calls = [c.id for c in messages[1].tool_calls]
     assert len(set(calls)) == 2
     assert [m.tool_call_id for m in messages[2:4]] == calls

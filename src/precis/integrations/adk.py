@@ -122,6 +122,9 @@ def _response_text(response: types.FunctionResponse) -> str:
 def _part_text(part: types.Part) -> str:
     if part.text is not None:
         return part.text
+    media = part.inline_data or part.file_data
+    if media is not None:  # counted as an image, never as its bytes
+        return f"[{media.mime_type or 'media'}]"
     data = _dump(part)
     data.pop("thought_signature", None)
     return compact_json(data) if data else ""
