@@ -74,7 +74,7 @@ async def main() -> None:
     stored = await runner.session_service.get_session(
         app_name="audit", user_id="ana", session_id=adk_session.id
     )
-    session = plugin.session("audit", "ana", adk_session.id)  # one conversation per ADK session
+    session = plugin.session("audit", "ana", adk_session.id, "auditor")  # per agent of a session
     held = len(stored.events) if stored else 0
     print(f"the ADK session holds {held} events; the model saw the compacted view")
     print(f"compactions: {len(await session.events())}")

@@ -196,7 +196,7 @@ def test_an_adk_runner_keeps_200_tool_turns_in_a_3000_token_window(streaming: bo
     print(f"adk ({'sse' if streaming else 'plain'}):", meter.summary())
     assert _text(events[-1].content).startswith("Batch done")
     assert bool(partial) is streaming  # the plugin leaves the framework's stream as it is
-    _check_store(sessions, thread_id(APP, "u1", "s1"), STEPS_PER_TURN * USER_TURNS)
+    _check_store(sessions, thread_id(APP, "u1", "s1", "migrator"), STEPS_PER_TURN * USER_TURNS)
 
 
 def test_each_function_response_is_paired_with_its_call_when_adk_strips_its_ids() -> None:
@@ -252,7 +252,9 @@ def test_a_restarted_runner_over_the_same_stores_goes_on_without_storing_twice(
     asyncio.run(run(turns, 2 * turns))  # new stores, sessions, plugin, runner: a new process
     meter.assert_ok(min_tool_turns=2 * turns * STEPS_PER_TURN)
     sessions = Sessions(open_store(None, home=tmp_path))
-    history = sessions.store.history(sessions.conversation_id(thread_id(APP, "u1", "s1")))
+    history = sessions.store.history(
+        sessions.conversation_id(thread_id(APP, "u1", "s1", "migrator"))
+    )
     keys = [m.metadata["framework_key"] for m in history if m.metadata.get("framework_key")]
     originals = [m for m in history if m.metadata.get("framework_key")]
     assert len([m for m in originals if m.role == "tool"]) == 2 * turns * STEPS_PER_TURN
@@ -265,8 +267,8 @@ def test_a_restarted_runner_over_the_same_stores_goes_on_without_storing_twice(
 
 
 class UsersModel(BaseLlm):
-    """Answers by what it is sent: a lookup after a user message, a reply after its result; each
-    call waits for the other user's, so the two users' turns interleave step by step."""
+    """Answers by what it is sent: a lookup after a user message (a history search when asked),
+    a reply after its result; each call waits for the other user's, so turns interleave."""
 
     model: str = "users"
     seen: Any = None
@@ -280,7 +282,10 @@ class UsersModel(BaseLlm):
         self.seen.append("\n".join(texts))
         last = llm_request.contents[-1].parts or []
         if any(p.function_response for p in last):
-            reply = types.Part(text=f"Noted: {texts[-1][:60]}")
+            reply = types.Part(text=f"Noted: {texts[-1][:300]}")
+        elif texts[-1].startswith("search:"):
+            args = {"query": texts[-1][7:].strip()}
+            reply = types.Part(function_call=types.FunctionCall(name="search_history", args=args))
         else:
             call = types.FunctionCall(name="lookup", args={"query": texts[-1]})
             reply = types.Part(function_call=call)
@@ -316,41 +321,18 @@ def test_two_users_through_one_runner_concurrently_never_see_each_others_message
             for turn in range(TURNS):
                 events = await _say(runner, user, "chat", said_by(user, turn))
                 answers[user].append(_text(events[-1].content))
+            events = await _say(runner, user, "chat", "search: API key")  # the history tool
+            answers[user].append(_text(events[-1].content))
 
         await asyncio.gather(*(user_runs(user) for user in USERS))
 
     asyncio.run(run())
-    assert assert_one_user_each(seen) == 2 * 2 * TURNS
-    assert all(len(a) == TURNS and all(x.startswith("Noted") for x in a) for a in answers.values())
-    threads = [sessions.conversation_id(thread_id(APP, user, "chat")) for user in USERS]
+    assert assert_one_user_each(seen[: 2 * 2 * TURNS]) == 2 * 2 * TURNS
+    for user, said in answers.items():
+        assert len(said) == TURNS + 1 and all(x.startswith("Noted") for x in said)
+        assert USERS[user] in said[-1] and users_in(said[-1]) == {user}, said[-1]
+    threads = [sessions.conversation_id(thread_id(APP, user, "chat", "clerk")) for user in USERS]
     assert_conversations_apart(sessions.store, threads)
-
-
-def test_the_history_tools_search_only_the_running_sessions_conversation() -> None:
-    sessions = Sessions(MemoryStore(), settings=thread_settings())
-    search = next(t for t in precis_tools(sessions) if t.name == "search_history")
-
-    async def run() -> dict[str, str]:
-        runner = _users_runner(sessions, asyncio.Barrier(1), [])
-        found = {}
-        for user in USERS:
-            await _session(runner, user, "chat")
-            await _say(runner, user, "chat", said_by(user, 0))
-            adk_session = await runner.session_service.get_session(
-                app_name=APP, user_id=user, session_id="chat"
-            )
-
-            class Context:
-                session = adk_session
-
-            found[user] = await search.run_async(
-                args={"query": "API key"},
-                tool_context=Context(),  # type: ignore[arg-type]
-            )
-        return found
-
-    for user, text in asyncio.run(run()).items():
-        assert USERS[user] in text and users_in(text) == {user}, text
 
 
 # --- the session's own system prompt compiler, and a summarizer that fails ----------------------
@@ -401,16 +383,29 @@ def test_a_failing_summarizer_never_stops_the_agent(how: str, face: str) -> None
     assert [a.startswith("Batch done") for a in answers] == [True] * FAILING_TURNS
     meter.assert_ok(min_tool_turns=FAILING_TURNS * STEPS_PER_TURN)
     assert summarizer.calls, "the summarizer was never asked"
-    conversation = sessions.conversation_id(thread_id(APP, "u1", "s1"))
+    conversation = sessions.conversation_id(thread_id(APP, "u1", "s1", "migrator"))
     history = sessions.store.history(conversation)
     assert len([m for m in history if m.role == "tool"]) == FAILING_TURNS * STEPS_PER_TURN
 
 
-def test_one_plugin_names_each_adk_session_by_app_user_and_id() -> None:
-    sessions = Sessions(MemoryStore())
-    plugin = PrecisPlugin(sessions)
-    ids = {
-        plugin.session(app, user, sid).conversation_id
-        for app, user, sid in itertools.product(["a", "b"], ["u", "v"], ["s", "t"])
-    }
-    assert len(ids) == 8
+def test_one_plugin_names_each_agent_of_an_adk_session_by_app_user_id_and_agent() -> None:
+    plugin = PrecisPlugin(Sessions(MemoryStore()))
+    names = list(itertools.product(["a", "b"], ["u", "v"], ["s", "t"], ["x", "y"]))
+    assert len({plugin.session(*name).conversation_id for name in names}) == 16
+
+
+def test_an_agent_that_sends_only_its_own_turn_is_left_alone() -> None:
+    meter = Meter(WINDOW, required=())
+    sessions = Sessions(MemoryStore(), settings=settings())
+    runner = _runner(sessions, meter, turns=2)
+    agent = runner.app.root_agent if runner.app else None
+    assert isinstance(agent, LlmAgent)
+    agent.include_contents = "none"
+
+    async def run() -> None:
+        await _session(runner, "u1", "s1")
+        for turn in range(2):
+            await _say(runner, "u1", "s1", user_text(turn))
+
+    asyncio.run(run())
+    assert meter.tokens and sessions.store.conversations() == []

@@ -5,8 +5,9 @@
     app = App(name="app", root_agent=agent, plugins=[PrecisPlugin(sessions)])
     runner = Runner(app=app, session_service=...)
 
-Each ADK session (its app, user and id: an id is unique only within its app and user) is its own
-precis conversation, so one runner serves many users at once and none sees another's messages.
+Each agent of an ADK session (the session's app, user and id: an id is unique only within its
+app and user; and the agent's name, as each agent is sent its own contents) is its own precis
+conversation, so one runner serves many users at once and none sees another's messages.
 
 `before_model_callback` stores the request's new contents as originals, compacts when a trigger
 fires, and sends the model the view: pinned · summary · kept. ADK builds each request afresh from
@@ -17,8 +18,8 @@ planner never keeps a response without its call. The system instruction and the 
 declarations are counted in the budget. Contents are known by their digest and how often that
 digest came before, so a restarted process over the same store stores nothing twice.
 
-Use it on agents that send their whole history (`include_contents="default"`, no ADK events
-compaction): a request that holds only its own turn would be stored again as new.
+An agent with `include_contents="none"` (or on the stateful interactions API) sends only its own
+turn and is left alone. Leave ADK's own events compaction off: precis does the compacting.
 `pip install 'precis[adk]'`.
 """
 
@@ -60,13 +61,14 @@ __all__ = ["PrecisPlugin", "from_precis", "precis_tools", "thread_id", "to_preci
 NAME = "adk"
 
 
-def thread_id(app_name: str, user_id: str, session_id: str) -> str:
-    """The thread an ADK session is kept in: its app, user and id together."""
-    return json.dumps([app_name, user_id, session_id], ensure_ascii=False)
+def thread_id(app_name: str, user_id: str, session_id: str, agent_name: str) -> str:
+    """The thread an agent of an ADK session is kept in: the session's app, user and id, and
+    the agent (each agent of a session is sent its own contents)."""
+    return json.dumps([app_name, user_id, session_id, agent_name], ensure_ascii=False)
 
 
-def _thread_of(session: AdkSession) -> str:
-    return thread_id(session.app_name, session.user_id, session.id)
+def _thread_of(session: AdkSession, agent_name: str) -> str:
+    return thread_id(session.app_name, session.user_id, session.id, agent_name)
 
 
 # --- conversion -------------------------------------------------------------------------------
@@ -304,7 +306,7 @@ class _HistoryTool(BaseTool):
         )
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
-        session = self.sessions.session(_thread_of(tool_context.session))
+        session = self.sessions.session(_thread_of(tool_context.session, tool_context.agent_name))
         return await aanswer_history_tool(session, self.name, args)
 
 
@@ -327,15 +329,24 @@ class PrecisPlugin(BasePlugin):
         super().__init__(name)
         self.sessions = sessions
 
-    def session(self, app_name: str, user_id: str, session_id: str) -> AsyncSession:
-        """The precis session an ADK session is kept in: read it, search it, compact it."""
-        return self.sessions.session(thread_id(app_name, user_id, session_id))
+    def session(
+        self, app_name: str, user_id: str, session_id: str, agent_name: str
+    ) -> AsyncSession:
+        """The precis session an agent of an ADK session is kept in: read, search, compact it."""
+        return self.sessions.session(thread_id(app_name, user_id, session_id, agent_name))
 
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         """Store the request's new contents, compact when a trigger fires, send the view."""
-        mirror = self.sessions.mirror(_thread_of(callback_context.session))
+        agent = callback_context.get_invocation_context().agent
+        if getattr(agent, "include_contents", "default") != "default":
+            return None  # it sends only its own turn: nothing to compact, nothing to key by
+        if llm_request.previous_interaction_id:
+            return None  # the server holds the conversation (the interactions API)
+        mirror = self.sessions.mirror(
+            _thread_of(callback_context.session, callback_context.agent_name)
+        )
         mirror.session.tools = list(_tool_dicts(llm_request))
         system = _system_text(llm_request)
         entries, originals = _entries(llm_request.contents)
