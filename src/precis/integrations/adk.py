@@ -321,8 +321,8 @@ def precis_tools(sessions: Sessions) -> list[BaseTool]:
 class PrecisPlugin(BasePlugin):
     """Keeps an ADK agent inside its context window; every original stays in the store.
 
-    `sessions` opens one precis session per ADK session (its settings set the window); one
-    plugin serves every session of the runner at once.
+    `sessions` opens one precis session per agent of an ADK session (its settings set the
+    window); one plugin serves every session of the runner at once.
     """
 
     def __init__(self, sessions: Sessions, *, name: str = "precis") -> None:
@@ -352,7 +352,7 @@ class PrecisPlugin(BasePlugin):
         entries, originals = _entries(llm_request.contents)
         async with mirror.alock:
             turn = await adrive(mirror.flow(entries, system=system))
-        llm_request.contents = from_precis(turn.view, originals, mirror.stored)
+            llm_request.contents = from_precis(turn.view, originals, mirror.stored)
         if turn.system is not None and turn.system != system:  # the session's compiler rewrote it
             llm_request.config.system_instruction = turn.system
         return None
