@@ -17,6 +17,8 @@ def test_there_is_an_example_per_framework() -> None:
         "langchain_agent",
         "pydantic_ai_agent",
         "openai_agents_session",
+        "adk_agent",
+        "llama_index_agent",
     }
 
 

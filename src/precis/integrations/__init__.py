@@ -6,9 +6,14 @@
   pydantic-ai (`pip install 'precis[pydantic-ai]'`).
 - `precis.integrations.langchain` — `PrecisMiddleware` for LangChain v1 agents
   (`pip install 'precis[langchain]'`).
+- `precis.integrations.adk` — `PrecisPlugin`, a runner plugin for Google ADK
+  (`pip install 'precis[adk]'`).
+- `precis.integrations.llama_index` — `PrecisMemory`, a memory for LlamaIndex agent workflows
+  (`pip install 'precis[llama-index]'`).
 
 Each is built on `Sessions`: one precis session per framework thread (LangChain's `thread_id`,
-pydantic-ai's conversation, an Agents SDK session id) over one store, so one agent object serves
+pydantic-ai's conversation, an Agents SDK session id, an ADK session, a LlamaIndex memory's
+`session_id`) over one store, so one agent object serves
 many users at once and none sees another's messages. The framework's messages are stored
 as originals, the model is sent the compacted view (system prompt and tool definitions counted in
 the budget), and `search_history` / `read_original` can be given to the agent as its own tools.
