@@ -16,7 +16,7 @@ tagged `lc_source: "summarization"` like the built-in `SummarizationMiddleware`'
 The system message stays separate in `ModelRequest`: it is counted in the budget (with the
 tool definitions) and never dropped. Every original is stored in the precis conversation and
 stays searchable; `history_tools=True` gives the agent `search_history` and `read_original`.
-`pip install 'precis[langchain]'`.
+`pip install 'precis-context[langchain]'`.
 """
 
 from __future__ import annotations

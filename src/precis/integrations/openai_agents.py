@@ -19,7 +19,7 @@ The runner calls `run_compaction` after each turn; while local tool outputs are 
 (`_defer_compaction`), as the SDK's own compaction session does, and compacts when the run's
 answer comes. Within one run, `input_filter` (a `call_model_input_filter`) compacts before every
 model call and counts the instructions and tool definitions in the budget.
-`pip install 'precis[agents]'`.
+`pip install 'precis-context[agents]'`.
 """
 
 from __future__ import annotations

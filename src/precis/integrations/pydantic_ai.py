@@ -19,7 +19,7 @@ call recognises its own summary and copies, so running before every request is i
 
 The capability also counts the request's instructions and tool definitions in the budget and,
 with `history_tools=True`, gives the agent `search_history` and `read_original`.
-`pip install 'precis[pydantic-ai]'`.
+`pip install 'precis-context[pydantic-ai]'`.
 """
 
 from __future__ import annotations
