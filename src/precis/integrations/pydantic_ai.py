@@ -27,14 +27,14 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from functools import partial
 from typing import Any, cast
 
 from pydantic_ai import AgentRunResult, RunContext
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, CompactionRequest, CompactionResult
 from pydantic_ai.messages import (
     CapabilityLoadDeltaPart,
+    CompactionPart,
     InstructionBaselinePart,
     InstructionDeltaPart,
     InstructionPart,
@@ -163,6 +163,8 @@ def _part_message(part: Any, pinned: bool) -> tuple[Role, str, str | None, int, 
         return "user", text, None, images, False
     if isinstance(part, RetryFeedbackPart):
         return "user", _text(part.content)[0], None, 0, False
+    if isinstance(part, CompactionPart):
+        return "user", part.content or "", None, 0, False
     return "user", str(getattr(part, "content", "")), None, 0, False
 
 
@@ -243,17 +245,19 @@ def original(messages: Sequence[Message]) -> ModelMessage:
     return _load(data)
 
 
-def _summary_part(m: Message) -> UserPromptPart:
-    """The summary as a prompt part; its timestamp is the summary's, so it is the same part
-    (and digest) whenever it is made."""
-    when = datetime.fromisoformat(m.created_at.replace("Z", "+00:00")) if m.created_at else None
-    return UserPromptPart(m.content, timestamp=when) if when else UserPromptPart(m.content)
+def _summary_part(m: Message) -> CompactionPart:
+    """The summary as pydantic-ai's own compaction part, application-written (no provider): a
+    model is sent it as a conversation summary; made alike each time, so its digest is stable."""
+    return CompactionPart(m.content, metadata={TAG: {"id": m.id, "kind": m.kind}})
 
 
-def _summary_request(m: Message, state_parts: Sequence[ModelRequestPart]) -> ModelRequest:
+def _summary_request(
+    m: Message, state_parts: Sequence[ModelRequestPart], conversation_id: str | None = None
+) -> ModelRequest:
     return ModelRequest(
         parts=[_summary_part(m), *state_parts],
         metadata={TAG: {"key": m.id, "kind": m.kind}},
+        conversation_id=conversation_id,
     )
 
 
@@ -304,12 +308,14 @@ def from_precis(
     *,
     stored: dict[str, tuple[str, ...]] | None = None,
     carried: Sequence[ModelRequestPart] = (),
+    conversation_id: str | None = None,
 ) -> list[ModelMessage]:
     """The view as pydantic-ai messages.
 
     `originals` maps keys to the messages in hand: one shown whole is returned as that very
     object. `stored` maps keys to the precis ids of all their parts, to tell whole from partial.
-    `carried` are state parts of compacted messages, put on the summary request.
+    `carried` are state parts of compacted messages, put on the summary request, which belongs
+    to `conversation_id`.
     """
     known = originals or {}
     out: list[ModelMessage] = []
@@ -322,7 +328,7 @@ def from_precis(
             if source is not None and not carried_left:
                 out.append(source)
             else:
-                out.append(_summary_request(m, carried_left))
+                out.append(_summary_request(m, carried_left, conversation_id))
             carried_left = []
             i += 1
             continue
@@ -401,12 +407,13 @@ class _Processor:
         messages: Sequence[ModelMessage],
         system: str | None = None,
         compact: bool = True,
+        force: bool = False,
     ) -> Flow[tuple[Turn, dict[str, Any]]]:
         history = yield from mirror.load()
         if mirror.parts is None:
             mirror.parts = {d for m in history for d in _part_digests(m)}
         entries, originals = self.entries(mirror, messages)
-        turn: Turn = yield from mirror.flow(entries, system=system, compact=compact)
+        turn: Turn = yield from mirror.flow(entries, system=system, compact=compact, force=force)
         return turn, originals
 
     async def store(self, ctx: RunContext[Any], messages: Sequence[ModelMessage]) -> None:
@@ -421,13 +428,15 @@ class _Processor:
         *,
         system: str | None = None,
         tools: Sequence[ToolDefinition] | None = None,
-    ) -> tuple[list[ModelMessage], str | None]:
-        """The view as the run's messages, and the system prompt as the session has it."""
+        force: bool = False,
+    ) -> tuple[list[ModelMessage], Turn]:
+        """The view as the run's messages, and the turn (the system prompt as the session has
+        it, the compactions it ran); with `force`, compacted now whatever the triggers say."""
         mirror = self.sessions.mirror(conversation_of(ctx))
         if tools is not None:
             mirror.session.tools = list(_tool_dicts(tools))
         async with mirror.alock:
-            turn, originals = await adrive(self._flow(mirror, messages, system))
+            turn, originals = await adrive(self._flow(mirror, messages, system, force=force))
         shown = {m.metadata.get(KEY, m.id) for m in turn.view}
         carried = [
             part
@@ -436,10 +445,16 @@ class _Processor:
             for part in message.parts
             if _is_state(part)
         ]
-        result = from_precis(turn.view, originals, stored=mirror.stored, carried=carried)
+        result = from_precis(
+            turn.view,
+            originals,
+            stored=mirror.stored,
+            carried=carried,
+            conversation_id=ctx.conversation_id,
+        )
         for message in result:  # a copy or summary made now is known next time by identity
             self.key(message)
-        return result, turn.system
+        return result, turn
 
 
 def _new_parts(mirror: Mirror, message: ModelMessage, key: str) -> list[Message]:
@@ -503,21 +518,35 @@ class PrecisCapability(AbstractCapability[Any]):
     """Compacts before every model request; the model sees the view, the store every original.
 
     `sessions` opens one precis session per conversation; one capability (and so one agent)
-    serves every conversation at once. By default the run's own history is left whole
-    (`ctx.messages` keeps every message) and only the request carries the view;
-    `destructive=True` also replaces the run's history with it, as `ProcessHistory` does.
+    serves every conversation at once.
+
+    With `native` (the default) each compaction is pydantic-ai's own: the capability asks for one
+    (`RunContext.request_compaction`) and answers it in `compact_history`, so the run emits
+    `CompactionStartEvent`/`CompactionEndEvent`, lists it in `result.compactions`, and its history
+    becomes the summary (a `CompactionPart` in a request) and the kept messages, every original
+    staying in the store. `agent.compact_history(...)` and a context overflow compact through
+    precis too. With `native=False` the run's history is left whole (only the request carries the
+    view) and a compaction shows in no pydantic-ai event; `destructive=True` also replaces the
+    run's history with the view, as `ProcessHistory` does.
     """
 
     sessions: Sessions
     destructive: bool
     history_tools: bool
+    native: bool
 
     def __init__(
-        self, sessions: Sessions, *, destructive: bool = False, history_tools: bool = False
+        self,
+        sessions: Sessions,
+        *,
+        destructive: bool = False,
+        history_tools: bool = False,
+        native: bool = True,
     ) -> None:
         self.sessions = sessions
         self.destructive = destructive
         self.history_tools = history_tools
+        self.native = native
         self._processor = _Processor(sessions)
 
     @classmethod
@@ -532,21 +561,61 @@ class PrecisCapability(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         params = request_context.model_request_parameters
         system = "\n\n".join(p.content for p in params.instruction_parts or []) or None
-        messages, compiled = await self._processor.process(
+        messages, turn = await self._processor.process(
             ctx,
             list(request_context.messages),
             system=system,
             tools=[*params.function_tools, *params.output_tools],
         )
         request_context.messages = list(messages)
+        compiled = turn.system
         if compiled is not None and compiled != system:  # the session's compiler rewrote it
             parts = [InstructionPart(compiled)]
             request_context.model_request_parameters = replace(params, instruction_parts=parts)
         if self.destructive:
             ctx.messages[:] = messages
+        if self.native and turn.compactions:
+            # Told to pydantic-ai in its compaction step, which `compact_history` answers.
+            self.sessions.mirror(conversation_of(ctx)).unreported = turn.compactions
+            ctx.request_compaction(reason="threshold")
         return request_context
+
+    async def compact_history(
+        self, ctx: RunContext[Any], request: CompactionRequest
+    ) -> CompactionResult | None:
+        """pydantic-ai's compaction step: the one precis just ran (reason `threshold`), or one
+        run now (`agent.compact_history`, a context overflow, another capability's request)."""
+        if not self.native:
+            return None
+        mirror = self.sessions.mirror(conversation_of(ctx))
+        compactions, mirror.unreported = mirror.unreported, ()
+        messages = list(request.messages)
+        if not compactions:
+            messages, turn = await self._processor.process(ctx, messages, force=True)
+            compactions = turn.compactions
+            if not compactions:
+                return None  # nothing could be made smaller: the request goes as it is
+        found = _compaction_part(messages)
+        if found is None:
+            return None
+        return CompactionResult(
+            messages=messages,
+            part=found,
+            handler="precis",
+            metadata={TAG: [c.as_dict() for c in compactions]},
+        )
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> Any:
         """Store what the run added since its last request (its final answer), as it ended."""
         await self._processor.store(ctx, result.all_messages())
         return result
+
+
+def _compaction_part(messages: Sequence[ModelMessage]) -> CompactionPart | None:
+    """The newest precis summary's compaction part in these messages, if they hold one."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest) and _is_ours(message):
+            for part in message.parts:
+                if isinstance(part, CompactionPart):
+                    return part
+    return None
