@@ -16,6 +16,8 @@ tagged `lc_source: "summarization"` like the built-in `SummarizationMiddleware`'
 The system message stays separate in `ModelRequest`: it is counted in the budget (with the
 tool definitions) and never dropped. Every original is stored in the precis conversation and
 stays searchable; `history_tools=True` gives the agent `search_history` and `read_original`.
+Each compaction is dispatched as a custom callback event named `precis_compaction` (a callback
+handler's `on_custom_event`, or `astream_events`), with its figures as the data.
 `pip install 'precis-context[langchain]'`.
 """
 
@@ -26,6 +28,7 @@ from functools import partial
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -64,6 +67,7 @@ from precis.integrations._common import (
 from precis.session import adrive, drive
 
 __all__ = [
+    "COMPACTION_EVENT",
     "SUMMARY_SOURCE",
     "PrecisMiddleware",
     "from_precis",
@@ -72,6 +76,8 @@ __all__ = [
 ]
 
 NAME = "langchain"
+# The custom callback event each compaction is dispatched as (`on_custom_event`, `astream_events`).
+COMPACTION_EVENT = "precis_compaction"
 # How the built-in SummarizationMiddleware tags its summary message; precis tags its own alike.
 SUMMARY_SOURCE = "summarization"
 _ROLES: dict[str, Role] = {
@@ -209,6 +215,23 @@ def _same(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
+def _dispatched(turn: Turn) -> None:
+    """Each compaction of the turn as a custom callback event of the running graph."""
+    for compaction in turn.compactions:
+        try:
+            dispatch_custom_event(COMPACTION_EVENT, compaction.as_dict())
+        except RuntimeError:  # not inside a run with callbacks: nobody to tell
+            return
+
+
+async def _adispatched(turn: Turn) -> None:
+    for compaction in turn.compactions:
+        try:
+            await adispatch_custom_event(COMPACTION_EVENT, compaction.as_dict())
+        except RuntimeError:
+            return
+
+
 # --- the history tools ------------------------------------------------------------------------
 
 
@@ -307,6 +330,7 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         mirror, entries, originals = self._prepare(request)
         with mirror.lock:
             turn = drive(mirror.flow(entries, system=_system_text(request.system_message)))
+        _dispatched(turn)
         return handler(self._request(request, turn, originals))
 
     async def awrap_model_call(
@@ -317,6 +341,7 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         mirror, entries, originals = self._prepare(request)
         async with mirror.alock:
             turn = await adrive(mirror.flow(entries, system=_system_text(request.system_message)))
+        await _adispatched(turn)
         return await handler(self._request(request, turn, originals))
 
     # --- after the model: its reply is stored at once, not only with the next request -----------
@@ -353,6 +378,7 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(state["messages"])
         with mirror.lock:
             turn = drive(mirror.flow(_entries(messages)[0]))
+        _dispatched(turn)
         return self._update(messages, turn)
 
     async def abefore_model(
@@ -364,4 +390,5 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(state["messages"])
         async with mirror.alock:
             turn = await adrive(mirror.flow(_entries(messages)[0]))
+        await _adispatched(turn)
         return self._update(messages, turn)

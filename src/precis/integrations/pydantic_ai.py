@@ -452,6 +452,13 @@ class _Processor:
             carried=carried,
             conversation_id=ctx.conversation_id,
         )
+        last = messages[-1] if messages else None
+        if (
+            isinstance(last, ModelRequest)
+            and not last.parts
+            and (not result or result[-1] is not last)
+        ):
+            result.append(last)  # an empty request (`agent.compact_history`'s) stores nothing
         for message in result:  # a copy or summary made now is known next time by identity
             self.key(message)
         return result, turn
