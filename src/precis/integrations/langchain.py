@@ -29,6 +29,7 @@ from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -37,6 +38,7 @@ from langchain_core.messages import (
     RemoveMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
     message_to_dict,
     messages_from_dict,
 )
@@ -49,6 +51,7 @@ from langgraph.runtime import Runtime
 from precis.core.errors import InvalidInput
 from precis.core.messages import Message, ToolCall, compact_json
 from precis.core.types import Role
+from precis.engine.settings import CompactionSettings
 from precis.integrations._common import (
     FRAMEWORK,
     KEY,
@@ -64,14 +67,20 @@ from precis.integrations._common import (
     shown_differently,
     tool_schemas,
 )
+from precis.integrations._models import CallbackCounter, FrameworkSummarizer, settings_for
 from precis.session import adrive, drive
+from precis.stores.base import ConversationStore
 
 __all__ = [
     "COMPACTION_EVENT",
     "SUMMARY_SOURCE",
     "PrecisMiddleware",
     "from_precis",
+    "model_counter",
+    "model_summarizer",
+    "model_window",
     "precis_tools",
+    "sessions_for",
     "to_precis",
 ]
 
@@ -230,6 +239,65 @@ async def _adispatched(turn: Turn) -> None:
             await adispatch_custom_event(COMPACTION_EVENT, compaction.as_dict())
         except RuntimeError:
             return
+
+
+# --- the framework's own model -------------------------------------------------------------
+
+
+def _name(model: BaseChatModel) -> str:
+    named = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return f"langchain:{named if isinstance(named, str) else model._llm_type}"
+
+
+def model_summarizer(model: BaseChatModel) -> FrameworkSummarizer:
+    """precis's model summarizer asking this chat model (`invoke` / `ainvoke`)."""
+
+    def ask(chat: list[dict[str, Any]]) -> str:
+        return str(model.invoke(convert_to_messages(chat)).text)
+
+    async def aask(chat: list[dict[str, Any]]) -> str:
+        return str((await model.ainvoke(convert_to_messages(chat))).text)
+
+    return FrameworkSummarizer(_name(model), ask, aask, window=model_window(model))
+
+
+def model_window(model: BaseChatModel) -> int | None:
+    """The model's input window, as its profile gives it (`max_input_tokens`), else None."""
+    window = (model.profile or {}).get("max_input_tokens")
+    return window if isinstance(window, int) and window > 0 else None
+
+
+_COUNTING = ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
+
+
+def model_counter(model: BaseChatModel) -> CallbackCounter | None:
+    """The model's own token counting (`get_num_tokens_from_messages`), when its class has its
+    own (the base class's needs a tokenizer download); else None, and precis counts."""
+    own = any(getattr(type(model), n) is not getattr(BaseChatModel, n) for n in _COUNTING)
+    if not own and model.custom_get_token_ids is None:
+        return None
+
+    def count_message(message: Message) -> int:
+        shown = original(message) if message.metadata.get(RAW) else None
+        if shown is None or shown.content != message.content:  # a summary, a shortened copy
+            shown = HumanMessage(content=message.content)
+        return model.get_num_tokens_from_messages([shown])
+
+    return CallbackCounter(count_message, model.get_num_tokens)
+
+
+def sessions_for(
+    store: ConversationStore,
+    model: BaseChatModel,
+    *,
+    settings: CompactionSettings | None = None,
+    **options: Any,
+) -> Sessions:
+    """`Sessions` whose summarizer, token counter and window are this chat model's own (each
+    where the model has one; `options` go to `Sessions`, and override these)."""
+    options.setdefault("summarizer", model_summarizer(model))
+    options.setdefault("counter", model_counter(model))
+    return Sessions(store, settings=settings_for(settings, model_window(model)), **options)
 
 
 # --- the history tools ------------------------------------------------------------------------

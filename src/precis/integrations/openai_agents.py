@@ -34,8 +34,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from agents import Agent, RunConfig, TResponseInputItem
+from agents import Agent, ModelSettings, RunConfig, TResponseInputItem
 from agents.memory import SessionSettings
+from agents.models.interface import Model, ModelTracing
 from agents.run_config import CallModelData, ModelInputData
 from agents.tool import FunctionTool
 from agents.tracing import custom_span
@@ -52,11 +53,12 @@ from precis.integrations._common import (
     fingerprint,
     shown_differently,
 )
+from precis.integrations._models import FrameworkSummarizer
 from precis.integrations._telemetry import SPAN_NAME, Compaction
 from precis.session import AsyncSession, adrive
 from precis.stores.base import CompactionEvent, MessageIds, utc_now
 
-__all__ = ["PrecisSession", "from_precis", "to_precis"]
+__all__ = ["PrecisSession", "from_precis", "model_summarizer", "to_precis"]
 
 NAME = "openai-agents"
 # Client-side calls and the outputs that answer them, paired by call_id.
@@ -481,3 +483,37 @@ class PrecisSession:
         if snapshot.messages:
             marker = self._marker("[the session was cleared]")
             self._commit(snapshot, [], marker, "clear_session", count=len(snapshot.messages))
+
+
+# --- the framework's own model ----------------------------------------------------------------
+
+
+def model_summarizer(model: Model, *, name: str | None = None) -> FrameworkSummarizer:
+    """precis's model summarizer asking this Agents SDK model (`Model.get_response`, untraced).
+
+    The SDK's models are async only, so it summarizes for `AsyncSession`s (as `PrecisSession`
+    is); the SDK knows neither a model's window nor its token counts, so give the window in the
+    settings."""
+
+    async def aask(chat: list[dict[str, Any]]) -> str:
+        system = "\n\n".join(str(m.get("content") or "") for m in chat if m["role"] == "system")
+        items = [
+            {"role": m["role"], "content": str(m.get("content") or "")}
+            for m in chat
+            if m["role"] != "system"
+        ]
+        response = await model.get_response(
+            system or None,
+            cast(list[TResponseInputItem], items),
+            ModelSettings(),
+            [],
+            None,
+            [],
+            ModelTracing.DISABLED,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=None,
+        )
+        return "\n\n".join(_text(_plain(item).get("content")) for item in response.output)
+
+    return FrameworkSummarizer(name or f"openai-agents:{type(model).__name__}", None, aask)
