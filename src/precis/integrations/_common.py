@@ -7,6 +7,15 @@ framework's new messages into precis `Message`s (the framework's object kept as 
 `metadata`), stores them, compacts, and returns the view. The flow is the thread's own session's
 sans-IO steps, driven with plain calls (`drive`) or awaits (`adrive`), so the session's system
 prompt compiler, caches and hooks are the ones that run.
+
+What an integration calls: `Sessions.mirror(thread_id)`, then `Mirror.flow(entries, system=...)`
+under the mirror's lock before each model call (store what is new, compact, view), or
+`Mirror.compactions(force=...)` for a compaction outside a model call. Every compaction goes
+through `Mirror.compactions`, which records its OpenTelemetry span; `Turn.compactions` hands
+the integration each one (`Compaction`: stats, summary, facts kept) to tell its framework in the
+framework's own terms. `_models` makes the framework's model a summarizer (`FrameworkSummarizer`
+over a plain and an awaited chat call), a counter (`CallbackCounter`), and fills or checks the
+window (`settings_for`).
 """
 
 from __future__ import annotations
