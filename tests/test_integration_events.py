@@ -33,6 +33,8 @@ from precis.integrations._telemetry import SPAN_NAME
 from precis.integrations.langchain import COMPACTION_EVENT, PrecisMiddleware
 from precis.integrations.pydantic_ai import PrecisCapability
 from precis.stores import MemoryStore
+from precis.summarize.base import LocalSummarizer, SummaryRequest
+from precis.summarize.extractive import ExtractiveSummarizer
 
 # User turns of the scenario (8 tool turns each): enough to compact a 3,000-token window.
 TURNS = 6
@@ -148,9 +150,27 @@ def test_pydantic_ai_sees_each_compaction_as_its_own_with_one_span_under_the_run
     print("\n".join(trace_lines(exporter, first=spans[0])))
 
 
-def test_agent_compact_history_compacts_through_precis() -> None:
+class _Asked(LocalSummarizer):
+    """The extractive brief, remembering the instructions each summary was asked with."""
+
+    def __init__(self) -> None:
+        self.instructions: list[str | None] = []
+
+    @property
+    def name(self) -> str:
+        return "asked"
+
+    def summarize(self, request: SummaryRequest) -> str:
+        self.instructions.append(request.instructions)
+        return ExtractiveSummarizer().summarize(request)
+
+
+def test_agent_compact_history_compacts_through_precis_keeping_its_focus() -> None:
     provider, exporter = _tracing()
-    sessions = Sessions(MemoryStore(), settings=settings(), tracer_provider=provider)
+    asked = _Asked()
+    sessions = Sessions(
+        MemoryStore(), settings=settings(), tracer_provider=provider, summarizer=asked
+    )
     agent = _pydantic_agent(sessions, provider)
 
     async def run() -> Any:
@@ -159,7 +179,7 @@ def test_agent_compact_history_compacts_through_precis() -> None:
             result = await agent.run(user_text(turn), message_history=history, conversation_id="x")
             history = result.all_messages()
         assert not await sessions.session("x").events()
-        return await agent.compact_history(history, conversation_id="x")
+        return await agent.compact_history(history, conversation_id="x", focus="the tables")
 
     compacted = asyncio.run(run())
     [record] = compacted.compactions
@@ -167,6 +187,7 @@ def test_agent_compact_history_compacts_through_precis() -> None:
     assert len(asyncio.run(sessions.session("x").events())) == 1
     [span] = _precis_spans(exporter)
     assert dict(span.attributes or {})["precis.compaction.trigger"] == "manual"
+    assert asked.instructions and all("the tables" in (i or "") for i in asked.instructions)
 
 
 # --- LangChain ----------------------------------------------------------------------------------

@@ -284,9 +284,10 @@ class Mirror:
         system: str | None = None,
         compact: bool = True,
         force: bool = False,
+        focus: str | None = None,
     ) -> Flow[Turn]:
-        """Store what is new, compact when a trigger fires (with `force`: now), and return the
-        view (with `compact` off: only store, and return an empty turn)."""
+        """Store what is new, compact when a trigger fires (with `force`: now, keeping `focus`),
+        and return the view (with `compact` off: only store, and return an empty turn)."""
         session = self.session
         yield from self.load()
         if system is not None and system != self.source:
@@ -311,7 +312,7 @@ class Mirror:
                 i += len(made)
         if not compact:
             return Turn([], None)
-        compactions = yield from self.compactions(force=force)
+        compactions = yield from self.compactions(force=force, focus=focus)
         view: list[Message] = yield from session._view_steps()
         for m in view:
             if m.kind in PRECIS_KINDS:
@@ -320,9 +321,10 @@ class Mirror:
         return Turn(view, compiled, compactions)
 
     def compactions(
-        self, *, force: bool = False, when: str = "this turn"
+        self, *, force: bool = False, focus: str | None = None, when: str = "this turn"
     ) -> Flow[tuple[Compaction, ...]]:
-        """Compact when a trigger fires (with `force`: now), and record a span per compaction.
+        """Compact when a trigger fires (with `force`: now, the summary told to keep `focus`),
+        and record a span per compaction.
 
         The one place every integration's compactions go through, so each is traced once. A
         compaction that failed changed nothing and is logged: the request goes out as it is (the
@@ -331,7 +333,7 @@ class Mirror:
         started = time.time_ns()
         try:
             if force:
-                result = yield from session._compact_steps(None, "manual", None, None)
+                result = yield from session._compact_steps(None, "manual", focus, None)
                 done = [result.stats] if result.compacted else []
             else:
                 done = yield from session._maybe_compact_steps()

@@ -149,12 +149,15 @@ class _Processor:
         system: str | None = None,
         compact: bool = True,
         force: bool = False,
+        focus: str | None = None,
     ) -> Flow[tuple[Turn, dict[str, Any]]]:
         history = yield from mirror.load()
         if mirror.parts is None:
             mirror.parts = {d for m in history for d in _part_digests(m)}
         entries, originals = self.entries(mirror, messages)
-        turn: Turn = yield from mirror.flow(entries, system=system, compact=compact, force=force)
+        turn: Turn = yield from mirror.flow(
+            entries, system=system, compact=compact, force=force, focus=focus
+        )
         return turn, originals
 
     async def store(self, ctx: RunContext[Any], messages: Sequence[ModelMessage]) -> None:
@@ -170,6 +173,7 @@ class _Processor:
         system: str | None = None,
         tools: Sequence[ToolDefinition] | None = None,
         force: bool = False,
+        focus: str | None = None,
     ) -> tuple[list[ModelMessage], Turn]:
         """The view as the run's messages, and the turn (the system prompt as the session has
         it, the compactions it ran); with `force`, compacted now whatever the triggers say."""
@@ -177,7 +181,8 @@ class _Processor:
         if tools is not None:
             mirror.session.tools = list(_tool_dicts(tools))
         async with mirror.alock:
-            turn, originals = await adrive(self._flow(mirror, messages, system, force=force))
+            flow = self._flow(mirror, messages, system, force=force, focus=focus)
+            turn, originals = await adrive(flow)
         shown = {m.metadata.get(KEY, m.id) for m in turn.view}
         carried = [
             part
@@ -339,7 +344,9 @@ class PrecisCapability(AbstractCapability[Any]):
         compactions, mirror.unreported = mirror.unreported, ()
         messages = list(request.messages)
         if not compactions:
-            messages, turn = await self._processor.process(ctx, messages, force=True)
+            messages, turn = await self._processor.process(
+                ctx, messages, force=True, focus=request.focus
+            )
             compactions = turn.compactions
             if not compactions:
                 return None  # nothing could be made smaller: the request goes as it is
