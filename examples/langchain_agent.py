@@ -1,5 +1,6 @@
 """A LangChain v1 agent kept inside a 2,000-token window by precis. No API key: a fake model.
 
+pip install 'precis-context[langchain]'
 python examples/langchain_agent.py
 """
 

@@ -1,5 +1,6 @@
 """An OpenAI Agents SDK agent kept inside a 2,000-token window by precis. No API key: a fake Model.
 
+pip install 'precis-context[agents]'
 python examples/openai_agents_session.py
 """
 

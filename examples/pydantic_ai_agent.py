@@ -1,5 +1,6 @@
 """A pydantic-ai agent kept inside a 2,000-token window by precis. No API key: FunctionModel.
 
+pip install 'precis-context[pydantic-ai]'
 python examples/pydantic_ai_agent.py
 """
 

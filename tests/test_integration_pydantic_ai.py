@@ -44,6 +44,7 @@ from integration_users import user_text as said_by
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
+    CompactionPart,
     ModelMessage,
     ModelMessagesTypeAdapter,
     ModelRequest,
@@ -152,7 +153,8 @@ async def _check_store(session: AsyncSession) -> None:
     assert await session.events(), "a 3,000-token window must have compacted"
 
 
-def test_a_pydantic_ai_agent_runs_200_tool_turns_in_a_3000_token_window() -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["native", "whole-history"])
+def test_a_pydantic_ai_agent_runs_200_tool_turns_in_a_3000_token_window(native: bool) -> None:
     meter = Meter(WINDOW)
     sessions = Sessions(MemoryStore(), settings=settings())
     session = sessions.session("pai")
@@ -160,13 +162,20 @@ def test_a_pydantic_ai_agent_runs_200_tool_turns_in_a_3000_token_window() -> Non
         _scripted_model(meter),
         instructions=SYSTEM_PROMPT,
         tools=[_run_step()],
-        capabilities=[PrecisCapability(sessions, history_tools=True)],
+        capabilities=[PrecisCapability(sessions, history_tools=True, native=native)],
     )
     messages = asyncio.run(_run(agent))
     meter.assert_ok(min_tool_turns=200)
     print("pydantic-ai (capability):", meter.summary())
-    assert len(messages) == USER_TURNS * (2 * STEPS_PER_TURN + 2)  # the run's history is whole
+    whole = USER_TURNS * (2 * STEPS_PER_TURN + 2)
     stored = _stored(asyncio.run(session.history()))
+    if native:  # compacted as pydantic-ai compacts: the summary a CompactionPart, in a request
+        assert len(messages) < whole
+        parts = [p for m in messages for p in m.parts if isinstance(p, CompactionPart)]
+        assert len(parts) == 1 and parts[0].provider_name is None and parts[0].content
+        messages = [m for m in messages if parts[0] not in m.parts]
+    else:
+        assert len(messages) == whole  # the run's history is whole
     for message in messages:
         assert message_key(message) in stored
     asyncio.run(_check_store(session))
@@ -234,7 +243,8 @@ def test_a_real_conversation_replayed_through_pydantic_ai_round_trips_every_mess
     agent = Agent(
         FunctionModel(respond),
         tools=[make_tool(n) for n in names],
-        capabilities=[PrecisCapability(sessions)],
+        # The run's history left whole, to compare every tool return with the original's.
+        capabilities=[PrecisCapability(sessions, native=False)],
     )
 
     async def run() -> list[ModelMessage]:
@@ -318,7 +328,15 @@ def test_two_users_through_one_agent_concurrently_never_see_each_others_messages
 
     asyncio.run(run())
     assert assert_one_user_each(seen) == 2 * 2 * TURNS
-    conversations = {user: {m.conversation_id for m in histories[user]} for user in USERS}
+    # pydantic-ai's compaction merges the leading requests into one it stamps with no conversation.
+    conversations = {
+        user: {
+            m.conversation_id
+            for m in histories[user]
+            if not any(isinstance(p, CompactionPart) for p in m.parts)
+        }
+        for user in USERS
+    }
     assert all(len(ids) == 1 and None not in ids for ids in conversations.values())
     expected = [sessions.conversation_id(next(iter(ids))) for ids in conversations.values()]
     assert_conversations_apart(sessions.store, expected)
@@ -404,7 +422,8 @@ def test_a_failing_summarizer_never_stops_the_agent(how: str) -> None:
         _scripted_model(meter),
         instructions=SYSTEM_PROMPT,
         tools=[_run_step()],
-        capabilities=[PrecisCapability(sessions)],
+        # The run's history left whole, to count every answer the agent gave.
+        capabilities=[PrecisCapability(sessions, native=False)],
     )
     messages = asyncio.run(_run(agent, turns=FAILING_TURNS))
     answers = [m for m in messages if isinstance(m, ModelResponse) and not m.tool_calls]

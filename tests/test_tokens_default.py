@@ -108,5 +108,5 @@ def test_counts_are_cached_per_message_id() -> None:
 
 
 def test_unknown_encoding_says_what_to_install() -> None:
-    with pytest.raises(TokenizerUnavailable, match=r"pip install 'precis\[tokens\]'"):
+    with pytest.raises(TokenizerUnavailable, match=r"pip install 'precis-context\[tokens\]'"):
         TiktokenCounter("no_such_encoding")

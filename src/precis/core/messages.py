@@ -421,16 +421,19 @@ def messages_from_anthropic(
         thinking: list[str] = []
         calls: list[ToolCall] = []
         images = 0
+        parts: list[dict[str, Any]] = []  # text and images in order, as OpenAI content parts
         for j, block in enumerate(content):
             if not isinstance(block, Mapping):
                 raise InvalidMessage(i, f"content block {j} is not an object", f"content[{j}]")
             btype = block.get("type")
             if btype == "text":
                 texts.append(str(block.get("text", "")))
+                parts.append({"type": "text", "text": texts[-1]})
             elif btype == "thinking":
                 thinking.append(str(block.get("thinking", "")))
             elif btype == "image":
                 images += 1
+                parts.append(_image_part(block.get("source"), i, j))
             elif btype == "tool_use":
                 if role != "assistant":
                     raise InvalidMessage(
@@ -472,9 +475,27 @@ def messages_from_anthropic(
                     tool_calls=tuple(calls),
                     reasoning="\n\n".join(thinking),
                     images=images,
+                    # The images kept as content parts, so the OpenAI form carries them.
+                    openai_extra={"content": parts} if images else {},
                 )
             )
     return out
+
+
+def _image_part(source: Any, index: int, j: int) -> dict[str, Any]:
+    """An Anthropic image block's source as an OpenAI `image_url` part (base64 as a data URL)."""
+    where = f"content[{j}].source"
+    kind = source.get("type") if isinstance(source, Mapping) else None
+    if kind == "base64":
+        media, data = source.get("media_type"), source.get("data")
+        if isinstance(media, str) and isinstance(data, str) and media.startswith("image/"):
+            return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{data}"}}
+        raise InvalidMessage(index, f"block {j}: a base64 image needs media_type and data", where)
+    if kind == "url" and isinstance(source.get("url"), str):
+        return {"type": "image_url", "image_url": {"url": source["url"]}}
+    raise InvalidMessage(
+        index, f"block {j}: image source {kind!r} cannot be kept (base64 or url only)", where
+    )
 
 
 def _anthropic_text(blocks: Any, index: int | None) -> str:

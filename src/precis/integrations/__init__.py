@@ -1,15 +1,15 @@
 """precis inside agent frameworks: one module per framework, each an optional extra.
 
 - `precis.integrations.openai_agents` — `PrecisSession`, a Session for the OpenAI Agents SDK
-  (`pip install 'precis[agents]'`).
+  (`pip install 'precis-context[agents]'`).
 - `precis.integrations.pydantic_ai` — `PrecisCapability` and `precis_history_processor` for
-  pydantic-ai (`pip install 'precis[pydantic-ai]'`).
+  pydantic-ai (`pip install 'precis-context[pydantic-ai]'`).
 - `precis.integrations.langchain` — `PrecisMiddleware` for LangChain v1 agents
-  (`pip install 'precis[langchain]'`).
+  (`pip install 'precis-context[langchain]'`).
 - `precis.integrations.adk` — `PrecisPlugin`, a runner plugin for Google ADK
-  (`pip install 'precis[adk]'`).
+  (`pip install 'precis-context[adk]'`).
 - `precis.integrations.llama_index` — `PrecisMemory`, a memory for LlamaIndex agent workflows
-  (`pip install 'precis[llama-index]'`).
+  (`pip install 'precis-context[llama-index]'`).
 
 Each is built on `Sessions`: one precis session per framework thread (LangChain's `thread_id`,
 pydantic-ai's conversation, an Agents SDK session id, an ADK session, a LlamaIndex memory's

@@ -7,6 +7,15 @@ framework's new messages into precis `Message`s (the framework's object kept as 
 `metadata`), stores them, compacts, and returns the view. The flow is the thread's own session's
 sans-IO steps, driven with plain calls (`drive`) or awaits (`adrive`), so the session's system
 prompt compiler, caches and hooks are the ones that run.
+
+What an integration calls: `Sessions.mirror(thread_id)`, then `Mirror.flow(entries, system=...)`
+under the mirror's lock before each model call (store what is new, compact, view), or
+`Mirror.compactions(force=...)` for a compaction outside a model call. Every compaction goes
+through `Mirror.compactions`, which records its OpenTelemetry span; `Turn.compactions` hands
+the integration each one (`Compaction`: stats, summary, facts kept) to tell its framework in the
+framework's own terms. `_models` makes the framework's model a summarizer (`FrameworkSummarizer`
+over a plain and an awaited chat call), a counter (`CallbackCounter`), and fills or checks the
+window (`settings_for`).
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ import json
 import logging
 import re
 import threading
+import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -29,6 +40,7 @@ from precis.core.tokens import TokenCounter
 from precis.engine.hooks import Hooks
 from precis.engine.requests import Request
 from precis.engine.settings import CompactionSettings
+from precis.integrations._telemetry import Compaction, emit_span, facts_kept
 from precis.session import AsyncSession, BaseSession
 from precis.session._base import SystemPromptCompiler
 from precis.session.tools import TOOLS, handle_tool_call
@@ -80,6 +92,7 @@ class Sessions:
         compile_system_prompt: SystemPromptCompiler | None = None,
         hooks: Hooks | None = None,
         max_open: int = MAX_OPEN_THREADS,
+        tracer_provider: Any = None,
     ) -> None:
         if max_open < 1:
             raise InvalidInput(f"Sessions max_open: must be at least 1, got {max_open}")
@@ -97,6 +110,16 @@ class Sessions:
         self.compile_system_prompt = compile_system_prompt
         self.hooks = hooks
         self.max_open = max_open
+        # Where the compaction spans go (an OpenTelemetry TracerProvider); None: the global one.
+        self.tracer_provider = tracer_provider
+        if settings is None or settings.context_window is None:
+            warnings.warn(
+                "precis Sessions: no context_window in the settings, so nothing is ever "
+                "compacted and requests can grow past the model's window; pass "
+                "CompactionSettings(context_window=...) or build them from the framework's model",
+                UnboundedWindow,
+                stacklevel=2,
+            )
         self._threads: OrderedDict[str, Mirror] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -131,7 +154,7 @@ class Sessions:
                     hooks=self.hooks,
                     **extra,
                 )
-                mirror = self._threads[conversation_id] = Mirror(session)
+                mirror = self._threads[conversation_id] = Mirror(session, self.tracer_provider)
             self._threads.move_to_end(conversation_id)
             if len(self._threads) > self.max_open:
                 self._let_go()
@@ -145,6 +168,10 @@ class Sessions:
             mirror = self._threads[conversation_id]
             if not (mirror.lock.locked() or mirror.alock.locked()):
                 del self._threads[conversation_id]
+
+
+class UnboundedWindow(UserWarning):
+    """Settings that let requests grow past the model's window (no window set, no input filter)."""
 
 
 def fingerprint(value: Any) -> str:
@@ -210,11 +237,13 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """What to send the model: the view, and the system prompt as the session has it (compiled
-    after a compaction when the session has a compiler), None when the framework gave none."""
+    """What to send the model: the view, the system prompt as the session has it (compiled
+    after a compaction when the session has a compiler; None when the framework gave none), and
+    the compactions this turn ran, for the integration to tell its framework in its own terms."""
 
     view: list[Message]
     system: str | None
+    compactions: tuple[Compaction, ...] = ()
 
 
 class Mirror:
@@ -225,15 +254,17 @@ class Mirror:
     of one thread from storing the same message twice.
     """
 
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: AsyncSession, tracer_provider: Any = None) -> None:
         self.session = session
+        self.tracer_provider = tracer_provider
         self.stored: dict[str, tuple[str, ...]] | None = None
         # The system prompt the framework last gave; the session may hold it compiled.
         self.source: str | None = None
         # Digests of the content parts stored (pydantic-ai merges adjacent requests).
         self.parts: set[str] | None = None
-        # What an integration keeps per thread besides (the Agents SDK's deferred compaction).
-        self.deferred: str | None = None
+        # Compactions run but not yet told to the framework (pydantic-ai tells them in its own
+        # compaction step, after the hook that ran them).
+        self.unreported: tuple[Compaction, ...] = ()
         self.lock = threading.Lock()
         self.alock = asyncio.Lock()
 
@@ -247,10 +278,16 @@ class Mirror:
         return history
 
     def flow(
-        self, entries: Sequence[Entry], *, system: str | None = None, compact: bool = True
+        self,
+        entries: Sequence[Entry],
+        *,
+        system: str | None = None,
+        compact: bool = True,
+        force: bool = False,
+        focus: str | None = None,
     ) -> Flow[Turn]:
-        """Store what is new, compact when a trigger fires, and return the view (with `compact`
-        off: only store, and return an empty turn)."""
+        """Store what is new, compact when a trigger fires (with `force`: now, keeping `focus`),
+        and return the view (with `compact` off: only store, and return an empty turn)."""
         session = self.session
         yield from self.load()
         if system is not None and system != self.source:
@@ -275,18 +312,51 @@ class Mirror:
                 i += len(made)
         if not compact:
             return Turn([], None)
-        try:
-            yield from session._maybe_compact_steps()
-        except Exception as exc:
-            # A compaction that failed changed nothing: the request goes out as it is (the hard
-            # watermark's truncation, which needs no model, ran first if it was due).
-            not_compacted("this turn", exc)
+        compactions = yield from self.compactions(force=force, focus=focus)
         view: list[Message] = yield from session._view_steps()
         for m in view:
             if m.kind in PRECIS_KINDS:
                 stored.setdefault(m.id, (m.id,))
         compiled = (yield from session._system_prompt_steps()) if system is not None else None
-        return Turn(view, compiled)
+        return Turn(view, compiled, compactions)
+
+    def compactions(
+        self, *, force: bool = False, focus: str | None = None, when: str = "this turn"
+    ) -> Flow[tuple[Compaction, ...]]:
+        """Compact when a trigger fires (with `force`: now, the summary told to keep `focus`),
+        and record a span per compaction.
+
+        The one place every integration's compactions go through, so each is traced once. A
+        compaction that failed changed nothing and is logged: the request goes out as it is (the
+        hard watermark's truncation, which needs no model, ran first if it was due)."""
+        session = self.session
+        started = time.time_ns()
+        try:
+            if force:
+                result = yield from session._compact_steps(None, "manual", focus, None)
+                done = [result.stats] if result.compacted else []
+            else:
+                done = yield from session._maybe_compact_steps()
+        except Exception as exc:
+            not_compacted(when, exc)
+            return ()
+        if not done:
+            return ()
+        ended = time.time_ns()
+        context: list[Message] = yield from session._context_steps()
+        written = [m for m in context if m.kind in PRECIS_KINDS]
+        out: list[Compaction] = []
+        for i, stats in enumerate(done):
+            # The last one's summary is in context; an earlier one's (a truncation) was replaced.
+            summary = written[-1] if written and i == len(done) - 1 else None
+            out.append(
+                Compaction(
+                    session.conversation_id, stats, summary, facts_kept(summary), started, ended
+                )
+            )
+        for compaction in out:
+            emit_span(compaction, self.tracer_provider)
+        return tuple(out)
 
 
 def _index(history: Sequence[Message]) -> dict[str, tuple[str, ...]]:

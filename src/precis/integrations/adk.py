@@ -20,7 +20,7 @@ digest came before, so a restarted process over the same store stores nothing tw
 
 An agent with `include_contents="none"` (or on the stateful interactions API) sends only its own
 turn and is left alone. Leave ADK's own events compaction off: precis does the compacting.
-`pip install 'precis[adk]'`.
+`pip install 'precis-context[adk]'`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ tagged `lc_source: "summarization"` like the built-in `SummarizationMiddleware`'
 The system message stays separate in `ModelRequest`: it is counted in the budget (with the
 tool definitions) and never dropped. Every original is stored in the precis conversation and
 stays searchable; `history_tools=True` gives the agent `search_history` and `read_original`.
-`pip install 'precis[langchain]'`.
+Each compaction is dispatched as a custom callback event named `precis_compaction` (a callback
+handler's `on_custom_event`, or `astream_events`), with its figures as the data.
+`pip install 'precis-context[langchain]'`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from functools import partial
 from typing import Any, cast
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.callbacks import adispatch_custom_event, dispatch_custom_event
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -34,6 +38,7 @@ from langchain_core.messages import (
     RemoveMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
     message_to_dict,
     messages_from_dict,
 )
@@ -46,6 +51,7 @@ from langgraph.runtime import Runtime
 from precis.core.errors import InvalidInput
 from precis.core.messages import Message, ToolCall, compact_json
 from precis.core.types import Role
+from precis.engine.settings import CompactionSettings
 from precis.integrations._common import (
     FRAMEWORK,
     KEY,
@@ -61,17 +67,26 @@ from precis.integrations._common import (
     shown_differently,
     tool_schemas,
 )
+from precis.integrations._models import CallbackCounter, FrameworkSummarizer, settings_for
 from precis.session import adrive, drive
+from precis.stores.base import ConversationStore
 
 __all__ = [
+    "COMPACTION_EVENT",
     "SUMMARY_SOURCE",
     "PrecisMiddleware",
     "from_precis",
+    "model_counter",
+    "model_summarizer",
+    "model_window",
     "precis_tools",
+    "sessions_for",
     "to_precis",
 ]
 
 NAME = "langchain"
+# The custom callback event each compaction is dispatched as (`on_custom_event`, `astream_events`).
+COMPACTION_EVENT = "precis_compaction"
 # How the built-in SummarizationMiddleware tags its summary message; precis tags its own alike.
 SUMMARY_SOURCE = "summarization"
 _ROLES: dict[str, Role] = {
@@ -209,6 +224,82 @@ def _same(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
+def _dispatched(turn: Turn) -> None:
+    """Each compaction of the turn as a custom callback event of the running graph."""
+    for compaction in turn.compactions:
+        try:
+            dispatch_custom_event(COMPACTION_EVENT, compaction.as_dict())
+        except RuntimeError:  # not inside a run with callbacks: nobody to tell
+            return
+
+
+async def _adispatched(turn: Turn) -> None:
+    for compaction in turn.compactions:
+        try:
+            await adispatch_custom_event(COMPACTION_EVENT, compaction.as_dict())
+        except RuntimeError:
+            return
+
+
+# --- the framework's own model -------------------------------------------------------------
+
+
+def _name(model: BaseChatModel) -> str:
+    named = getattr(model, "model_name", None) or getattr(model, "model", None)
+    return f"langchain:{named if isinstance(named, str) else model._llm_type}"
+
+
+def model_summarizer(model: BaseChatModel) -> FrameworkSummarizer:
+    """precis's model summarizer asking this chat model (`invoke` / `ainvoke`)."""
+
+    def ask(chat: list[dict[str, Any]]) -> str:
+        return str(model.invoke(convert_to_messages(chat)).text)
+
+    async def aask(chat: list[dict[str, Any]]) -> str:
+        return str((await model.ainvoke(convert_to_messages(chat))).text)
+
+    return FrameworkSummarizer(_name(model), ask, aask, window=model_window(model))
+
+
+def model_window(model: BaseChatModel) -> int | None:
+    """The model's input window, as its profile gives it (`max_input_tokens`), else None."""
+    window = (model.profile or {}).get("max_input_tokens")
+    return window if isinstance(window, int) and window > 0 else None
+
+
+_COUNTING = ("get_num_tokens_from_messages", "get_num_tokens", "get_token_ids")
+
+
+def model_counter(model: BaseChatModel) -> CallbackCounter | None:
+    """The model's own token counting (`get_num_tokens_from_messages`), when its class has its
+    own (the base class's needs a tokenizer download); else None, and precis counts."""
+    own = any(getattr(type(model), n) is not getattr(BaseChatModel, n) for n in _COUNTING)
+    if not own and model.custom_get_token_ids is None:
+        return None
+
+    def count_message(message: Message) -> int:
+        shown = original(message) if message.metadata.get(RAW) else None
+        if shown is None or shown.content != message.content:  # a summary, a shortened copy
+            shown = HumanMessage(content=message.content)
+        return model.get_num_tokens_from_messages([shown])
+
+    return CallbackCounter(count_message, model.get_num_tokens)
+
+
+def sessions_for(
+    store: ConversationStore,
+    model: BaseChatModel,
+    *,
+    settings: CompactionSettings | None = None,
+    **options: Any,
+) -> Sessions:
+    """`Sessions` whose summarizer, token counter and window are this chat model's own (each
+    where the model has one; `options` go to `Sessions`, and override these)."""
+    options.setdefault("summarizer", model_summarizer(model))
+    options.setdefault("counter", model_counter(model))
+    return Sessions(store, settings=settings_for(settings, model_window(model)), **options)
+
+
 # --- the history tools ------------------------------------------------------------------------
 
 
@@ -307,6 +398,7 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         mirror, entries, originals = self._prepare(request)
         with mirror.lock:
             turn = drive(mirror.flow(entries, system=_system_text(request.system_message)))
+        _dispatched(turn)
         return handler(self._request(request, turn, originals))
 
     async def awrap_model_call(
@@ -317,6 +409,7 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         mirror, entries, originals = self._prepare(request)
         async with mirror.alock:
             turn = await adrive(mirror.flow(entries, system=_system_text(request.system_message)))
+        await _adispatched(turn)
         return await handler(self._request(request, turn, originals))
 
     # --- after the model: its reply is stored at once, not only with the next request -----------
@@ -353,6 +446,7 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(state["messages"])
         with mirror.lock:
             turn = drive(mirror.flow(_entries(messages)[0]))
+        _dispatched(turn)
         return self._update(messages, turn)
 
     async def abefore_model(
@@ -364,4 +458,5 @@ class PrecisMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages = list(state["messages"])
         async with mirror.alock:
             turn = await adrive(mirror.flow(_entries(messages)[0]))
+        await _adispatched(turn)
         return self._update(messages, turn)

@@ -18,7 +18,7 @@ long tool result shown head+tail. `get_all` returns every original; `reset` empt
 A `FunctionAgent` keeps the tool steps of the run in progress outside its memory and puts them
 in when the run ends; every model call sends the memory's view plus those steps. So set the
 window of `sessions` to the model's window less what one run's steps take.
-`pip install 'precis[llama-index]'`.
+`pip install 'precis-context[llama-index]'`.
 """
 
 # No `from __future__ import annotations`: LlamaIndex reads the history tools' annotations

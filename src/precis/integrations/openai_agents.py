@@ -15,26 +15,33 @@ result paired by `call_id` (function, custom tool, shell, apply_patch, computer,
 tool search, program), so a reasoning item stays with the item after it. `pop_item` returns the
 last item exactly as added (the runner's retry rewind compares fingerprints).
 
-The runner calls `run_compaction` after each turn; while local tool outputs are pending it defers
-(`_defer_compaction`), as the SDK's own compaction session does, and compacts when the run's
-answer comes. Within one run, `input_filter` (a `call_model_input_filter`) compacts before every
-model call and counts the instructions and tool definitions in the budget.
-`pip install 'precis[agents]'`.
+The runner calls `run_compaction` (the SDK's public compaction-aware session protocol) once a
+turn is stored with no local tool output pending. Within one run, `input_filter` (a
+`call_model_input_filter`; `run_config()` makes a `RunConfig` with it) compacts before every
+model call and counts the instructions and tool definitions in the budget; a session used
+without it is warned about at its first model turn, since nothing then keeps a run's requests
+inside the window. Each compaction is a custom span (`precis.compaction`) in the SDK's own
+trace, and an OpenTelemetry span (see `precis.integrations`).
+`pip install 'precis-context[agents]'`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from agents import Agent, TResponseInputItem
+from agents import Agent, ModelSettings, RunConfig, TResponseInputItem
 from agents.memory import SessionSettings
+from agents.models.interface import Model, ModelTracing
 from agents.run_config import CallModelData, ModelInputData
 from agents.tool import FunctionTool
+from agents.tracing import custom_span
 
+from precis.core.errors import InvalidInput
 from precis.core.messages import KIND_MARKER, Message, ToolCall
 from precis.core.types import Role
 from precis.integrations._common import (
@@ -42,14 +49,16 @@ from precis.integrations._common import (
     PRECIS_KINDS,
     RAW,
     Sessions,
+    UnboundedWindow,
     fingerprint,
-    not_compacted,
     shown_differently,
 )
-from precis.session import AsyncSession
+from precis.integrations._models import FrameworkSummarizer
+from precis.integrations._telemetry import SPAN_NAME, Compaction
+from precis.session import AsyncSession, adrive
 from precis.stores.base import CompactionEvent, MessageIds, utc_now
 
-__all__ = ["PrecisSession", "from_precis", "to_precis"]
+__all__ = ["PrecisSession", "from_precis", "model_summarizer", "to_precis"]
 
 NAME = "openai-agents"
 # Client-side calls and the outputs that answer them, paired by call_id.
@@ -273,6 +282,13 @@ def _tool_dicts(agent: Agent[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _traced(compactions: Sequence[Compaction]) -> None:
+    """Each compaction as a custom span in the Agents SDK's own trace (a no-op outside one)."""
+    for compaction in compactions:
+        with custom_span(SPAN_NAME, compaction.attributes()):
+            pass
+
+
 # --- the session ------------------------------------------------------------------------------
 
 
@@ -299,6 +315,9 @@ class PrecisSession:
         self.session_settings = session_settings
         self._ids = MessageIds()
         self._lock = self._mirror.alock
+        # Whether a run used `input_filter` on this session, and whether its absence was told.
+        self._filtered = False
+        self._warned = False
         if agent is not None:
             self.precis.tools = list(_tool_dicts(agent))
 
@@ -315,6 +334,15 @@ class PrecisSession:
         """Store every item as an original, in units the planner never splits."""
         if not items:
             return
+        if not self._filtered and not self._warned and any(map(_is_model_item, map(_plain, items))):
+            self._warned = True
+            warnings.warn(
+                f"PrecisSession {self.session_id!r}: a model turn was stored but the run did not "
+                "use the session's input filter, so the run's requests are not kept inside the "
+                "window; run with run_config=session.run_config()",
+                UnboundedWindow,
+                stacklevel=2,
+            )
         async with self._lock:
             context = await self.precis.context()
             known = [c.id for m in context for c in m.tool_calls]
@@ -335,43 +363,37 @@ class PrecisSession:
         """Empty the context; every original stays in the history, searchable."""
         async with self._lock:
             await asyncio.to_thread(self._clear)
-            self._mirror.deferred = None
 
     # --- compaction ---------------------------------------------------------------------------
 
-    async def run_compaction(
-        self, args: Mapping[str, Any] | None = None, *, wrapper: Any = None
-    ) -> None:
-        """Compact when a trigger fires; `force` (called by you, not the runner) compacts now."""
-        automatic = wrapper is not None and getattr(
-            wrapper, "_session_compaction_is_automatic", False
-        )
-        self._mirror.deferred = None
-        try:
-            if args and args.get("force") and not automatic:
-                await self.precis.compact()
-            else:
-                await self.precis.maybe_compact()
-        except Exception as exc:  # a failed compaction changed nothing; the run goes on
-            not_compacted("after this turn", exc)
+    async def run_compaction(self, args: Mapping[str, Any] | None = None) -> None:
+        """Compact when a trigger fires; `force` compacts now.
 
-    async def _defer_compaction(self, response_id: str, store: bool | None = None) -> None:
-        """The runner's turn left local tool outputs for the model: compact when the run's
-        answer comes, not in the middle of the exchange."""
-        if self._mirror.deferred is None and await self.precis.needs_compaction():
-            self._mirror.deferred = response_id
+        The runner calls this (public `OpenAIResponsesCompactionAwareSession` protocol) once a
+        turn's items are stored and no local tool output is pending, so never in the middle of
+        a call and its output; within a run, `input_filter` compacts before every model call."""
+        force = bool(args and args.get("force"))
+        async with self._lock:
+            found = await adrive(self._mirror.compactions(force=force, when="after a turn"))
+        _traced(found)
 
-    def _get_deferred_compaction_response_id(self) -> str | None:
-        return self._mirror.deferred
-
-    def _clear_deferred_compaction(self) -> None:
-        self._mirror.deferred = None
+    def run_config(self, base: RunConfig | None = None) -> RunConfig:
+        """A `RunConfig` (a copy of `base`, if given) whose model input filter is this session's;
+        refused if `base` has a filter of its own, which would be replaced silently."""
+        base = base or RunConfig()
+        if base.call_model_input_filter not in (None, self.input_filter):
+            raise InvalidInput(
+                "PrecisSession.run_config: the RunConfig already has a call_model_input_filter; "
+                "call session.input_filter from it instead"
+            )
+        return replace(base, call_model_input_filter=self.input_filter)
 
     async def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """A `call_model_input_filter`: before every model call of a run, compact if a trigger
         fires (counting the instructions and tool definitions) and send the view, plus any input
         the runner has not stored yet."""
         model_data = data.model_data
+        self._filtered = True
         self.precis.tools = list(_tool_dicts(data.agent))
         instructions = model_data.instructions or ""
         if instructions != self._mirror.source:
@@ -393,10 +415,9 @@ class PrecisSession:
         )
         if stored_up_to is None:
             return model_data  # this input is not this session's: leave it alone
-        try:
-            await self.precis.maybe_compact()
-        except Exception as exc:  # a failed compaction changed nothing; the call goes out as is
-            not_compacted("before this model call", exc)
+        async with self._lock:
+            found = await adrive(self._mirror.compactions(when="before this model call"))
+        _traced(found)
         unsaved = list(model_data.input[stored_up_to + 1 :])
         compiled = await self.precis.system_prompt()  # the session's compiler may have rewritten it
         return ModelInputData(
@@ -462,3 +483,37 @@ class PrecisSession:
         if snapshot.messages:
             marker = self._marker("[the session was cleared]")
             self._commit(snapshot, [], marker, "clear_session", count=len(snapshot.messages))
+
+
+# --- the framework's own model ----------------------------------------------------------------
+
+
+def model_summarizer(model: Model, *, name: str | None = None) -> FrameworkSummarizer:
+    """precis's model summarizer asking this Agents SDK model (`Model.get_response`, untraced).
+
+    The SDK's models are async only, so it summarizes for `AsyncSession`s (as `PrecisSession`
+    is); the SDK knows neither a model's window nor its token counts, so give the window in the
+    settings."""
+
+    async def aask(chat: list[dict[str, Any]]) -> str:
+        system = "\n\n".join(str(m.get("content") or "") for m in chat if m["role"] == "system")
+        items = [
+            {"role": m["role"], "content": str(m.get("content") or "")}
+            for m in chat
+            if m["role"] != "system"
+        ]
+        response = await model.get_response(
+            system or None,
+            cast(list[TResponseInputItem], items),
+            ModelSettings(),
+            [],
+            None,
+            [],
+            ModelTracing.DISABLED,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=None,
+        )
+        return "\n\n".join(_text(_plain(item).get("content")) for item in response.output)
+
+    return FrameworkSummarizer(name or f"openai-agents:{type(model).__name__}", None, aask)

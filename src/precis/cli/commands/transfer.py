@@ -1,4 +1,5 @@
-"""Moving a conversation in and out as OpenAI-format JSONL: `import` and `export`."""
+"""Moving a conversation in and out: `import` (OpenAI JSONL, the repo's trajectories, Claude Code
+session logs, Anthropic messages) and `export` (OpenAI JSONL)."""
 
 from __future__ import annotations
 
@@ -19,20 +20,30 @@ if TYPE_CHECKING:
 
 def import_command(
     ctx: typer.Context,
-    file: Annotated[
-        Path, typer.Argument(help="OpenAI-format JSONL, one message per line; - reads stdin.")
-    ],
+    file: Annotated[Path, typer.Argument(help="JSONL, one message per line; - reads stdin.")],
+    form: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="auto, openai, trajectory, claude-code (a session log) or anthropic; "
+            "auto tells them apart.",
+        ),
+    ] = "auto",
 ) -> None:
     """Append the messages of a JSONL file, all or none (the first user message is the task)."""
+    from precis.stores.formats import FORMATS
     from precis.stores.jsonl import parse_jsonl
 
+    if form not in FORMATS:
+        raise CliFailure(f"--format {form!r}: expected one of {', '.join(FORMATS)}")
+    chosen = next(f for f in FORMATS if f == form)
     with session_for(ctx.obj) as session:
         try:
             if str(file) == "-":
-                messages = parse_jsonl(sys.stdin)
+                messages = parse_jsonl(sys.stdin, chosen)
             else:
                 with file.open(encoding="utf-8") as lines:
-                    messages = parse_jsonl(lines)
+                    messages = parse_jsonl(lines, chosen)
             # Through the session: the same task pinning and tool-call rules as any append.
             count = _appended(session, messages)
         except InvalidMessage as exc:
