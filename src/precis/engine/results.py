@@ -34,10 +34,10 @@ class CompactionStats:
     messages_count_before: int
     messages_count_after: int
     summarized: int
-    cache_kept_tokens: int = 0
-    rewritten_tokens: int = 0
     fallback: Fallback | None = None
     fallback_reason: str | None = None
+    cache_kept_tokens: int = 0
+    rewritten_tokens: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper),

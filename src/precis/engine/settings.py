@@ -126,10 +126,6 @@ class CompactionSettings:
             raise InvalidSetting(
                 "low_watermark", f"must be between 0 and hard_watermark ({hard}), got {low!r}"
             )
-        if low is not None and soft is not None and low >= soft:
-            raise InvalidSetting(
-                "low_watermark", f"must be below soft_watermark ({soft}), got {low}"
-            )
         _count("turn_limit", self.turn_limit, 1, "must be positive")
         _count("tool_output_max_chars", self.tool_output_max_chars, 1, "must be positive")
         _count("tool_output_head_lines", self.tool_output_head_lines, 1, "must be positive")
