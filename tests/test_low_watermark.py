@@ -175,10 +175,10 @@ def test_every_compaction_frees_real_room_at_16000() -> None:
 @pytest.mark.grid
 def test_the_freed_share_on_every_conversation_and_window() -> None:
     figures = freed_figures((4000, 8000, 16000, 32000))
-    # Medians as measured: 36 % / 39 % / 43 % / 46 % of the window; at 4,000 and 8,000 the
-    # pinned task and system prompt take a large share, and the summary the rest.
-    assert figures[16000][0] >= 0.40 and figures[32000][0] >= 0.40
-    assert figures[4000][0] >= 0.35 and figures[8000][0] >= 0.38
+    # Medians as measured: 38 % / 42 % / 43 % / 46 % of the window; at 4,000 the system prompt
+    # and pinned task take a large share, and the summary much of the rest.
+    assert all(figures[w][0] >= 0.40 for w in (8000, 16000, 32000))
+    assert figures[4000][0] >= 0.37
     # No compaction frees under a fifth of the window unless the system prompt, tools, pinned
     # messages and newest turn alone are over the target; one does at 4,000 (the summary with
     # them is, at 0.196 of the window).
