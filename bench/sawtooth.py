@@ -53,9 +53,10 @@ TOOLS = [
 
 def replay(reserve_floor: bool) -> list[CompactionStats]:
     """The demo's turns against the mock model; returns every compaction they caused."""
-    # S1 has no pinned task; leave it out of both runs so only the planner differs.
+    # S1 has no pinned task; leave it out of both runs so only the planner differs. Both plan
+    # as letta does (`low_watermark=None`), one with the floor counted.
     settings = CompactionSettings(
-        context_window=WINDOW, reserve_floor=reserve_floor, pin_task=False
+        context_window=WINDOW, reserve_floor=reserve_floor, pin_task=False, low_watermark=None
     )
     session = Session(MemoryStore(), "demo", None, ExtractiveSummarizer(), settings, tools=TOOLS)
     session.set_system_prompt(SYSTEM_PROMPT)

@@ -30,7 +30,8 @@ def _call(i: int, name: str, arguments: dict[str, str]) -> dict[str, object]:
 
 def _long_run() -> tuple[Session, int, set[str]]:
     """210 file reads, each followed by an order looked up, in a window that compacts often."""
-    settings = CompactionSettings(context_window=8000)
+    # letta's policy compacts every few reads: many rounds of the brief carried forward.
+    settings = CompactionSettings(context_window=8000, low_watermark=None)
     session = Session(MemoryStore(), "reads", None, ExtractiveSummarizer(), settings)
     session.append({"role": "user", "content": "Review the storage layer module by module."})
     compactions = 0

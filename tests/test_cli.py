@@ -31,10 +31,11 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def test_demo_compacts_at_least_twice_and_recalls_the_port(home: Path) -> None:
+def test_demo_compacts_once_down_to_the_low_watermark_and_recalls_the_port(home: Path) -> None:
     result = run_precis(home, "demo", subprocess=True)
     lines = result.stdout.splitlines()
-    assert sum(line.startswith(COMPACTION_PREFIX) for line in result.stderr.splitlines()) >= 2
+    # One compaction frees room for the rest of the 17 turns (letta's policy took two or more).
+    assert sum(line.startswith(COMPACTION_PREFIX) for line in result.stderr.splitlines()) == 1
     assert any(
         line.startswith("original message msg_") and "5433" in line and "5432" in line
         for line in lines

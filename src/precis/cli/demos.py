@@ -217,7 +217,9 @@ def run_red_line_demo(home: Path) -> None:
     """S3's catastrophic-forgetting story with a summarizer that drops everything the user said."""
     from precis.engine.settings import CompactionSettings
 
-    settings = CompactionSettings(context_window=RED_LINE_WINDOW)
+    # Summaries from 60 %: each step's outputs would carry the context from 80 % past the hard
+    # watermark, whose truncation (down to the low one) leaves the forgetful summarizer no work.
+    settings = CompactionSettings(context_window=RED_LINE_WINDOW, soft_watermark=0.6)
     summarizer = DroppingSummarizer()
     session = _demo_session(home, settings, summarizer)
     print(f"precis demo --scenario red-line — window {RED_LINE_WINDOW} tokens")

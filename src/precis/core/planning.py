@@ -207,6 +207,51 @@ def plan_sliding_window(
     )
 
 
+def plan_to_target(
+    messages: Sequence[Message],
+    *,
+    tokens: Sequence[int] | TokenCounter,
+    target_tokens: int,
+    reserved_tokens: int = 0,
+) -> CompactionPlan:
+    """Summarize the fewest oldest messages that bring what stays within `target_tokens`.
+
+    What stays is the kept tail, the pinned messages before the cut and `reserved_tokens`
+    (system prompt, tools, the summary to come). A cut is made before any message but a tool
+    result, so no call is parted from its results; when no cut reaches the target, everything
+    but the newest unsplittable turn (and the pinned messages) is summarized.
+    """
+    n = len(messages)
+    last = n - 1
+    while last > 0 and messages[last].role == "tool":
+        last -= 1  # back to the call these results answer: the newest turn stays whole
+    if last < 1:
+        raise PlanningError(NOT_ENOUGH_MESSAGES)
+    counts = _non_negative(token_list(messages, tokens), 0)
+    pins = pinned_mask(messages) if _any_pinned(messages) else [False] * n
+    stays = sum(counts) + reserved_tokens  # with the cut at 0
+    cut = 0
+    evicts = False  # whether any message before the cut is unpinned
+    for i in range(1, last + 1):
+        if not pins[i - 1]:
+            stays -= counts[i - 1]
+            evicts = True
+        if evicts and messages[i].role != "tool":
+            cut = i
+            if stays <= target_tokens:
+                break
+    if cut == 0:
+        raise PlanningError(NOT_ENOUGH_MESSAGES)
+    head = messages[:cut]
+    return CompactionPlan(
+        mode="sliding_window",
+        cutoff=cut,
+        summarize=tuple(m for m, pin in zip(head, pins, strict=False) if not pin),
+        keep=tuple(messages[cut:]),
+        pinned=tuple(m for m, pin in zip(head, pins, strict=False) if pin),
+    )
+
+
 def _search_cut(
     messages: Sequence[Message],
     counts: _TailCounts,

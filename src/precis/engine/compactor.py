@@ -15,7 +15,7 @@ from typing import Any
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
 from precis.core.memo import Memo
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
-from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window
+from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window, plan_to_target
 from precis.core.steps import Steps
 from precis.core.tokens import TextEstimator, TokenCounter, count_all
 from precis.core.types import CompactionMode, Trigger
@@ -25,7 +25,7 @@ from precis.engine.fallback import Summaries
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
 from precis.engine.packing import settle_tokens_after
 from precis.engine.requests import Call, Request
-from precis.engine.results import CompactionResult, CompactionStats, unchanged
+from precis.engine.results import CompactionResult, CompactionStats, prompt_cache, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
 from precis.engine.truncation import plan_truncation
 from precis.engine.work import (
@@ -265,18 +265,20 @@ class Compactor:
                 over = smaller(over, candidate)  # valid but too big: try the next, else use it
                 failures.append(f"{plan.mode}: valid, but still over the threshold")
             else:
-                return self._audited(candidate, stored, failures)
+                return self._audited(candidate, stored, failures, messages, job.floor_tokens, work)
         truncated = self._truncate(messages, before, job, work)
         if truncated is not None:
             problem = self._verify(truncated, messages, before)
             if problem is None:
-                return self._audited(smaller(over, truncated), stored, failures)
+                return self._audited(
+                    smaller(over, truncated), stored, failures, messages, job.floor_tokens, work
+                )
             failures.append(f"truncate: {problem}")
             stuck = stuck and problem.startswith(NOT_SMALLER)
         else:
             failures.append("truncate: nothing can be dropped")
         if over is not None:
-            return self._audited(over, stored, failures)
+            return self._audited(over, stored, failures, messages, job.floor_tokens, work)
         if job.summaries.failure is not None:
             failures.append(f"the summarizer failed: {job.summaries.failure}")
         where = f"{len(messages)} messages ({before} tokens)"
@@ -285,11 +287,22 @@ class Compactor:
             return NoOp(reason, before, len(messages))
         raise CompactionError(f"no acceptable compaction of {where}: " + "; ".join(failures))
 
-    def _audited(self, c: Candidate, before: list[Message], tried: list[str]) -> Candidate:
-        """The candidate with its summary's audit: what it dropped, checked and rolled back.
+    def _audited(
+        self,
+        c: Candidate,
+        before: list[Message],
+        tried: list[str],
+        shown: list[Message],
+        floor: int,
+        work: Work,
+    ) -> Candidate:
+        """The candidate with its summary's audit (what it dropped, checked and rolled back) and
+        its stats with what the provider's prompt cache keeps of the prompt.
 
         Its metadata, made here of fresh containers, goes to the store uncopied when every
         value in it is plain JSON data (the store would copy it only to make it so)."""
+        kept, rewritten = prompt_cache(shown, c.context, lambda m: work.tokens([m]), floor)
+        c = replace(c, stats=replace(c.stats, cache_kept_tokens=kept, rewritten_tokens=rewritten))
         verbatim = [f.text for f in c.required]
         handed = plain_metadata(c.summary, c.ledger, [before, tried, verbatim], c.plain_ledger)
         summary = audited(c.summary, before, c.context, tried, verbatim, handed=handed)
@@ -299,6 +312,12 @@ class Compactor:
         self, messages: Sequence[Message], counts: list[int], floor_tokens: int
     ) -> CompactionPlan:
         s = self.settings
+        target = s.target
+        if s.low_watermark is not None and target is not None:
+            reserve = s.target_reserve(floor_tokens)
+            return plan_to_target(
+                messages, tokens=counts, target_tokens=target, reserved_tokens=reserve
+            )
         return plan_sliding_window(
             messages,
             tokens=counts,
@@ -515,7 +534,7 @@ class Compactor:
         self, messages: Sequence[Message], before: int, job: CompactionJob, work: Work
     ) -> Candidate | None:
         """S3's last resort, no model call: drop the oldest, leave a marker with the red lines."""
-        budget = self.settings.threshold
+        budget = self.settings.target
         if budget is None:
             return None
         found: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypeAlias
 
@@ -18,8 +19,11 @@ FALLBACK_TRUNCATION: Fallback = "truncation"
 class CompactionStats:
     """What one compaction did, in the figures an operator watches.
 
-    `fallback` names what stood in for a summarizer that failed, and `fallback_reason` its
-    failure in one line; both are None (and left out of `as_dict`) when the summarizer answered.
+    `cache_kept_tokens` are the prompt's tokens before its first changed message (system prompt,
+    tools, pinned messages…: what a provider's prompt cache keeps), `rewritten_tokens` those from
+    there on, which the provider reads afresh. `fallback` names what stood in for a summarizer
+    that failed, and `fallback_reason` its failure in one line; both are None (and left out of
+    `as_dict`) when the summarizer answered.
     """
 
     trigger: str
@@ -36,6 +40,8 @@ class CompactionStats:
     hard_limit: int | None = None
     fallback: Fallback | None = None
     fallback_reason: str | None = None
+    cache_kept_tokens: int = 0
+    rewritten_tokens: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict, in field order (what `dataclasses.asdict` gives, cheaper),
@@ -69,6 +75,26 @@ class CompactionResult:
     def compacted(self) -> bool:
         """Whether a compaction was committed (False: a no-op, see `reason`)."""
         return self.summary is not None
+
+
+def prompt_cache(
+    before: Sequence[Message], after: Sequence[Message], count: Callable[[Message], int], floor: int
+) -> tuple[int, int]:
+    """(tokens a provider's prompt cache keeps, tokens rewritten) when the prompt goes from
+    `before` to `after`: the prompt leads with the system prompt and tools (`floor` tokens),
+    then the pinned messages, then the rest; the cache keeps it up to the first change."""
+    old, new = _prompt_order(before), _prompt_order(after)
+    same = 0
+    for a, b in zip(old, new, strict=False):
+        if a is not b and a != b:
+            break
+        same += 1
+    kept = floor + sum(map(count, new[:same]))
+    return kept, sum(map(count, new[same:]))
+
+
+def _prompt_order(messages: Sequence[Message]) -> list[Message]:
+    return [m for m in messages if m.pinned] + [m for m in messages if not m.pinned]
 
 
 # The mode a no-op compaction reports in its stats.

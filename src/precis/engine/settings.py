@@ -62,7 +62,11 @@ class CompactionSettings:
     summary itself, so the kept tail really fits and compaction stops sawing every few turns.
 
     `soft_watermark` (a fraction of the window; None keeps letta's threshold) triggers a summary
-    compaction; `hard_watermark` an immediate truncation without a model call. `turn_limit`
+    compaction; `hard_watermark` an immediate truncation without a model call. A compaction
+    aims at `low_watermark` (a fraction of the window, default a half): it masks old tool
+    outputs, or summarizes, or drops, down to there, so that each one frees real room;
+    `low_watermark=None` is letta's policy (its sliding window, which keeps just under the
+    threshold). `turn_limit`
     compacts after that many turns since the last compaction. Tool outputs longer than
     `tool_output_max_chars` are shown as head+tail lines (None: never shortened);
     `mask_after_turns` masks tool outputs older than that many turns before summarizing.
@@ -85,6 +89,7 @@ class CompactionSettings:
     commit_retries: int = 1
     soft_watermark: float | None = None
     hard_watermark: float = 0.95
+    low_watermark: float | None = 0.5
     turn_limit: int | None = None
     tool_output_max_chars: int | None = 20000
     tool_output_head_lines: int = 40
@@ -113,6 +118,13 @@ class CompactionSettings:
         if soft is not None and not 0 < soft < hard:
             raise InvalidSetting(
                 "soft_watermark", f"must be between 0 and hard_watermark ({hard}), got {soft}"
+            )
+        low = self.low_watermark
+        if low is not None and not (
+            isinstance(low, int | float) and not isinstance(low, bool) and 0 < low < hard
+        ):
+            raise InvalidSetting(
+                "low_watermark", f"must be between 0 and hard_watermark ({hard}), got {low!r}"
             )
         _count("turn_limit", self.turn_limit, 1, "must be positive")
         _count("tool_output_max_chars", self.tool_output_max_chars, 1, "must be positive")
@@ -148,6 +160,20 @@ class CompactionSettings:
         if self.soft_watermark is not None:
             return math.floor(self.soft_watermark * self.context_window)
         return letta_threshold(self.context_window)
+
+    @property
+    def target(self) -> int | None:
+        """Tokens a compaction aims to leave: floor(low * W), never above the threshold; the
+        threshold itself under letta's policy (`low_watermark=None`). None without a window."""
+        threshold = self.threshold
+        if threshold is None or self.low_watermark is None or self.context_window is None:
+            return threshold
+        return min(threshold, math.floor(self.low_watermark * self.context_window))
+
+    def target_reserve(self, floor_tokens: int) -> int:
+        """What stays beside the kept tail when planning to the target: the system prompt and
+        tools, and room for the summary (its clip at four characters a token, and its wrapper)."""
+        return floor_tokens + self.effective_clip_chars // 3 + SUMMARY_WRAPPER_TOKENS
 
     @property
     def hard_limit(self) -> int | None:

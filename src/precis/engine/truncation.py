@@ -2,7 +2,8 @@
 
 At the hard watermark there is no time for a summary, so whole call groups (an assistant message
 with tool calls plus its results) leave the context, oldest tool output first, and one marker
-message tells the model that the history holds what went.
+message tells the model that the history holds what went: an earlier marker leaves with them, the
+new one counting what it omitted too, so markers never pile up.
 """
 
 from __future__ import annotations
@@ -67,16 +68,22 @@ def plan_truncation(
 
     groups = call_groups(messages)
     fixed = _undroppable(messages, keep_last)
-    droppable = [g for g in groups if not any(fixed[i] for i in g)]
+    # Earlier markers leave with the first drop: the new one counts what they omitted, so one
+    # marker says how many messages went in all.
+    markers = [i for i, m in enumerate(messages) if m.kind == KIND_MARKER and not fixed[i]]
+    omitted = sum(_omitted(messages[i]) for i in markers)
+    droppable = [g for g in groups if not any(fixed[i] or i in markers for i in g)]
     with_output = [g for g in droppable if any(messages[i].role == "tool" for i in g)]
     without_output = [g for g in droppable if not any(messages[i].role == "tool" for i in g)]
 
-    dropped_indices: set[int] = set()
+    dropped_indices: set[int] = set(markers)
+    total -= sum(counts[i] for i in markers)
     marker: Message | None = None
     for group in with_output + without_output:
         dropped_indices.update(group)
         total -= sum(counts[i] for i in group)
-        marker = make_marker(len(dropped_indices), red_lines)
+        omitted += len(group)
+        marker = make_marker(omitted, red_lines)
         if total + counter.count(marker) + floor_tokens <= budget_tokens:
             break
     if marker is None:
@@ -97,6 +104,12 @@ def plan_truncation(
         kept.append(marker)
     dropped = tuple(messages[i] for i in sorted(dropped_indices))
     return TruncationPlan(dropped=dropped, kept=tuple(kept), marker=marker)
+
+
+def _omitted(marker: Message) -> int:
+    """How many messages an earlier marker said were omitted (one, the marker, if unsaid)."""
+    count = marker.metadata.get("omitted")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
 
 
 def context_after(plan: TruncationPlan) -> list[Message]:

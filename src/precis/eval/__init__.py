@@ -3,6 +3,7 @@
 Every compaction system loses things silently; this package shows what survived. `replay` runs
 the strategies (`strategies`) over conversations and measures fact retention (`retention`) with
 precis's own extractor; `budget` checks the context after every compaction against its bound;
+`policy` counts how often each strategy compacts, the room each one frees, its cache cost;
 `judging` compacts the points of hand-made fact sets (`factsets`) and scores the text with an
 independent matcher (`judge`), optionally asking a model the sets' probe questions; `reference`
 is a self-check beside Claude Code's own summaries; `report` and `judge_report` render tables,
@@ -23,6 +24,7 @@ from precis.eval.judging import (
     ProbeResult,
     run_judge,
 )
+from precis.eval.policy import PolicyCell, policy_cells, policy_json, render_policy
 from precis.eval.reference import (
     REFERENCE_DIR,
     REFERENCE_MIN_WINDOW,
@@ -67,6 +69,7 @@ __all__ = [
     "JudgedFact",
     "JudgedRow",
     "Point",
+    "PolicyCell",
     "Probe",
     "ProbeResult",
     "ReferenceReport",
@@ -85,9 +88,12 @@ __all__ = [
     "load_fact_sets",
     "normalise",
     "plot_composition",
+    "policy_cells",
+    "policy_json",
     "reference_json",
     "render_budget",
     "render_judge",
+    "render_policy",
     "render_reference",
     "render_table",
     "report_json",

@@ -94,6 +94,27 @@ class CompactionRecord:
     # The most the context may hold after it: the soft watermark, or the window when the newest
     # unsplittable turn with the system prompt, tools and pinned messages is larger than that.
     bound: int | None = None
+    # The window, the target a compaction aims at (the low watermark), what the system prompt,
+    # tools, pinned messages and the newest turn take as shown (no compaction goes below it), and
+    # the prompt's tokens the provider's cache keeps and those it reads afresh.
+    window: int | None = None
+    target: int | None = None
+    least: int | None = None
+    cache_kept: int = 0
+    rewritten: int = 0
+
+    @property
+    def freed(self) -> float | None:
+        """The share of the window this compaction freed."""
+        if not self.window:
+            return None
+        return (self.tokens_before - self.tokens_after) / self.window
+
+    @property
+    def cramped(self) -> bool:
+        """Whether the pinned messages and the newest turn alone (with the system prompt and
+        tools) are over the target: then no compaction could free much."""
+        return self.least is not None and self.target is not None and self.least > self.target
 
     @property
     def over(self) -> bool:
@@ -112,6 +133,12 @@ class CompactionRecord:
             "evicted": self.evicted,
             "violations": self.violations,
             "retention": self.retention.as_dict(),
+            "window": self.window,
+            "target": self.target,
+            "least": self.least,
+            "freed": self.freed,
+            "cache_kept": self.cache_kept,
+            "rewritten": self.rewritten,
         }
 
 
@@ -137,6 +164,7 @@ class RunResult:
     samples: tuple[Sample, ...] = ()
     events: tuple[CompactionEvent, ...] = ()
     failed: int = 0  # compactions that raised (the rest of `errors` are refused messages)
+    model_calls: int = 0  # consults: one before each model call the agent made
 
     @property
     def violations(self) -> int:
@@ -177,6 +205,7 @@ class RunResult:
             "retention": self.retention.as_dict(),
             "errors": list(self.errors),
             "failed": self.failed,
+            "model_calls": self.model_calls,
         }
 
 
@@ -280,6 +309,7 @@ class _Replay:
         self.records: list[CompactionRecord] = []
         self.errors: list[str] = []
         self.failures = 0
+        self.model_calls = 0
 
     def run(self, at: int | None) -> RunResult:
         point = _compaction_point(self.items, at) if at is not None else None
@@ -298,6 +328,7 @@ class _Replay:
                 if i == point:
                     self._compact(i, self.plan.mode, "manual")
             elif i + 1 == len(self.items) or self.items[i + 1].get("role") != "tool":
+                self.model_calls += 1
                 self._when_due(i)
         view = self.session.view()
         retention = sum((c.retention for c in self.records), Retention())
@@ -316,6 +347,7 @@ class _Replay:
             samples=tuple(self.session.store.samples(self.session.conversation_id)),
             events=tuple(self.session.events()),
             failed=self.failures,
+            model_calls=self.model_calls,
         )
 
     def _when_due(self, index: int) -> None:
@@ -343,10 +375,21 @@ class _Replay:
         turn = sum(count(m) for m in newest if not m.pinned)
         return window if fixed + turn > threshold else threshold
 
+    def _least(self) -> int:
+        """The system prompt, tools, pinned messages and the newest turn, as the view shows
+        them: what stays after any compaction."""
+        shown = self.session.view()
+        groups = call_groups(shown)
+        newest = set(groups[-1]) if groups else set()
+        count = self.session.counter.count
+        kept = (m for i, m in enumerate(shown) if m.pinned or i in newest)
+        return self.session.floor_tokens() + sum(count(m) for m in kept)
+
     def _compact(self, index: int, mode: CompactionMode | None, trigger: Trigger) -> None:
         before = self.session.context()
         tokens_before = self.session.tokens()
         bound = self._bound(before)
+        least = self._least()
         start = time.perf_counter()
         try:
             stats = self.session.compact(mode, trigger=trigger)
@@ -370,6 +413,11 @@ class _Replay:
                 violations=len(check(view)),
                 retention=self._retention(_original(evicted), view),
                 bound=bound,
+                window=self.session.settings.context_window,
+                target=self.session.settings.target,
+                least=least,
+                cache_kept=stats.cache_kept_tokens,
+                rewritten=stats.rewritten_tokens,
             )
         )
 

@@ -27,7 +27,14 @@ class Strategy:
 
 
 def _letta(s: CompactionSettings) -> CompactionSettings:
-    return replace(s, summary_style="letta", reserved_tokens=0, reserve_floor=False, guard=False)
+    return replace(
+        s,
+        summary_style="letta",
+        reserved_tokens=0,
+        reserve_floor=False,
+        guard=False,
+        low_watermark=None,
+    )
 
 
 def _letta_guard(s: CompactionSettings) -> CompactionSettings:
@@ -58,9 +65,13 @@ STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
     {
         s.name: s
         for s in (
-            Strategy("letta", "letta's sliding window and planner, letta-style summary", _letta),
+            Strategy(
+                "letta",
+                "letta's policy: its sliding window and planner, letta-style summary",
+                _letta,
+            ),
             Strategy("all", "summarize everything but pinned items (all-mode)", _all, "all"),
-            Strategy("extractive", "sliding window, extractive task brief", _brief),
+            Strategy("extractive", "down to the low watermark, extractive task brief", _brief),
             Strategy("extractive+guard", "extractive brief with the fact guard", _brief_guard),
             Strategy("letta+guard", "letta's sliding window with the fact guard", _letta_guard),
             Strategy(

@@ -134,6 +134,7 @@ def _replay(
             else {"windows": [evaluation.report_json(r) for r in reports]}
         )
         data["budget"] = evaluation.budget_json(cells)
+        data["policy"] = evaluation.policy_json(evaluation.policy_cells(reports))
         print(json.dumps(data, ensure_ascii=False))
         return
     console = _console()
@@ -141,6 +142,7 @@ def _replay(
         console.print(evaluation.render_table(reports[0]))
     if cells:
         console.print(evaluation.render_budget(cells))
+        console.print(evaluation.render_policy(evaluation.policy_cells(reports)))
 
 
 def _self_check(trajectories: Path | None, as_json: bool) -> None:
