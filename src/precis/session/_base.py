@@ -526,7 +526,8 @@ class BaseSession:
         if behind is not None and behind.running:
             if hard is None or tokens <= hard:
                 return done  # the turn goes on while the summary is made
-            done += yield AwaitBehind(behind)
+            waited: list[CompactionStats] = yield AwaitBehind(behind)
+            done += waited
             tokens, snapshot, parts = yield from self._checked_steps(pending)
         if hard is not None and tokens > hard:
             truncated = yield from self._compact_steps(
@@ -546,7 +547,8 @@ class BaseSession:
             return done
         if behind is not None:
             later = self._compact_steps(None, trigger, None, None, (), *read)
-            return done + (yield StartBehind(behind, later))
+            now: list[CompactionStats] = yield StartBehind(behind, later)
+            return done + now
         result = yield from self._compact_steps(None, trigger, None, None, pending, *read)
         if result.compacted:
             done.append(result.stats)
