@@ -63,6 +63,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         except InvalidMessage as exc:
             raise exc.at(origin[exc.index] if exc.index is not None else None) from None
         stored = [message_out(m) for m in appended]
+        await service.compact_behind(session)
         try:
             tokens: int | None = await session.tokens()
         except Exception:  # stored all the same: the answer must say so, not fail
