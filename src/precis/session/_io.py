@@ -139,7 +139,7 @@ async def aperform(request: SessionRequest) -> Any:
     if isinstance(request, RunCommand):
         return await _arun_command(request)
     if isinstance(request, StartBehind):
-        request.behind.start(adrive(request.steps))
+        request.behind.start(adrive_in_thread(request.steps))
         return []
     if isinstance(request, AwaitBehind):
         return await request.behind.wait()
