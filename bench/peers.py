@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -52,6 +53,8 @@ OH_BASE = "/root/.pyenv/versions/3.12.1/bin/python3.12"
 LC_PACKAGES = ("langchain>=1,<2", "langchain-core>=1,<2")
 OH_PACKAGES = ("openhands-sdk>=1.58,<1.59",)
 PEER_TIMEOUT = 1800.0
+# OpenHands' max_size (events before it condenses whatever the tokens), past any conversation.
+NO_EVENT_LIMIT = 1_000_000
 SUMMARY_PREFIX = "SUMMARY: "
 SUMMARY_CHARS = 200
 
@@ -66,11 +69,13 @@ def fake_summary(evicted_text: str) -> str:
 
 @dataclass(slots=True)
 class Compaction:
-    """One compaction: its in-process time, the tokens sent right after, and what it dropped."""
+    """One compaction: its in-process time, the tokens sent right after, what it dropped, and
+    the tokens the same call would have sent without it (the share freed is their difference)."""
 
     ms: float
     tokens_after: int
     newest_lost: bool
+    tokens_before: int = 0
 
 
 @dataclass(slots=True)
@@ -88,6 +93,7 @@ class ConversationRun:
     append_ms: list[float] = field(default_factory=list)
     compactions: list[Compaction] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    summaries: int = 0  # calls of the summarizer (the fake one every system is given)
 
 
 @dataclass(slots=True)
@@ -123,6 +129,14 @@ class Meter:
         run.violating_calls += found > 0
         run.empty += all(m.role == "system" for m in messages)
         return tokens
+
+    def tokens(self, context: Sequence[Mapping[str, Any]]) -> int:
+        """What this context would cost, counted as `sent` counts it, and recorded nowhere."""
+        from precis.core.messages import Message
+
+        return sum(
+            self.counter.count(Message.from_openai(item, index=i)) for i, item in enumerate(context)
+        )
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -166,8 +180,10 @@ class FixedSummarizer:
     """`fake_summary` as a precis Summarizer: the evicted messages' text in, the summary out."""
 
     name = "fixed-fake"
+    calls = 0
 
     def summarize(self, request: Any) -> str:
+        self.calls += 1
         return fake_summary("\n".join(m.content for m in request.messages))
 
     async def asummarize(self, request: Any) -> str:
@@ -195,10 +211,11 @@ def _precis_conversation(
 
     items = load(path)
     run = ConversationRun(path.stem)
+    summarizer = _local_summarizer()
     session = Session(
         MemoryStore(),
         path.stem,
-        summarizer=_local_summarizer(),
+        summarizer=summarizer,
         settings=CompactionSettings(context_window=window, guard=guard),
     )
     calls = set(model_calls(items))
@@ -213,6 +230,7 @@ def _precis_conversation(
         run.append_ms.append((time.perf_counter() - start) * 1000)
         if i not in calls:
             continue
+        before = meter.tokens(session.prompt())
         start = time.perf_counter()
         try:
             done = session.maybe_compact()
@@ -224,7 +242,8 @@ def _precis_conversation(
         tokens = meter.sent(run, session.prompt())
         if done:
             kept = {m.id for m in session.context()}
-            run.compactions.append(Compaction(ms, tokens, newest not in kept))
+            run.compactions.append(Compaction(ms, tokens, newest not in kept, before))
+    run.summaries = summarizer.calls
     return run
 
 
@@ -291,10 +310,15 @@ def _middleware_conversation(path: Path, window: int, meter: Meter) -> Conversat
 
     items = load(path)
     run = ConversationRun(path.stem)
+
+    def summarize(messages: list[Any]) -> str:
+        run.summaries += 1
+        return _lc_summarize(messages)
+
     middleware = SummarizationMiddleware(
         FakeListChatModel(responses=["unused: the summarizer hook writes every summary"]),
         trigger=("tokens", window),
-        summarizer=_lc_summarize,
+        summarizer=summarize,
     )
     originals: dict[str, Mapping[str, Any]] = {}
     system: list[dict[str, Any]] = []
@@ -308,6 +332,7 @@ def _middleware_conversation(path: Path, window: int, meter: Meter) -> Conversat
             state["messages"].append(_to_langchain(item, f"m{i}"))
         if i not in calls:
             continue
+        before = meter.tokens(system + [_from_langchain(m, originals) for m in state["messages"]])
         start = time.perf_counter()
         update = middleware.before_model(state, None)  # type: ignore[arg-type]
         ms = (time.perf_counter() - start) * 1000
@@ -319,7 +344,7 @@ def _middleware_conversation(path: Path, window: int, meter: Meter) -> Conversat
         tokens = meter.sent(run, sent)
         if update is not None:
             kept = {m.id for m in state["messages"]}
-            run.compactions.append(Compaction(ms, tokens, f"m{i}" not in kept))
+            run.compactions.append(Compaction(ms, tokens, f"m{i}" not in kept, before))
     return run
 
 
@@ -352,7 +377,8 @@ def _trim_conversation(
         tokens = meter.sent(run, [_from_langchain(m, originals) for m in trimmed])
         if len(trimmed) < len(history):
             kept = {m.id for m in trimmed}
-            run.compactions.append(Compaction(ms, tokens, f"m{i}" not in kept))
+            before = meter.tokens([_from_langchain(m, originals) for m in history])
+            run.compactions.append(Compaction(ms, tokens, f"m{i}" not in kept, before))
     return run
 
 
@@ -385,10 +411,13 @@ def run_langchain(window: int) -> list[SystemRun]:
 # --- OpenHands ------------------------------------------------------------------------------------
 
 
-def _openhands_llms(window: int) -> tuple[Any, Any]:
-    """A summary LLM that answers with `fake_summary`, and the agent's LLM (counts tokens only)."""
+def _openhands_llms(window: int) -> tuple[Any, Any, list[int]]:
+    """A summary LLM that answers with `fake_summary`, the agent's LLM (counts tokens only), and
+    how many summaries the first has written so far."""
     from openhands.sdk.llm import LLM, Message, TextContent
     from openhands.sdk.testing import TestLLM
+
+    written = [0]
 
     class FixedSummaryLLM(TestLLM):  # type: ignore[misc]
         """OpenHands' own scripted LLM, scripted to answer every call with the fake summary."""
@@ -401,6 +430,7 @@ def _openhands_llms(window: int) -> tuple[Any, Any]:
                 for part in m.content
                 if isinstance(part, TextContent)
             )
+            written[0] += 1
             reply = Message(role="assistant", content=[TextContent(text=fake_summary(evicted))])
             self._scripted_responses.append(reply)
             return super().completion(messages, *args, **kwargs)
@@ -408,7 +438,7 @@ def _openhands_llms(window: int) -> tuple[Any, Any]:
     summary_llm = FixedSummaryLLM(model="test-model", usage_id="condenser")
     # The agent's LLM only counts tokens for the condenser (litellm, gpt-4o's tokenizer).
     agent_llm = LLM(model="gpt-4o", usage_id="agent")
-    return summary_llm, agent_llm
+    return summary_llm, agent_llm, written
 
 
 def _openhands_events(item: Mapping[str, Any], i: int, actions: dict[str, str]) -> list[Any]:
@@ -513,6 +543,9 @@ def _condenser_conversation(
         # The agent applies a Condensation and asks again on its next step; at most a few.
         result: Any = view
         for _ in range(5):
+            before = meter.tokens(
+                _openhands_dicts(LLMConvertibleEvent.events_to_messages(list(view.events)))
+            )
             start = time.perf_counter()
             try:
                 result = condenser.condense(view, agent_llm=agent_llm)
@@ -525,12 +558,13 @@ def _condenser_conversation(
                 break
             view.append_event(result)
             lost = newest in result.forgotten_event_ids or any(c.newest_lost for c in made)
-            made.append(Compaction(ms, 0, lost))
+            made.append(Compaction(ms, 0, lost, before))
             result = view
         sent = _openhands_dicts(LLMConvertibleEvent.events_to_messages(list(result.events)))
         tokens = meter.sent(run, sent)
-        for c in made:  # tokens after: what goes out once this call's condensations applied
-            c.tokens_after = tokens
+        # Tokens after: what the next condensation of this call started from, or what goes out.
+        for j, c in enumerate(made):
+            c.tokens_after = made[j + 1].tokens_before if j + 1 < len(made) else tokens
         run.compactions.extend(made)
     return run
 
@@ -542,10 +576,12 @@ def run_openhands(window: int) -> list[SystemRun]:
     from openhands.sdk.context.condenser import LLMSummarizingCondenser
 
     meter = Meter(window)
-    summary_llm, agent_llm = _openhands_llms(window)
+    summary_llm, agent_llm, written = _openhands_llms(window)
 
     def make() -> Any:
-        return LLMSummarizingCondenser(llm=summary_llm, max_tokens=window)
+        # Triggered by tokens at the window, as the others; the event-count trigger (max_size)
+        # is set past every conversation's length so that it never fires.
+        return LLMSummarizingCondenser(llm=summary_llm, max_tokens=window, max_size=NO_EVENT_LIMIT)
 
     probe = make()
     system = SystemRun(
@@ -555,7 +591,9 @@ def run_openhands(window: int) -> list[SystemRun]:
         "counted by litellm for gpt-4o",
     )
     for path in conversations():
+        start = written[0]
         system.runs.append(_condenser_conversation(path, window, meter, make, agent_llm))
+        system.runs[-1].summaries = written[0] - start
     return [system]
 
 
@@ -673,6 +711,8 @@ def summarize(system: SystemRun, window: int) -> dict[str, Any]:
     compactions = [c for r in system.runs for c in r.compactions]
     calls = sum(r.calls for r in system.runs)
     ratios = [c.tokens_after / window for c in compactions]
+    freed = sorted((c.tokens_before - c.tokens_after) / window for c in compactions)
+    summaries = sum(r.summaries for r in system.runs)
     return {
         "system": system.system,
         "config": system.config,
@@ -685,6 +725,11 @@ def summarize(system: SystemRun, window: int) -> dict[str, Any]:
         "empty_context_share": sum(r.empty for r in system.runs) / calls if calls else None,
         "tokens_after_median_ratio": _median(ratios),
         "compactions": len(compactions),
+        "compactions_per_100_calls": 100 * len(compactions) / calls if calls else None,
+        "summaries": summaries,
+        "summaries_per_100_calls": 100 * summaries / calls if calls else None,
+        "freed_median": _median(freed),
+        "freed_p10": _percentile(freed, 10),
         "max_compactions_one_conversation": max(
             (len(r.compactions) for r in system.runs), default=0
         ),
@@ -708,6 +753,51 @@ def summarize(system: SystemRun, window: int) -> dict[str, Any]:
             for r in system.runs
         },
     }
+
+
+def _percentile(ordered: Sequence[float], p: float) -> float | None:
+    """The p-th percentile of sorted values (nearest rank), or None for no values."""
+    if not ordered:
+        return None
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+def render_rates(tables: Mapping[int, Sequence[Mapping[str, Any]]]) -> str:
+    """Per window and system: compactions and summarizer calls per 100 model calls, and the
+    median and 10th percentile of the share of the window each compaction freed."""
+    headers = ("window", "system", "compactions/100", "summaries/100", "freed p50", "freed p10")
+    table: list[tuple[str, ...]] = []
+    for window, rows in tables.items():
+        for r in rows:
+            if "not_run" in r:
+                table.append((str(window), r["system"], f"not run: {r['not_run']}", "", "", ""))
+                continue
+            table.append(
+                (
+                    str(window),
+                    r["system"],
+                    _number(r["compactions_per_100_calls"]),
+                    _number(r["summaries_per_100_calls"]),
+                    _share(r["freed_median"]),
+                    _share(r["freed_p10"]),
+                )
+            )
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]
+    lines = [headers, tuple("-" * w for w in widths), *table]
+    return "\n".join(
+        "  ".join(
+            [
+                c.rjust(widths[0]),
+                c2.ljust(widths[1]),
+                *(x.rjust(w) for x, w in zip(rest, widths[2:], strict=True)),
+            ]
+        ).rstrip()
+        for c, c2, *rest in lines
+    )
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
 
 
 def _ratio(value: float | None, base: float | None) -> str:
@@ -789,7 +879,12 @@ def render(rows: Sequence[Mapping[str, Any]], window: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every peer (or one, as a worker) and print the table or the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--window", type=int, default=8000, help="context window in tokens")
+    parser.add_argument(
+        "--window",
+        type=int,
+        action="append",
+        help="context window in tokens (repeatable: one table each, then the rates of all)",
+    )
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--setup", action="store_true", help="make the peers' venvs and exit")
     parser.add_argument(
@@ -800,7 +895,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--peer", choices=sorted(PEERS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.window < 1:
+    windows: list[int] = args.window or [8000]
+    if min(windows) < 1:
         parser.error("--window must be positive")
     if str(SRC) not in sys.path:
         sys.path.insert(0, str(SRC))
@@ -808,14 +904,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.setup:
         return setup(only)
     if args.peer:
-        return _peer_main(args.peer, args.window)
+        return _peer_main(args.peer, windows[0])
     names = [n for n in PEERS if not only or n.startswith("precis") or n in only]
-    systems = [s for name in names for s in run_peer(name, args.window)]
-    rows = [summarize(s, args.window) for s in systems]
+    tables: dict[int, list[dict[str, Any]]] = {}
+    for window in windows:
+        systems = [s for name in names for s in run_peer(name, window)]
+        tables[window] = [summarize(s, window) for s in systems]
+        if not args.json:
+            print(render(tables[window], window), end="\n\n", flush=True)
     if args.json:
-        print(json.dumps({"window": args.window, "systems": rows}, indent=2))
+        out = [{"window": w, "systems": rows} for w, rows in tables.items()]
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
     else:
-        print(render(rows, args.window))
+        print(render_rates(tables))
     return 0
 
 

@@ -64,7 +64,7 @@ def test_an_interrupt_after_the_import_committed_says_what_is_stored(
 ) -> None:
     dump = write_jsonl(tmp_path / "dump.jsonl")
     # Right after the append's transaction: the session notes what the new messages hold.
-    monkeypatch.setattr(precis.session._base, "_remember", _interrupt)
+    monkeypatch.setattr(precis.session._base, "remember", _interrupt)
     result = run_precis(home, "-c", "imported", "import", str(dump), check=False)
     monkeypatch.undo()
     assert result.returncode == 130, result.stderr

@@ -38,11 +38,11 @@ from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter
 from precis.engine.hooks import Hooks
-from precis.engine.requests import Request
 from precis.engine.settings import CompactionSettings
 from precis.integrations._telemetry import Compaction, emit_span, facts_kept
 from precis.session import AsyncSession, BaseSession
 from precis.session._base import SystemPromptCompiler
+from precis.session._io import SessionRequest
 from precis.session.tools import TOOLS, handle_tool_call
 from precis.stores.base import ConversationStore
 from precis.summarize.base import Summarizer
@@ -69,7 +69,7 @@ DIGEST_TAG = "sha256:"
 MAX_OPEN_THREADS = 1024
 
 T = TypeVar("T")
-Flow: TypeAlias = Steps[Request, T]
+Flow: TypeAlias = Steps[SessionRequest, T]
 
 
 class Sessions:
@@ -166,8 +166,16 @@ class Sessions:
             if len(self._threads) <= self.max_open:
                 return
             mirror = self._threads[conversation_id]
-            if not (mirror.lock.locked() or mirror.alock.locked()):
+            busy = mirror.lock.locked() or mirror.alock.locked()
+            if not (busy or (mirror.session.behind and mirror.session.behind.running)):
                 del self._threads[conversation_id]
+
+    async def aclose(self, *, cancel: bool = False) -> None:
+        """Wait for (or `cancel`) every thread's compaction behind its turns: none is left."""
+        with self._lock:
+            sessions = [mirror.session for mirror in self._threads.values()]
+        for session in sessions:
+            await session.aclose(cancel=cancel)
 
 
 class UnboundedWindow(UserWarning):

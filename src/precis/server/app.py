@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -45,6 +47,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+@asynccontextmanager
+async def _closing(app: FastAPI) -> AsyncIterator[None]:
+    """At shutdown, wait for the compactions running behind the requests."""
+    yield
+    await app.state.service.aclose()
+
+
 def create_app(
     store: ConversationStore,
     *,
@@ -77,6 +86,7 @@ def create_app(
         docs_url=None if keys else "/docs",
         redoc_url=None,
         generate_unique_id_function=lambda route: route.name,
+        lifespan=_closing,
     )
     service = Service(store, settings, summarizer_factory, counter_factory, limits, keys)
     app.state.service = service

@@ -1,6 +1,7 @@
 """What a route depends on: the service, the caller's key, and a session on an existing
 conversation — as FastAPI dependencies, so routes stay a few lines each."""
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -21,6 +22,7 @@ from precis.stores.base import ConversationStore
 from precis.summarize.base import Summarizer
 
 API_KEY_HINT = "Authorization: Bearer <PRECIS_API_KEY>"
+_log = logging.getLogger("precis.server")
 
 SummarizerFactory = Callable[[], Summarizer]
 CounterFactory = Callable[[], TokenCounter]
@@ -58,6 +60,9 @@ class Service:
     keys: ApiKeys
     streams: StreamGauge = field(default_factory=StreamGauge)
     changes: Changes = field(default_factory=Changes)
+    # The sessions whose compaction runs behind the requests, by stored conversation id: one
+    # each in this worker, let go when it ends (`aclose` waits for the rest at shutdown).
+    behind: dict[str, AsyncSession] = field(default_factory=dict)
 
     def session(self, conversation: Conversation) -> AsyncSession:
         """A fresh session per request (a fresh token cache), so the service does not grow; its
@@ -69,6 +74,40 @@ class Service:
             self.summarizer_factory(),
             self.settings,
         )
+
+    async def compact_behind(self, session: AsyncSession, name: str) -> None:
+        """After an append: start the compaction due behind the request, or (over the hard
+        watermark) wait for the one running; a failure is logged, the append stands. When it
+        ends, the inspector's streams on `name` (the caller's id) are woken."""
+        if not self.settings.background_compaction:
+            return
+        key = session.conversation_id
+        # The session whose compaction runs (its check waits for it only over the hard
+        # watermark), or this request's.
+        target = self.behind.get(key, session)
+        assert target.behind is not None
+        before = target.behind.task
+        try:
+            await target.maybe_compact()
+        except Exception:
+            _log.warning("%s: no compaction after an append", key, exc_info=True)
+            return
+        task = target.behind.task
+        if task is not None and task is not before and not task.done():
+            self.behind[key] = target
+            task.add_done_callback(lambda done: self._let_go(key, name, target, done))
+
+    def _let_go(self, key: str, name: str, session: AsyncSession, task: object) -> None:
+        """A compaction behind ended: wake the streams on it, and forget its session unless it
+        started another."""
+        self.changes.signal(name)
+        if self.behind.get(key) is session and session.behind and session.behind.task is task:
+            del self.behind[key]
+
+    async def aclose(self) -> None:
+        """Wait for every compaction running behind the requests (at shutdown)."""
+        for session in list(self.behind.values()):
+            await session.aclose()
 
     async def require(self, conversation: Conversation) -> None:
         """Refuse a conversation the store does not hold (a session would create it)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from precis.core.messages import Message
 from precis.core.steps import Steps
@@ -14,6 +14,7 @@ from precis.core.types import CompactionMode, Trigger
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.session._base import BaseSession
+from precis.session._behind import Behind
 from precis.session._io import SessionRequest, adrive, adrive_in_thread
 from precis.stores.base import CompactionEvent, RecallHit
 from precis.stores.memory import MemoryStore
@@ -24,7 +25,30 @@ T = TypeVar("T")
 
 class AsyncSession(BaseSession):
     """A conversation in a store whose every call is awaited; made without I/O, it creates the
-    conversation on first use."""
+    conversation on first use.
+
+    Its summaries are made behind the turns (see `CompactionSettings.background_compaction`):
+    close it (`aclose`, or `async with`) so that none is left running."""
+
+    def _opened(self) -> None:
+        self.behind = Behind(self.conversation_id)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self, *, cancel: bool = False) -> None:
+        """Wait for the compaction behind the turns to commit or fail (or, `cancel`, stop it)."""
+        assert self.behind is not None
+        await self.behind.aclose(cancel=cancel)
+
+    async def settle(self) -> list[CompactionStats]:
+        """Wait for the compaction behind the turns, if one runs; what committed since the last
+        check (a failure is logged and kept in `behind.failures`)."""
+        assert self.behind is not None
+        return await self.behind.wait()
 
     async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
         """One operation's logic, on the loop with store calls off it (`ThreadedSession` runs
@@ -120,7 +144,9 @@ class AsyncSession(BaseSession):
         return (await self._drive(self._compact_steps(None, "phase_complete", None, name))).stats
 
     async def maybe_compact(self) -> list[CompactionStats]:
-        """Compact when a trigger fires; returns what ran (usually nothing)."""
+        """Compact when a trigger fires; returns what ran (usually nothing). The summary is
+        made behind (it commits over what is appended meanwhile, and its stats come with a
+        later call); this waits only over the hard watermark."""
         return await self._drive(self._maybe_compact_steps())
 
     async def absorb(self, child: BaseSession, tool_call_id: str) -> Message:

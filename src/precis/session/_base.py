@@ -26,8 +26,8 @@ from precis.engine.requests import Call, Request
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
-from precis.facts import KeptFacts, folded_parts, prepare, read_ahead
-from precis.session._checks import AppendCheck, answers_outside, refuse_append
+from precis.session._behind import AwaitBehind, Behind, StartBehind
+from precis.session._checks import AppendCheck, answers_outside, refuse_append, remember
 from precis.session._checks import task_message as _task_message
 from precis.stores.base import (
     CompactionEvent,
@@ -80,23 +80,6 @@ class _View(NamedTuple):
 _Limits = tuple[CompactionSettings, int | None, int | None, int, int, int]
 
 
-def _remember(
-    messages: Sequence[Message],
-    counter: TokenCounter,
-    memo: Memo,
-    earlier: Sequence[Message] = (),
-    kept: KeptFacts | None = None,
-) -> None:
-    for message in messages:
-        prepare(message, memo)  # its facts
-        counter.count(message)
-        folded_parts(message, memo)  # the text facts are looked for in, folded
-    # What a result says about the work its call did (earlier in the turn or in this batch).
-    read_ahead(earlier, messages, memo)
-    if kept is not None:
-        kept.observe_more(messages)  # which of the guard's facts they hold
-
-
 class BaseSession:
     """A conversation in a store, with the counter, summarizer and settings that govern it."""
 
@@ -131,6 +114,7 @@ class BaseSession:
         self._last_view: _View | None = None
         # What `_display` works out of the settings, with the settings it was worked out of.
         self._display_limits: _Limits | None = None
+        self.behind: Behind | None = None  # an async session's compaction behind its turns
         self._opened()
 
     def _opened(self) -> None:
@@ -310,7 +294,7 @@ class BaseSession:
             floor = yield from self._floor_parts_steps()
             shown = self.view_alone(appended, sum(floor))
             kept = self.compactor.kept if self.settings.guard else None
-            yield Call(_remember, (shown, self.counter, self.memo, check.tail.turn, kept))
+            yield Call(remember, (shown, self.counter, self.memo, check.tail.turn, kept))
             yield from self._sample_steps("append", added=appended, floor=floor, shown=shown)
         except Exception:
             # The messages are stored: what failed is work to spare later reads, which redo it.
@@ -525,15 +509,26 @@ class BaseSession:
 
     def _maybe_compact_steps(
         self, pending: Sequence[Message] = ()
-    ) -> Steps[Request, list[CompactionStats]]:
+    ) -> Steps[Request | StartBehind | AwaitBehind, list[CompactionStats]]:
         """Over the hard watermark: truncate, no model call. Over the soft watermark (or letta's
         threshold; strict >): summarize. After `turn_limit` turns: summarize. A compaction that
-        could make nothing smaller wrote nothing and is not listed."""
-        done: list[CompactionStats] = []
+        could make nothing smaller wrote nothing and is not listed.
+
+        With `behind` (an async session) the summary is made behind the turn, of the stored
+        context (what is appended meanwhile stays after it), one at a time; the turn waits for
+        it only over the hard watermark. Its stats come with the next check's."""
         hard, soft = self.settings.hard_limit, self.settings.threshold
+        behind = self.behind if self.settings.background_compaction else None
+        done: list[CompactionStats] = behind.take() if behind is not None else []
         # Once per check: it reads the context, and the compaction it starts works on that read
         # (a commit since is caught by the compaction's compare-and-set, which reads again).
         tokens, snapshot, parts = yield from self._checked_steps(pending)
+        if behind is not None and behind.running:
+            if hard is None or tokens <= hard:
+                return done  # the turn goes on while the summary is made
+            waited: list[CompactionStats] = yield AwaitBehind(behind)
+            done += waited
+            tokens, snapshot, parts = yield from self._checked_steps(pending)
         if hard is not None and tokens > hard:
             truncated = yield from self._compact_steps(
                 "truncate", "hard_watermark", None, None, pending, snapshot, parts
@@ -542,14 +537,20 @@ class BaseSession:
                 done.append(truncated.stats)
                 tokens, snapshot, parts = yield from self._checked_steps(pending)
         limit = self.settings.turn_limit
-        result: CompactionResult | None = None
+        trigger: Trigger | None = None
+        read: tuple[ContextSnapshot, tuple[int, int]] | tuple[None, None] = (snapshot, parts)
         if soft is not None and tokens > soft:
-            result = yield from self._compact_steps(
-                None, "context_window_limit", None, None, pending, snapshot, parts
-            )
+            trigger = "context_window_limit"
         elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
-            result = yield from self._compact_steps(None, "turn_limit", None, None, pending)
-        if result is not None and result.compacted:
+            trigger, read = "turn_limit", (None, None)
+        if trigger is None:
+            return done
+        if behind is not None:
+            later = self._compact_steps(None, trigger, None, None, (), *read)
+            now: list[CompactionStats] = yield StartBehind(behind, later)
+            return done + now
+        result = yield from self._compact_steps(None, trigger, None, None, pending, *read)
+        if result.compacted:
             done.append(result.stats)
         return done
 

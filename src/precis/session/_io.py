@@ -34,6 +34,7 @@ from precis.engine.requests import (
     Summarize,
 )
 from precis.providers.base import ChatProvider, Completion
+from precis.session._behind import AwaitBehind, StartBehind
 from precis.summarize.base import LocalSummarizer
 
 T = TypeVar("T")
@@ -51,7 +52,7 @@ class Complete:
     tools: Sequence[Mapping[str, Any]] | None = None
 
 
-SessionRequest: TypeAlias = Request | Complete
+SessionRequest: TypeAlias = Request | Complete | StartBehind | AwaitBehind
 
 
 def drive(steps: Steps[SessionRequest, T]) -> T:
@@ -114,6 +115,11 @@ def perform(request: SessionRequest) -> Any:
         return request.provider.complete(request.messages, request.tools)
     if isinstance(request, RunCommand):
         return _run_command(request)
+    if isinstance(request, StartBehind):  # nothing runs behind a plain call: compact now
+        result = drive(request.steps)
+        return [result.stats] if result.compacted else []
+    if isinstance(request, AwaitBehind):  # no task of this driver's can be running
+        return request.behind.take()
     value = request.hook(request.context)
     if inspect.isawaitable(value):
         if inspect.iscoroutine(value):
@@ -132,6 +138,11 @@ async def aperform(request: SessionRequest) -> Any:
         return await request.provider.acomplete(request.messages, request.tools)
     if isinstance(request, RunCommand):
         return await _arun_command(request)
+    if isinstance(request, StartBehind):
+        request.behind.start(adrive_in_thread(request.steps))
+        return []
+    if isinstance(request, AwaitBehind):
+        return await request.behind.wait()
     value = request.hook(request.context)
     if inspect.isawaitable(value):
         return await _await_hook(value, request.timeout)

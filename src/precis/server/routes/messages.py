@@ -31,6 +31,7 @@ def router(limits: ServiceLimits) -> APIRouter:
     async def append_messages(
         body: AppendMessages,
         service: ServiceDep,
+        conversation: ConversationDep,
         session: SessionDep,
         idempotency_key: Annotated[
             str | None,
@@ -63,6 +64,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         except InvalidMessage as exc:
             raise exc.at(origin[exc.index] if exc.index is not None else None) from None
         stored = [message_out(m) for m in appended]
+        await service.compact_behind(session, conversation.id)
         try:
             tokens: int | None = await session.tokens()
         except Exception:  # stored all the same: the answer must say so, not fail
