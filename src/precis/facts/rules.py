@@ -80,6 +80,8 @@ _RULE_EN_RE: Final = re.compile(
     r"no (?!(?:such|need|idea|problem|worries|rush|luck|way|doubt|matter)\b)[\w-]))"
     # an imperative that restricts: "use A, not B", "deploy to staging only"
     r"|(?i:" + _START + _IMPERATIVE + r"\b)[^.!?]{0,200}?(?i:" + _RESTRICTION + r")"
+    # a house rule: "we use A here, not B"
+    r"|(?i:\bwe use\b[^.!?]{0,80}?(?:[,;]\s?not\b|\binstead of\b|\brather than\b))"
 )
 _RULE_MODAL_RE: Final = re.compile(
     # who must or may not: "X must not …", "you can't …", "tests are required …"
@@ -101,7 +103,7 @@ _REPORTED_RE: Final = re.compile(
 _RULE_ZH_RE: Final = re.compile(
     r"不要(?!紧)|(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])|禁止|必须|只用|只能|只改|只跑|"
     r"只在|只通过|仅限|不能|务必|不许|不准|不得|严禁|切勿|请勿|一律|统一用|以后[^。]{0,6}都用|"
-    r"一定要|记得|确保|避免|不可以|不允许|不应该|都要|保持[^。]{0,12}(?:不变|原样)|而不是"
+    r"一定要|总是(?:先|要|用)|记得|确保|避免|不可以|不允许|不应该|都要|保持[^。]{0,12}(?:不变|原样)|而不是"
 )
 _REPORTED_ZH_RE: Final = re.compile(
     r"说|要求|因为|由于|觉得|认为|好像|似乎|没写|是不是|要不要|讨论|最多|不能为空|"
