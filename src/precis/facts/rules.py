@@ -19,29 +19,33 @@ MAX_RULE_CHARS: Final = 600
 # Where one sentence ends: after . ! ? and a space (not after e.g. / i.e. / vs. / etc.), after
 # 。！？ (a ；or ，joins clauses of one sentence), or at a line break.
 _SENTENCE_SPLIT_RE: Final = re.compile(
-    r"(?<!\b[Ee]\.g\.)(?<!\b[Ii]\.e\.)(?<!\b[Vv]s\.)(?<!\b[Ee]tc\.)(?<!\b[Cc]f\.)(?<=[.!?])\s+"
+    r"(?<=[.!?])(?<!\b[Ee]\.g\.)(?<!\b[Ii]\.e\.)(?<!\b[Vv]s\.)(?<!\b[Ee]tc\.)(?<!\b[Cc]f\.)\s+"
     r"|(?<=[。！？])"
 )
-# Lines that hold code, a listing, a schema, a docstring or a log, not anyone's words.
-_NOT_PROSE_RE: Final = re.compile(
+# How a line opens that holds code, a schema, a docstring or a log, not anyone's words.
+_NOT_PROSE_START_RE: Final = re.compile(
+    r"\s*(?:"
     # code and its comments
-    r"^\s*(?:raise \w|assert \w|return\b|def \w|class \w+[(:]|throw new|(?:const|let|var) \w+ =|"
+    r"raise \w|assert \w|return\b|def \w|class \w+[(:]|throw new|(?:const|let|var) \w+ =|"
     r"export (?:type|const|default|function)|import \w|from [\w.]+ import|"
     r"if \(|if [^\n]{0,80}:\s*$|"
-    r"SELECT |INSERT |UPDATE \w+ SET|DELETE FROM|(?:log|logger|console|print)[.(])"
-    r"|^\s*(?:#(?!#)|//|/\*|\*/|\*\s*@|@\w|:(?:param|raises?|returns?|type|rtype)\b|>>>)"
-    r"|\"\"\"|/\*\*|\*/|\.format\(|=>|[;{(]\s*$|[\w)\]]\s?(?:==|!=|=)\s?[\w\"'{\[(]"
+    r"SELECT |INSERT |UPDATE \w+ SET|DELETE FROM|(?:log|logger|console|print)[.(]"
+    r"|#(?!#)|//|/\*|\*/|\*\s*@|@\w|:(?:param|raises?|returns?|type|rtype)\b|>>>"
     # a tool's parameter, a command's flag, a usage line, a JSON key
-    r"|^\s*[-*]?\s*`?[\w.]+`?\s*[(（](?:string|integer|number|boolean|array|object|bool|int|str|"
+    r"|[-*]?\s*`?[\w.]+`?\s*[(（](?:string|integer|number|boolean|array|object|bool|int|str|"
     r"float|字符串|数字|布尔|整数|数组|对象)"
-    r"|^\s*-{1,2}[A-Za-z]|^\s*(?:usage|用法)\s*[:：]|^\s*\"[\w-]+\"\s*:"
-    # an indented "name: …" under Args: / 参数：
-    r"|^\s{2,}[\w.]+\s*[:：]\s"
+    r"|-{1,2}[A-Za-z]|(?:usage|用法)\s*[:：]|\"[\w-]+\"\s*:"
     # logs and error messages
-    r"|^\s*(?:ERROR|FATAL|INFO|DEBUG|WARN|error|warning|fatal|hint|note|sudo|npm (?:ERR!|WARN)|"
+    r"|ERROR|FATAL|INFO|DEBUG|WARN|error|warning|fatal|hint|note|sudo|npm (?:ERR!|WARN)|"
     r"E\s{2}|Permission denied|permission denied|Traceback|File \"|Invalid\b|Error:|"
     r"\d{3} [A-Z]|\d{4}-\d\d-\d\d|\[[A-Z]+\]|[A-Z]+_[A-Z_]+:|[\w.]*(?:Error|Exception|Warning):|"
     r"error\[|[\w ]{0,6}(?:报错|错误|警告|提示|致命错误|日志)[^，。：:]{0,4}[:：])"
+    # an indented "name: …" under Args: / 参数：
+    r"|\s{2}\s*[\w.]+\s*[:：]\s"
+)
+# What marks code anywhere in a line: a docstring, a call's format, an assignment, a block.
+_CODE_MARK_RE: Final = re.compile(
+    r"\"\"\"|/\*\*|\*/|\.format\(|=>|[;{(]\s*$|[\w)\]]\s?(?:==|!=|=)\s?[\w\"'{\[(]"
 )
 # Quoted text and inline code: what was said or shown, not a rule the speaker sets.
 _QUOTED_RE: Final = re.compile(
@@ -110,7 +114,37 @@ _REPORTED_ZH_RE: Final = re.compile(
     r"(?:出错|出现|报错|失败)|^(?:我|我们)[^，。]{0,8}(?:不能|只)"
 )
 _QUESTION_END_RE: Final = re.compile(r"[?？]\s*$|[吗呢]\s*[。]?$")
-_ENDS_RE: Final = re.compile(r"[)\]}\s]*$")
+_CLOSERS: Final = ")]} \t\n"
+# Words one of `_RULE_MODAL_RE`'s forms holds (lowercased), so most sentences skip it.
+_MODAL_WORDS: Final = (
+    "must",
+    "shall",
+    "should",
+    "may not",
+    "has to",
+    "have to",
+    "needs to",
+    "required",
+    "mandatory",
+    "forbidden",
+    "prohibited",
+    "banned",
+    "not allowed",
+    "not permitted",
+    "off",
+    "persistent",
+    "only allowed",
+    "not ok",
+    "acceptable",
+    "you",
+    "we ",
+    "i ",
+    "i'",
+    "i’",
+    "recommend",
+)
+# The characters without which a line holds none of `_CODE_MARK_RE`'s marks.
+_CODE_CHARS: Final = ("=", '"""', "*", ".format(", ";", "{", "(")
 # How a line ends that does not go on in the next one.
 _WRAPS_RE: Final = re.compile(r"[.!?:;。！？：；]$")
 
@@ -124,16 +158,40 @@ def is_rule(sentence: str) -> bool:
     if len(sentence) > MAX_RULE_CHARS:
         return False
     bare = _QUOTED_RE.sub(" ", sentence)
-    if _QUESTION_END_RE.search(_ENDS_RE.sub("", bare)):
+    found = _rule_forms(bare)
+    if found == (False, False, False):  # (most sentences: the rest is slower)
         return False
-    bare = SELF_REPORT_RE.sub(" ", bare)
-    if _RULE_EN_RE.search(bare) is not None:
-        return True
-    if _RULE_MODAL_RE.search(bare) is not None and _REPORTED_RE.search(bare) is None:
-        return True
-    if _RULE_ZH_RE.search(bare) is None:
+    if _QUESTION_END_RE.search(bare.rstrip(_CLOSERS)):
         return False
-    return _REPORTED_ZH_RE.search(bare) is None
+    told = SELF_REPORT_RE.sub(" ", bare)
+    if told != bare:
+        found = _rule_forms(told)
+    opens, modal, chinese = found
+    if opens or (modal and _REPORTED_RE.search(told) is None):
+        return True
+    return chinese and _REPORTED_ZH_RE.search(told) is None
+
+
+def _modal(text: str) -> bool:
+    """Whether `text` says who must or may not, looked for only where its words are."""
+    low = text.lower()
+    return any(word in low for word in _MODAL_WORDS) and _RULE_MODAL_RE.search(text) is not None
+
+
+def _rule_forms(text: str) -> tuple[bool, bool, bool]:
+    """Whether `text` holds a clause that opens with a rule, a modal rule, a Chinese rule."""
+    return (
+        _RULE_EN_RE.search(text) is not None,
+        _modal(text),
+        _RULE_ZH_RE.search(text) is not None,
+    )
+
+
+def _not_prose(line: str) -> bool:
+    """Whether a line is a listing's, code's, a schema's or a log's rather than prose."""
+    if NUMBERED_LINE_RE.match(line) or _NOT_PROSE_START_RE.match(line):
+        return True
+    return any(mark in line for mark in _CODE_CHARS) and _CODE_MARK_RE.search(line) is not None
 
 
 def _prose_lines(text: str) -> list[str]:
@@ -141,7 +199,7 @@ def _prose_lines(text: str) -> list[str]:
     lines: list[str] = []
     wrapped = False  # whether the last line kept goes on in the next one
     for line in text.splitlines():
-        if NUMBERED_LINE_RE.match(line) or _NOT_PROSE_RE.search(line):
+        if _not_prose(line):
             wrapped = False
             continue
         stripped = line.strip()
