@@ -24,8 +24,9 @@ from precis.facts.digest import (
     request_gist,
     task_gist,
 )
+from precis.facts.rules import constraint_sentences
 from precis.facts.terms import error_lines, short_arguments, terms_in
-from precis.facts.text import constraint_sentences, heading_rules
+from precis.facts.text import heading_rules
 from precis.summarize.base import SummaryRequest
 from precis.summarize.brief.items import Item
 from precis.summarize.brief.labels import TASK

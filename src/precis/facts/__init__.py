@@ -26,6 +26,7 @@ from precis.facts.language import (
 )
 from precis.facts.model import KINDS, PRIORITY, Fact, Ledger, carry, dedupe
 from precis.facts.records import Record, read_record
+from precis.facts.rules import constraint_sentences
 from precis.facts.scan import (
     prepare,
     scan,
@@ -35,7 +36,6 @@ from precis.facts.terms import basename, error_key, project_root
 from precis.facts.text import (
     by_strength,
     compact,
-    constraint_sentences,
     forbids,
     head,
     is_trivial,

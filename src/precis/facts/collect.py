@@ -31,6 +31,7 @@ from precis.facts.patterns import (
 )
 from precis.facts.progress import Progress, children, exit_failed, titles
 from precis.facts.records import Record, file_record, read_record
+from precis.facts.rules import constraint_sentences
 from precis.facts.scan import (
     AssistantScan,
     CallScan,
@@ -47,7 +48,6 @@ from precis.facts.tally import W_ARGS, W_CARRIED, W_OUTPUT, W_SPOKEN, W_USER, Ta
 from precis.facts.terms import terms_in, unnumbered
 from precis.facts.text import (
     by_strength,
-    constraint_sentences,
     forbids,
     heading_rules,
     is_trivial,

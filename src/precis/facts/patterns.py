@@ -18,12 +18,6 @@ RECENT_TODOS: Final = 6
 RECENT_DONE_CALLS: Final = 5
 MAX_CONFIRM_UNITS: Final = 80
 
-CONSTRAINT_EN_RE: Final = re.compile(
-    r"(?i)\b(?:don['’]?t|do not|never|must(?:n['’]t| not)?|only|always|instead of|avoid|make sure|"
-    r"ensure|remember|"
-    r"without|required?|requires|cannot|can['’]t|should(?:n['’]t| not)|not allowed|"
-    r"not persistent)\b"
-)
 STRONG_CONSTRAINT_RE: Final = re.compile(
     r"(?i)\b(?:don['’]?t|do not|never|must not|mustn['’]t|avoid|instead of)\b"
     r"|不要|禁止|不能|别|务必|不许|不准|不得|严禁|切勿"
@@ -34,10 +28,6 @@ SPEC_RULE_RE: Final = re.compile(
 )
 # A clause that forbids by opening with "No …": "No UI changes in this task."
 NO_CLAUSE_RE: Final = re.compile(r"(?i)(?:^|[;:,(]\s*)no\s+[\w-]")
-CONSTRAINT_ZH_RE: Final = re.compile(
-    r"不要|禁止|必须|只能|不能|务必|不许|不准|不得|严禁|切勿|"
-    r"(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])"
-)
 # "I don't have / know / remember …" describes the speaker; it sets no rule.
 SELF_REPORT_RE: Final = re.compile(
     r"(?i)\b(?:I|we)(?:['’]m| am| are)? (?:do not|don['’]?t|not) (?:have|know|remember|recall|see|"

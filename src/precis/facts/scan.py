@@ -53,6 +53,7 @@ from precis.facts.progress import (
     test_tally,
     todo_entries,
 )
+from precis.facts.rules import constraint_sentences
 from precis.facts.terms import (
     clean_path,
     error_key,
@@ -71,7 +72,6 @@ from precis.facts.terms import (
 from precis.facts.text import (
     by_strength,
     clean_user_text,
-    constraint_sentences,
     fix_text,
     injected_rules,
     listed_rules,

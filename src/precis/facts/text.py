@@ -11,11 +11,8 @@ from precis.facts.demos import request_part
 from precis.facts.patterns import (
     ACK_RE,
     CJK_RE,
-    CODE_BLOCK_RE,
     COMMAND_ARGS_RE,
     COMMAND_RE,
-    CONSTRAINT_EN_RE,
-    CONSTRAINT_ZH_RE,
     DIGIT_RE,
     HARNESS_LINE_RE,
     NO_CLAUSE_RE,
@@ -23,7 +20,6 @@ from precis.facts.patterns import (
     REMINDER_RE,
     RULE_HEADING_RE,
     RULE_ITEM_RE,
-    SELF_REPORT_RE,
     SENTENCE_SPLIT_RE,
     STRONG_CONSTRAINT_RE,
 )
@@ -101,21 +97,6 @@ def by_strength(sentences: Iterable[str]) -> list[str]:
 def forbids(rule: str) -> bool:
     """A prohibition: "never …", "don't …", "must not …", or a clause that opens with "No …"."""
     return STRONG_CONSTRAINT_RE.search(rule) is not None or NO_CLAUSE_RE.search(rule) is not None
-
-
-def constraint_sentences(text: str) -> list[str]:
-    """The sentences of `text` that state a rule (don't / never / must / 不要 …), verbatim."""
-    found: list[str] = []
-    if "```" in text:
-        text = CODE_BLOCK_RE.sub("\n", text)  # an example's comments set no rule
-    for piece in SENTENCE_SPLIT_RE.split(text):
-        sentence = one_line(piece.strip().lstrip("-*•>#").strip())
-        if len(sentence) < 6:
-            continue
-        bare = SELF_REPORT_RE.sub(" ", sentence)
-        if CONSTRAINT_EN_RE.search(bare) or CONSTRAINT_ZH_RE.search(bare):
-            found.append(sentence)
-    return found
 
 
 def heading_rules(text: str, *, limit: int = 240) -> list[str]:

@@ -12,9 +12,9 @@ from precis.facts import (
     Note,
     Record,
     by_strength,
-    constraint_sentences,
     error_key,
 )
+from precis.facts.rules import constraint_sentences
 from precis.summarize.brief.labels import (
     CONSTRAINTS,
     COUNT_RE,
