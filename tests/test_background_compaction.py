@@ -36,7 +36,12 @@ HANG_GUARD = 60.0
 
 
 def settings(**changes: Any) -> CompactionSettings:
-    base = {"context_window": WINDOW, "soft_watermark": 0.5, "hard_watermark": 0.95}
+    base = {
+        "context_window": WINDOW,
+        "soft_watermark": 0.5,
+        "hard_watermark": 0.95,
+        "background_compaction": True,
+    }
     return CompactionSettings(**(base | changes))
 
 

@@ -54,7 +54,9 @@ def said(start: int, count: int) -> list[dict[str, Any]]:
 def test_an_append_is_answered_while_its_compaction_runs_behind(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "precis.db")
     held = HeldAcrossThreads()
-    settings = CompactionSettings(context_window=2000, soft_watermark=0.5, hard_watermark=0.95)
+    settings = CompactionSettings(
+        context_window=2000, soft_watermark=0.5, hard_watermark=0.95, background_compaction=True
+    )
     app = create_app(store, settings=settings, summarizer_factory=lambda: held)
     with serving(app) as url, httpx.Client(base_url=url, timeout=HANG_GUARD) as client:
         cid = client.post("/v1/conversations", json={}).json()["id"]

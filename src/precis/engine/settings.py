@@ -91,7 +91,7 @@ class CompactionSettings:
     soft_watermark: float | None = None
     hard_watermark: float = 0.95
     low_watermark: float | None = 0.5
-    background_compaction: bool = True
+    background_compaction: bool = False
     turn_limit: int | None = None
     tool_output_max_chars: int | None = 20000
     tool_output_head_lines: int = 40

@@ -27,7 +27,7 @@ class AsyncSession(BaseSession):
     """A conversation in a store whose every call is awaited; made without I/O, it creates the
     conversation on first use.
 
-    Its summaries are made behind the turns (see `CompactionSettings.background_compaction`):
+    With `CompactionSettings.background_compaction` its summaries are made behind the turns:
     close it (`aclose`, or `async with`) so that none is left running."""
 
     def _opened(self) -> None:
