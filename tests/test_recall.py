@@ -17,7 +17,7 @@ import pytest
 
 from precis.core.messages import Message, ToolCall
 from precis.stores import ConversationStore, MemoryStore, SQLiteStore, recall
-from precis.stores.base import MAX_OCCURRENCE_BONUS, RecallHit, term_score
+from precis.stores.base import RecallHit
 from precis.stores.recall import (
     CANDIDATES,
     found,
@@ -26,6 +26,7 @@ from precis.stores.recall import (
     text_grams,
     trigrams,
 )
+from precis.stores.scoring import MAX_OCCURRENCE_BONUS, term_score
 
 CID = "c"
 
