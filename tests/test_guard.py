@@ -202,6 +202,27 @@ def test_priority_decides_what_fits_when_space_is_short() -> None:
     assert utf16_len(body) >= int(0.35 * clip) - 1
 
 
+def test_within_a_kind_the_newest_errors_and_files_are_kept_first() -> None:
+    # Three errors and three files read, oldest first as the ledger has them: room for one of
+    # each kind keeps the newest (an old error is most often one already fixed); the rules keep
+    # their own order, the first stated first.
+    facts = (
+        Fact("constraint", "never use npm", "u1"),
+        Fact("constraint", "only pnpm here", "u1"),
+        *(Fact("error", f"ValueError: bad row {i}" + "." * 40, f"t{i}") for i in range(3)),
+        *(Fact("file_read", f"src/mod_{i}.py" + "_" * 40, f"t{i}") for i in range(3)),
+    )
+    result = apply_guard("s" * 400, Ledger(facts), clip_chars=260)
+    errors = [f.text for f in result.appended if f.kind == "error"]
+    assert errors and errors[0].startswith("ValueError: bad row 2")
+    assert [f.text for f in result.appended if f.kind == "constraint"] == [
+        "never use npm",
+        "only pnpm here",
+    ]
+    dropped = [f.text for f in result.dropped if f.kind == "error"]
+    assert dropped and all(not t.startswith("ValueError: bad row 2") for t in dropped)
+
+
 def test_the_body_is_cut_before_any_fact_is_dropped() -> None:
     facts = (Fact("constraint", "never use npm", "u1"), Fact("task", "ship the export", "u1"))
     result = apply_guard("word " * 100, Ledger(facts), clip_chars=200)

@@ -30,13 +30,14 @@ _NOT_PROSE_START_RE: Final = re.compile(
     r"export (?:type|const|default|function)|import \w|from [\w.]+ import|"
     r"if \(|if [^\n]{0,80}:\s*$|"
     r"SELECT |INSERT |UPDATE \w+ SET|DELETE FROM|(?:log|logger|console|print)[.(]"
-    r"|#(?!#)|//|/\*|\*/|\*\s*@|@\w|:(?:param|raises?|returns?|type|rtype)\b|>>>"
+    r"|#(?![#\d])|//|/\*|\*/|\*\s*@|@\w|:(?:param|raises?|returns?|type|rtype)\b|>>>"
     # a tool's parameter, a command's flag, a usage line, a JSON key
     r"|[-*]?\s*`?[\w.]+`?\s*[(（](?:string|integer|number|boolean|array|object|bool|int|str|"
     r"float|字符串|数字|布尔|整数|数组|对象)"
     r"|-{1,2}[A-Za-z]|(?:usage|用法)\s*[:：]|\"[\w-]+\"\s*:"
     # logs and error messages
-    r"|ERROR|FATAL|INFO|DEBUG|WARN|error|warning|fatal|hint|note|sudo|npm (?:ERR!|WARN)|"
+    r"|(?:ERROR|FATAL|INFO|DEBUG|WARN|error|warning|fatal|hint|note)(?!\w{0,4}\s?[:：]\s?"
+    r"(?:please )?(?:do not|don['’]t|never|always|only|avoid|make sure)\b)|sudo|npm (?:ERR!|WARN)|"
     r"E\s{2}|Permission denied|permission denied|Traceback|File \"|Invalid\b|Error:|"
     r"\d{3} [A-Z]|\d{4}-\d\d-\d\d|\[[A-Z]+\]|[A-Z]+_[A-Z_]+:|[\w.]*(?:Error|Exception|Warning):|"
     r"error\[|[\w ]{0,6}(?:报错|错误|警告|提示|致命错误|日志)[^，。：:]{0,4}[:：])"
@@ -54,7 +55,7 @@ _QUOTED_RE: Final = re.compile(
 
 # Where a clause starts, and the words that may come before its verb.
 _START: Final = (
-    r"(?:^|[,;:(—–]\s?|\s[-–]\s|\b(?:and|but|so|then|also)\s)"
+    r"(?:^|[,;:(—–，；：]\s?|\s[-–]\s|\b(?:and|but|so|then|also)\s)"
     r"(?:(?:please|pls|just|also|kindly|absolutely|so|and|but|then|really|try to|again)\s){0,3}"
 )
 # Verbs a rule may open with when it restricts (with `_RESTRICTION`).
@@ -83,7 +84,7 @@ _RULE_EN_RE: Final = re.compile(
     r"nothing (?:gets|is|may|should)|(?:nobody|no one) (?!has\b)\w+s\b|"
     r"no (?!(?:such|need|idea|problem|worries|rush|luck|way|doubt|matter)\b)[\w-]))"
     # an imperative that restricts: "use A, not B", "deploy to staging only"
-    r"|(?i:" + _START + _IMPERATIVE + r"\b)[^.!?]{0,200}?(?i:" + _RESTRICTION + r")"
+    r"|(?i:" + _START + _IMPERATIVE + r"\b)(?:[^.!?]|\.(?=\d)){0,200}?(?i:" + _RESTRICTION + r")"
     # a house rule: "we use A here, not B"
     r"|(?i:\bwe use\b[^.!?]{0,80}?(?:[,;]\s?not\b|\binstead of\b|\brather than\b))"
 )
@@ -100,9 +101,10 @@ _RULE_MODAL_RE: Final = re.compile(
 )
 # What makes a sentence's "must" or "only" a report, an explanation or a guess, not a rule.
 _REPORTED_RE: Final = re.compile(
-    r"(?i)\b(?:was|were|had|did|didn['’]t|failed|because|since|so that|otherwise|which is why|"
-    r"that['’]s why|explains|I think|it seems|seems|apparently|say|says|said|refers? to|"
-    r"must have|must['’]ve|must be (?:busy|tired|kidding|joking)|may not (?:be|work|have|matter))\b"
+    r"(?i)\b(?:was|were|had|did|(?<!rather you )didn['’]t|failed|because|since|so that|"
+    r"otherwise|which is why|that['’]s why|explains|I think|it seems|seems|apparently|say|says|"
+    r"said|refers? to|must have (?:been|had|done|gone|seen|made|\w+ed)|must['’]ve|"
+    r"must be (?:busy|tired|kidding|joking)|may not (?:be|work|have|matter))\b"
 )
 _RULE_ZH_RE: Final = re.compile(
     r"不要(?!紧)|(?<![特区分识类级性告辨差派个鉴])别(?![人的名处墅])|禁止|必须|只用|只能|只改|只跑|"
@@ -111,7 +113,7 @@ _RULE_ZH_RE: Final = re.compile(
 )
 _REPORTED_ZH_RE: Final = re.compile(
     r"说|要求|因为|由于|觉得|认为|好像|似乎|没写|是不是|要不要|讨论|最多|不能为空|"
-    r"(?:出错|出现|报错|失败)|^(?:我|我们)[^，。]{0,8}(?:不能|只)"
+    r"(?:出错|出现|报错|失败(?!的))|^(?:我|我们)[^，。]{0,8}(?:不能|只)"
 )
 _QUESTION_END_RE: Final = re.compile(r"[?？]\s*$|[吗呢]\s*[。]?$")
 _CLOSERS: Final = ")]} \t\n"
@@ -158,6 +160,15 @@ def is_rule(sentence: str) -> bool:
     if len(sentence) > MAX_RULE_CHARS:
         return False
     bare = _QUOTED_RE.sub(" ", sentence)
+    if _sets_rule(bare):
+        return True
+    # "先说一件事：不要…", "Heads up: never …": what follows a lead-in is judged alone (once).
+    _, colon, rest = bare.partition("：") if "：" in bare else bare.partition(": ")
+    return bool(colon) and len(rest) >= 6 and _sets_rule(rest)
+
+
+def _sets_rule(bare: str) -> bool:
+    """`is_rule` of a sentence with its quotes taken out."""
     found = _rule_forms(bare)
     if found == (False, False, False):  # (most sentences: the rest is slower)
         return False

@@ -13,7 +13,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from operator import itemgetter
 from types import MappingProxyType
 from typing import Final
 
@@ -128,7 +127,7 @@ def apply_guard(
     clip = max(0, clip_chars)
     memo = memo if memo is not None else Memo()
     sized = memo[_SIZED]
-    guarded = sorted((_guarded(fact, memo) for fact in ledger.facts), key=_by_priority)
+    guarded = [_guarded(fact, memo) for fact in in_guard_order(ledger.facts)]
     facts = [g[0] for g in guarded]
     language = _language(summary, facts)
     if heading == DEFAULT_HEADING and language == "zh":
@@ -200,6 +199,23 @@ def apply_guard(
         tuple(fact for fact, _ in chosen),
         tuple(fact for fact in missing_from(body) if id(fact) not in picked),
     )
+
+
+# The kinds a conversation adds to as it goes: their newest entries are the live ones.
+NEWEST_FIRST: Final = frozenset(
+    {"state", "file_modified", "identifier", "error", "file_read", "request"}
+)
+
+
+def in_guard_order(facts: Sequence[Fact]) -> list[Fact]:
+    """Facts in the order the guard keeps them when room is short: by kind (`PRIORITY`), and
+    within a kind the conversation adds to as it goes the newest first, as an old error is
+    most often one already fixed and the newest files and names are those at work."""
+    order = sorted(
+        range(len(facts)),
+        key=lambda n: (PRIORITY[facts[n].kind], -n if facts[n].kind in NEWEST_FIRST else n),
+    )
+    return [facts[n] for n in order]
 
 
 def _language(summary: str, facts: Sequence[Fact]) -> str:
@@ -319,7 +335,6 @@ def _guarded(fact: Fact, memo: Memo) -> _Guarded:
 
 # `_guarded` by the fact's identity.
 _GUARDED: Final = Table[int, _Guarded]("guarded facts", 8192)
-_by_priority = itemgetter(1)
 
 
 def _render(chosen: Sequence[tuple[Fact, str]], heading: str, labels: Mapping[str, str]) -> str:

@@ -32,6 +32,7 @@ from precis.summarize.brief.labels import (
     TASK,
     WORK,
 )
+from precis.summarize.guard import in_guard_order
 
 # The section a fact of each kind belongs in when no item carries it.
 HOME: Final[Mapping[str, str]] = {
@@ -82,7 +83,7 @@ def mark(out: dict[str, list[Item]], facts: Sequence[Fact]) -> None:
         return folded[key]
 
     # The task leads, as it leads the brief; then the guard's order.
-    for rank, fact in enumerate(sorted(facts, key=lambda f: f.kind != "task")):
+    for rank, fact in enumerate(sorted(in_guard_order(facts), key=lambda f: f.kind != "task")):
         home = HOME.get(fact.kind)
         if home is None or (home not in out and home != TASK):
             continue
