@@ -11,7 +11,9 @@ watermark are reported apart from those over it, where the turn waits by design.
     .venv/bin/python bench/background_latency.py [--window 8000] [--conversations 3]
         [--summary-seconds 2] [--model-seconds 0.1] [--store memory|sqlite] [--foreground]
 
-`--foreground` replays the same with `background_compaction=False`, for comparison.
+`--foreground` replays the same with `background_compaction=False`, for comparison. Each run
+also replays the same loop with no compaction at all (no window: `maybe_compact` only checks),
+the anchor its figures are read against.
 """
 
 from __future__ import annotations
@@ -66,23 +68,28 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-async def replay(path: Path, args: argparse.Namespace, store: Any) -> dict[str, Any]:
-    """One conversation: the `maybe_compact` times below and over the hard watermark."""
+async def replay(
+    path: Path, args: argparse.Namespace, store: Any, *, anchor: bool = False
+) -> dict[str, Any]:
+    """One conversation: the `maybe_compact` times below and over the hard watermark (with
+    `anchor`, of a session that never compacts: no window)."""
     from precis.engine.settings import CompactionSettings
     from precis.eval import load_conversation
     from precis.session import AsyncSession
 
     items = load_conversation(path)
     settings = CompactionSettings(
-        context_window=args.window, background_compaction=not args.foreground
+        context_window=None if anchor else args.window,
+        background_compaction=not args.foreground,
     )
     summarizer = SlowSummarizer(args.summary_seconds)
     behind: list[float] = []
     idle: list[float] = []
     over: list[float] = []
     calls = model_calls(items)
-    async with AsyncSession(store, path.stem, summarizer=summarizer, settings=settings) as s:
-        hard = settings.hard_limit or 0
+    name = f"{path.stem}-anchor" if anchor else path.stem
+    async with AsyncSession(store, name, summarizer=summarizer, settings=settings) as s:
+        hard = settings.hard_limit or math.inf
         for i, item in enumerate(items):
             if i == 0 and item.get("role") == "system":
                 await s.set_system_prompt(item["content"])
@@ -117,6 +124,7 @@ async def main_async(args: argparse.Namespace) -> int:
     behind: list[float] = []
     idle: list[float] = []
     over: list[float] = []
+    anchor: list[float] = []
     compactions = summaries = 0
     with tempfile.TemporaryDirectory() as tmp:
         for path in paths:
@@ -130,6 +138,9 @@ async def main_async(args: argparse.Namespace) -> int:
                 store = MemoryStore()
             with store:
                 found = await replay(path, args, store)
+                # The anchor, interleaved so both see the same load on the machine.
+                plain = await replay(path, args, store, anchor=True)
+            anchor += plain["idle"] + plain["behind"]
             behind += found["behind"]
             idle += found["idle"]
             over += found["over"]
@@ -155,6 +166,14 @@ async def main_async(args: argparse.Namespace) -> int:
                 f"p50 {percentile(values, 50):.2f} ms, p99 {percentile(values, 99):.2f} ms, "
                 f"max {max(values):.2f} ms"
             )
+    if anchor and below:
+        a50, a99 = percentile(anchor, 50), percentile(anchor, 99)
+        print(
+            f"anchor, the same loop with no compaction at all ({len(anchor)} calls): "
+            f"p50 {a50:.2f} ms, p99 {a99:.2f} ms, max {max(anchor):.2f} ms; below the hard "
+            f"watermark / anchor: p50 {percentile(below, 50) / a50:.2f}x, "
+            f"p99 {percentile(below, 99) / a99:.2f}x"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if over:
         print(

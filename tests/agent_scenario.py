@@ -36,7 +36,11 @@ REPLAY_WINDOW = 6000
 
 
 def settings(window: int = WINDOW) -> CompactionSettings:
-    return CompactionSettings(context_window=window, tool_output_max_chars=3000)
+    # Summaries behind the turns (the default, said here): every request is still measured
+    # against the whole window, and a turn waits only at the hard watermark.
+    return CompactionSettings(
+        context_window=window, tool_output_max_chars=3000, background_compaction=True
+    )
 
 
 def user_text(turn: int) -> str:

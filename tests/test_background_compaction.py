@@ -16,6 +16,7 @@ import pytest
 
 from precis.core.errors import StoreUnavailable, VersionConflict
 from precis.core.messages import KIND_SUMMARY, Message
+from precis.core.tokens import TextEstimator
 from precis.engine.results import CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.integrations import Sessions
@@ -331,5 +332,44 @@ def test_background_compaction_off_makes_the_async_turn_wait() -> None:
         (stats,) = await s.maybe_compact()
         assert stats.trigger == "context_window_limit"
         assert s.behind is not None and s.behind.task is None
+
+    asyncio.run(main())
+
+
+def test_a_prompt_recompiled_after_a_compaction_behind_is_counted_before_the_turn_goes() -> None:
+    """The compaction behind commits and leaves the system prompt to recompile: the next check
+    must count it as it will be sent (a compiler may write a much longer one), else a turn just
+    under the hard watermark by the stale prompt goes out over the window."""
+    memory = "Memory: " + "the deploy notes, ports and owners of every service " * 40
+
+    def compile_prompt(text: str, context: list[Message]) -> str:
+        return f"{text.partition(chr(10))[0]}\n{memory}"  # the first line, and the memory
+
+    async def main() -> None:
+        held = Held()
+        counter = TextEstimator()
+        hard = settings().hard_limit or 0
+        async with AsyncSession(
+            MemoryStore(), "c", counter, held, settings(), compile_system_prompt=compile_prompt
+        ) as s:
+            await s.set_system_prompt("You deploy services.")
+            await started_behind(s, held)
+            held.release.set()
+            assert len(await guarded(s.settle())) == 1  # committed: the prompt is stale now
+            stale = counter.count_text("You deploy services.")
+            n = 12
+            # Messages of a turn, appended before its check: up to just under the hard
+            # watermark as the stale prompt counts, over the window with the compiled one.
+            while stale + sum(map(counter.count, await s.context())) + 150 < hard:
+                await s.append(say(n))
+                n += 1
+            held.release.clear()  # a compaction this check starts stays behind the turn
+            await guarded(s.maybe_compact())
+            system = await s.system_prompt()
+            assert memory in system
+            sent = counter.count_text(system) + sum(map(counter.count, await s.view()))
+            held.release.set()
+        assert counter.count_text(system) - stale > WINDOW - hard  # what the check must see
+        assert sent <= WINDOW, sent
 
     asyncio.run(main())

@@ -62,6 +62,7 @@ def test_an_append_is_answered_while_its_compaction_runs_behind(tmp_path: Path) 
         cid = client.post("/v1/conversations", json={}).json()["id"]
         first = client.post(f"/v1/conversations/{cid}/messages", json={"messages": said(0, 12)})
         assert first.status_code == 201, first.text
+        before = [m["id"] for m in first.json()["messages"]]
         assert held.started.wait(HANG_GUARD)
         meanwhile = []
         for n in range(12, 15):  # answered while the summary is held
@@ -79,7 +80,10 @@ def test_an_append_is_answered_while_its_compaction_runs_behind(tmp_path: Path) 
         assert task.done() and not session.behind.failures
         context = client.get(f"/v1/conversations/{cid}/context").json()["messages"]
     snapshot = store.context(cid)
+    history = store.history(cid)
     store.close()
+    # None lost or reordered: every message in the history in the order it was appended.
+    assert [m.id for m in history if m.kind != KIND_SUMMARY] == before + meanwhile
     kinds = [m.kind for m in snapshot.messages]
     assert kinds.count(KIND_SUMMARY) == 1
     assert [m.id for m in snapshot.messages[-3:]] == meanwhile

@@ -39,6 +39,7 @@ from precis.engine.work import (
     joined,
     required_facts,
     smaller,
+    with_red_lines_of,
 )
 from precis.facts import KeptFacts, missing_from_folded, present, remember_ledger
 from precis.stores.base import (
@@ -410,10 +411,10 @@ class Compactor:
         )
         text = yield from job.summaries.steps(request)
         text = clip_summary(text, clip)
-        ledger = self._ledger(plan.summarize, job, work)
+        stays = [*plan.pinned, *plan.keep]
+        ledger = with_red_lines_of(self._ledger(plan.summarize, job, work), stays, self.memo)
         required = required_facts(ledger, job.task is not None, clip)
         ends: list[int] = []
-        stays = [*plan.pinned, *plan.keep]
         kept = self.kept.parts_of(stays, len(plan.pinned), ends)  # as the check just saw them
         kept = work.folded_parts(stays, ends) if kept is None else kept
         cut = ends[len(plan.pinned) - 1] if plan.pinned else 0
@@ -544,8 +545,9 @@ class Compactor:
         # The marker carries the dropped span's task and red lines; a bigger marker may drop more.
         for _ in range(3):
             widest = self.settings.effective_clip_chars
+            dropped = self._ledger(plan.dropped, job, work)
             required = required_facts(
-                self._ledger(plan.dropped, job, work), job.task is not None, widest
+                with_red_lines_of(dropped, plan.kept, self.memo), job.task is not None, widest
             )
             lines = [
                 f.text for f in missing_from_folded(required, work.folded(plan.kept), self.memo)
@@ -560,7 +562,7 @@ class Compactor:
                 floor_tokens=job.floor_tokens,
                 red_lines=found,
             )
-        ledger = self._ledger(plan.dropped, job, work)
+        ledger = with_red_lines_of(self._ledger(plan.dropped, job, work), plan.kept, self.memo)
         if plan.marker is None or {m.id for m in plan.dropped} & {m.id for m in job.pending}:
             return None  # nothing to drop, or only this turn's own messages
         now = self._clock()

@@ -66,10 +66,11 @@ class CompactionSettings:
     aims at `low_watermark` (a fraction of the window, default a half): it summarizes, or
     drops, down to there, so that each one frees real room; `low_watermark=None` is letta's
     policy (its sliding window, which keeps just under the threshold). `turn_limit` compacts
-    after that many turns since the last compaction. With `background_compaction` an async
-    session (and the integrations) makes that summary behind the turn, which waits for it only
-    over the hard watermark; a sync `Session` always compacts within the call. Tool outputs
-    longer than `tool_output_max_chars` are shown as head+tail lines (None: never shortened);
+    after that many turns since the last compaction. With `background_compaction` (the default)
+    an async session (the integrations, the service) makes that summary behind the turn, which
+    waits for it only over the hard watermark; a sync `Session` always compacts within the call.
+    Tool outputs longer than `tool_output_max_chars` are shown as head+tail lines (None: never
+    shortened);
     `mask_after_turns` masks tool outputs older than that many turns before summarizing.
     Hooks are shell commands run before/after a compaction, each within `hook_timeout` seconds.
     `guard` appends the task and the users' red lines verbatim to a summary that dropped them;
@@ -91,7 +92,7 @@ class CompactionSettings:
     soft_watermark: float | None = None
     hard_watermark: float = 0.95
     low_watermark: float | None = 0.5
-    background_compaction: bool = False
+    background_compaction: bool = True
     turn_limit: int | None = None
     tool_output_max_chars: int | None = 20000
     tool_output_head_lines: int = 40

@@ -14,11 +14,11 @@ from operator import is_not
 from typing import cast
 
 from precis.core.memo import Memo
-from precis.core.messages import Message
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import first_cut
 from precis.core.tokens import TokenCounter
 from precis.engine.results import CompactionStats
-from precis.facts import folded_parts
+from precis.facts import folded_parts, stored_ledger
 from precis.facts.extract import Replay
 from precis.summarize.guard import BODY_FLOOR_SHARE, Fact, Ledger
 from precis.summarize.packaging import MIN_CLIP_CHARS
@@ -37,6 +37,7 @@ __all__ = [
     "joined",
     "required_facts",
     "smaller",
+    "with_red_lines_of",
 ]
 
 # Fact kinds a summary always carries forward, and the bound on the ledger it carries.
@@ -167,6 +168,24 @@ def guard_budget(required: Sequence[Fact], clip: int, widest: int) -> int:
     if need <= clip * (1 - BODY_FLOOR_SHARE):
         return clip
     return min(widest, need + int(clip * BODY_FLOOR_SHARE))
+
+
+def with_red_lines_of(ledger: Ledger, stays: Sequence[Message], memo: Memo) -> Ledger:
+    """The ledger with the task and red lines the summaries and markers that stay carry.
+
+    A summary leaves out of its text a red line that a message kept beside it holds; when that
+    message leaves later with the summary staying, the red line must still be demanded."""
+    carried = [
+        fact
+        for m in stays
+        if m.kind in _CARRIERS
+        for fact in stored_ledger(m, memo).facts
+        if fact.kind in REQUIRED_KINDS
+    ]
+    return ledger.merge(carried) if carried else ledger
+
+
+_CARRIERS = frozenset({KIND_SUMMARY, KIND_MARKER})
 
 
 def required_facts(ledger: Ledger, known_task: bool, clip: int) -> tuple[Fact, ...]:

@@ -321,11 +321,13 @@ class Mirror:
         if not compact:
             return Turn([], None)
         compactions = yield from self.compactions(force=force, focus=focus)
+        # The prompt before the view: a compaction behind the turn that commits between them
+        # leaves the view smaller, never an old view beside the longer prompt compiled after it.
+        compiled = (yield from session._system_prompt_steps()) if system is not None else None
         view: list[Message] = yield from session._view_steps()
         for m in view:
             if m.kind in PRECIS_KINDS:
                 stored.setdefault(m.id, (m.id,))
-        compiled = (yield from session._system_prompt_steps()) if system is not None else None
         return Turn(view, compiled, compactions)
 
     def compactions(

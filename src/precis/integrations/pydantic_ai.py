@@ -52,6 +52,7 @@ from precis.core.messages import Message
 from precis.engine.settings import CompactionSettings
 from precis.integrations._common import (
     KEY,
+    PRECIS_KINDS,
     Entry,
     Flow,
     Mirror,
@@ -157,6 +158,11 @@ class _Processor:
         entries, originals = self.entries(mirror, messages)
         turn: Turn = yield from mirror.flow(
             entries, system=system, compact=compact, force=force, focus=focus
+        )
+        # The summary and marker shown now come back inside a request pydantic-ai merges with
+        # the next prompt: known by their parts, they are not stored again as the user's words.
+        mirror.parts.update(
+            d for m in turn.view if m.kind in PRECIS_KINDS for d in _part_digests(m)
         )
         return turn, originals
 

@@ -27,8 +27,8 @@ class AsyncSession(BaseSession):
     """A conversation in a store whose every call is awaited; made without I/O, it creates the
     conversation on first use.
 
-    With `CompactionSettings.background_compaction` its summaries are made behind the turns:
-    close it (`aclose`, or `async with`) so that none is left running."""
+    Its summaries are made behind the turns (`CompactionSettings.background_compaction`, on by
+    default): close it (`aclose`, or `async with`) so that none is left running."""
 
     def _opened(self) -> None:
         self.behind = Behind(self.conversation_id)

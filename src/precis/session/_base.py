@@ -360,10 +360,14 @@ class BaseSession:
         return sum((yield from self._floor_parts_steps()))
 
     def _floor_parts_steps(self) -> Steps[Request, tuple[int, int]]:
-        """Tokens of the system prompt and of the tool definitions, apart."""
+        """Tokens of the system prompt and of the tool definitions, apart: the prompt as the
+        next request sends it, recompiled first when a compaction (one behind the turns, say)
+        made it stale, so no check counts a prompt shorter than the one sent."""
         yield from self._ensure_steps()
         text: str
-        text, _ = yield self._call(self.store.system_prompt)
+        text, stale = yield self._call(self.store.system_prompt)
+        if stale and self._compile is not _keep_prompt:
+            text = yield from self._system_prompt_steps()
         return self._floor_parts_of(text)
 
     def floor_of(self, system_prompt: str) -> int:

@@ -131,6 +131,8 @@ def perform(request: SessionRequest) -> Any:
 async def aperform(request: SessionRequest) -> Any:
     """Answer one request by awaiting, with blocking work off the loop."""
     if isinstance(request, Call):
+        if _loop_safe(request.fn):  # in memory and cheap: no hop to a thread is worth it
+            return request.fn(*request.args, **request.kwargs)
         return await asyncio.to_thread(request.fn, *request.args, **request.kwargs)
     if isinstance(request, Summarize):
         return await _summary(request)
@@ -147,6 +149,12 @@ async def aperform(request: SessionRequest) -> Any:
     if inspect.isawaitable(value):
         return await _await_hook(value, request.timeout)
     return value
+
+
+def _loop_safe(fn: Any) -> bool:
+    """Whether this store method may be called on the event loop (its store says so)."""
+    owner = getattr(fn, "__self__", None)
+    return getattr(fn, "__name__", None) in getattr(owner, "loop_safe", ())
 
 
 async def _summary(request: Summarize) -> str:

@@ -283,6 +283,11 @@ class Compaction:
 class StoreBase:
     """What the backends share above their storage: the commit's argument handling, `with`."""
 
+    # The methods that never wait on I/O and cost little (nothing that scans the history): an
+    # async session calls them on its event loop, sparing each a hop to a worker thread. Every
+    # other call, and every call to a store naming none, runs on a worker thread.
+    loop_safe: frozenset[str] = frozenset()
+
     def commit_compaction(
         self,
         conversation_id: str,

@@ -51,7 +51,15 @@ class _Conversation:
 
 
 class MemoryStore(StoreBase):
-    """A `ConversationStore` in memory; every method holds one lock, so it is thread-safe."""
+    """A `ConversationStore` in memory; every method holds one lock, so it is thread-safe.
+
+    Its reads and writes of one context never wait on I/O (`loop_safe`): an async session makes
+    them on its loop; a subclass whose calls block sets `loop_safe = frozenset()`."""
+
+    loop_safe = frozenset(
+        {"create", "exists", "append", "set_pinned", "tail", "context", "system_prompt"}
+        | {"set_system_prompt", "commit_compaction", "add_sample", "latest_sample"}
+    )
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
