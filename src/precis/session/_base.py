@@ -27,7 +27,7 @@ from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
 from precis.session._behind import AwaitBehind, Behind, StartBehind
-from precis.session._checks import AppendCheck, answers_outside, refuse_append, remember
+from precis.session._checks import AppendCheck, answers_outside, refuse_append
 from precis.session._checks import task_message as _task_message
 from precis.stores.base import (
     CompactionEvent,
@@ -78,6 +78,37 @@ class _View(NamedTuple):
 
 # `_display`'s limits worked out of one settings: it, fits, for tools, head, tail, short.
 _Limits = tuple[CompactionSettings, int | None, int | None, int, int, int]
+
+
+class _AppendSample:
+    """What an append records in its own transaction (`stores.base.AppendSample`): the appended
+    messages viewed alone, as a check views them (the system prompt and tools beside them),
+    measured; a failure is logged and records nothing, as the append stands."""
+
+    __slots__ = ("called", "session")
+
+    def __init__(self, session: BaseSession) -> None:
+        self.session = session
+        self.called = False
+
+    def __call__(self, stored: Sequence[Message], system_prompt: str) -> Sample | None:
+        self.called = True
+        s = self.session
+        try:
+            system, tools = s._floor_parts_of(system_prompt)
+            shown = s.view_alone(stored, system + tools)
+            return measure(
+                shown,
+                s.counter,
+                kind="append",
+                at=utc_now(),
+                settings=s.settings,
+                system_tokens=system,
+                tool_tokens=tools,
+            )
+        except Exception:
+            _log.warning("%s: sampling an append", s.conversation_id, exc_info=True)
+            return None
 
 
 class BaseSession:
@@ -272,32 +303,35 @@ class BaseSession:
         self, items: Sequence[Message | Mapping[str, Any]], idempotency_key: str | None = None
     ) -> Steps[Request, list[Message]]:
         check = AppendCheck(as_messages(items), self.settings.pin_task)
+        sample = _AppendSample(self)
         # The tool-call rules are checked by the store, in the append's transaction, against the
         # context's last turn: the same verdict as the whole context gives, unless a result
         # answers a call outside that turn, which is refused, and then named as the whole says.
+        # The composition sample is recorded in that transaction too. An append does nothing
+        # more: each message's facts and folded text are found when a check or a compaction
+        # first asks for them (the session's memo keeps them), which gives the same answers.
         try:
             appended: list[Message] = yield self._call(
-                self.store.append, check.messages, check=check, idempotency_key=idempotency_key
+                self.store.append,
+                check.messages,
+                check=check,
+                idempotency_key=idempotency_key,
+                sample=sample,
             )
         except InvalidMessage:
             if check.tail is not None and answers_outside(check.tail.turn, check.messages):
                 refuse_append((yield from self._context_steps()), check.messages)
             raise
         self._created = True
-        if check.tail is None:
-            return appended  # a retry the store answered with what the key stored: nothing new
+        if check.tail is None or sample.called:
+            return appended  # a retry the store answered with what the key stored, or sampled
         try:
-            # Each message's facts, tokens and folded text are found once, now, so no compaction
-            # has to scan, count or fold it again; an async session does this off its loop.
-            # Viewed once, as a check views them (the system prompt and tools beside them), for
-            # these and for the sample.
+            # No sample to grow yet: the whole context's, from the floor read apart.
             floor = yield from self._floor_parts_steps()
             shown = self.view_alone(appended, sum(floor))
-            kept = self.compactor.kept if self.settings.guard else None
-            yield Call(remember, (shown, self.counter, self.memo, check.tail.turn, kept))
             yield from self._sample_steps("append", added=appended, floor=floor, shown=shown)
         except Exception:
-            # The messages are stored: what failed is work to spare later reads, which redo it.
+            # The messages are stored: what failed is a record of the window, not the append.
             _log.warning("%s: after an append", self.conversation_id, exc_info=True)
         return appended
 

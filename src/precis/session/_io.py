@@ -65,6 +65,19 @@ async def adrive(steps: Steps[SessionRequest, T]) -> T:
     return await arun_steps(steps, aperform)
 
 
+async def adrive_in_place(steps: Steps[SessionRequest, T]) -> T:
+    """Drive session logic on the loop with store calls answered in place: for a store whose
+    calls never wait (`MemoryStore`), where a hop to a worker thread would cost more than the
+    call; what must be awaited (a model, a hook) is awaited."""
+    return await arun_steps(steps, _aperform_in_place)
+
+
+async def _aperform_in_place(request: SessionRequest) -> Any:
+    if isinstance(request, Call):
+        return request.fn(*request.args, **request.kwargs)
+    return await aperform(request)
+
+
 async def adrive_in_thread(steps: Steps[SessionRequest, T]) -> T:
     """Drive session logic on a worker thread, so its pure computation (a compaction's scans, a
     view's fitting) never holds the running event loop: store calls and a local summarizer run

@@ -10,6 +10,7 @@ from precis.core.errors import ConversationNotFound, UnknownMessage
 from precis.core.messages import Message
 from precis.stores.base import (
     AppendCheck,
+    AppendSample,
     Compaction,
     CompactionEvent,
     ContextSnapshot,
@@ -53,6 +54,9 @@ class _Conversation:
 class MemoryStore(StoreBase):
     """A `ConversationStore` in memory; every method holds one lock, so it is thread-safe."""
 
+    # Its calls never wait on I/O: an async session makes them in place, without a thread hop.
+    waits = False
+
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._conversations: dict[str, _Conversation] = {}
@@ -93,8 +97,10 @@ class MemoryStore(StoreBase):
         *,
         check: AppendCheck | None = None,
         idempotency_key: str | None = None,
+        sample: AppendSample | None = None,
     ) -> list[Message]:
-        """Append in one step under the lock, `check` run on the tail first (see the protocol)."""
+        """Append in one step under the lock, `check` run on the tail first and `sample` after
+        (see the protocol)."""
         check_idempotency_key(idempotency_key)
         given = fingerprint(messages) if idempotency_key is not None else ""
         with self._lock:
@@ -117,6 +123,10 @@ class MemoryStore(StoreBase):
                     conv.in_context.extend(stored)
             if idempotency_key is not None:
                 conv.keys[idempotency_key] = (given, [m.id for m in stored])
+            if sample is not None and conv.samples:
+                made = sample(stored, conv.system_prompt)
+                if made is not None:
+                    self._add_sample(conversation_id, conv, made, grow=True)
             return stored
 
     def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
@@ -251,16 +261,23 @@ class MemoryStore(StoreBase):
         self, conversation_id: str, sample: Sample, *, grow: bool = False
     ) -> Sample | None:
         """Record the sample as the next turn (on top of the latest with `grow`; None if none)."""
-        check_sample(conversation_id, sample)
         with self._lock:
-            conv = self._conversation(conversation_id)
-            if grow:
-                if not conv.samples:
-                    return None
-                sample = grown(conv.samples[-1], sample)
-            stored = numbered(sample, len(conv.samples) + 1, len(conv.events))
-            conv.samples.append(stored)
-            return stored
+            return self._add_sample(
+                conversation_id, self._conversation(conversation_id), sample, grow=grow
+            )
+
+    def _add_sample(
+        self, conversation_id: str, conv: _Conversation, sample: Sample, *, grow: bool
+    ) -> Sample | None:
+        """`add_sample` under the lock."""
+        check_sample(conversation_id, sample)
+        if grow:
+            if not conv.samples:
+                return None
+            sample = grown(conv.samples[-1], sample)
+        stored = numbered(sample, len(conv.samples) + 1, len(conv.events))
+        conv.samples.append(stored)
+        return stored
 
     def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
         """The samples after turn `since`, oldest first."""
