@@ -122,6 +122,7 @@ class BaseSession(Views):
         self._created = False
         self._floor_counts: dict[str, int] = {}
         self._last_view = None
+        self._last_read: ContextSnapshot | None = None  # the context as last read
         self._display_limits = None
         self.behind: Behind | None = None  # an async session's compaction behind its turns
         self._opened()
@@ -143,8 +144,14 @@ class BaseSession(Views):
 
     def _context_steps(self) -> Steps[Request, list[Message]]:
         yield from self._ensure_steps()
-        snapshot: ContextSnapshot = yield self._call(self.store.context)
+        snapshot: ContextSnapshot = yield from self._read_context_steps()
         return snapshot.messages
+
+    def _read_context_steps(self) -> Steps[Request, ContextSnapshot]:
+        """The context, read after the last read: the appends since, when nothing else came."""
+        snapshot: ContextSnapshot = yield self._call(self.store.context, since=self._last_read)
+        self._last_read = snapshot
+        return snapshot
 
     def _tail_steps(self) -> Steps[Request, ContextTail]:
         yield from self._ensure_steps()
@@ -320,7 +327,7 @@ class BaseSession(Views):
         parts = yield from self._floor_parts_steps()
         floor = sum(parts)
         yield from self._ensure_steps()
-        snapshot: ContextSnapshot = yield self._call(self.store.context)
+        snapshot: ContextSnapshot = yield from self._read_context_steps()
         view = self.view_of([*snapshot.messages, *pending], floor)
         if self.settings.guard:
             # The guard's facts, asked of the messages as they come: a compaction keeps them.

@@ -177,8 +177,15 @@ class ConversationStore(Protocol):
         """
         ...
 
-    def context(self, conversation_id: str) -> ContextSnapshot:
-        """The in-context messages in order; everything when never compacted."""
+    def context(
+        self, conversation_id: str, *, since: ContextSnapshot | None = None
+    ) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted.
+
+        `since` is a snapshot this store gave of the conversation: when only appends came after
+        it, the store may return its messages (the same objects) with the appended ones after
+        them, read alone, or `since` itself when nothing came; a compaction or a pin since means
+        a whole read."""
         ...
 
     def tail(self, conversation_id: str) -> ContextTail:

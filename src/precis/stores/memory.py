@@ -180,8 +180,11 @@ class MemoryStore(StoreBase):
         pinned = sorted(conv.seq_of[i] for i in conv.pinned)
         return ContextTail(conv.log[start:], start, [conv.log[seq - 1] for seq in pinned])
 
-    def context(self, conversation_id: str) -> ContextSnapshot:
-        """The in-context messages in order; everything when never compacted."""
+    def context(
+        self, conversation_id: str, *, since: ContextSnapshot | None = None
+    ) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted (the stored
+        messages themselves, so `since` spares nothing here)."""
         with self._lock:
             return self._snapshot(self._conversation(conversation_id))
 

@@ -313,10 +313,30 @@ class SQLStore(StoreBase):
             check_sample(conversation_id, made)
             self._insert_sample(db, conversation_id, grown(latest, made), latest, compactions)
 
-    def context(self, conversation_id: str) -> ContextSnapshot:
-        """The in-context messages in order; everything when never compacted."""
+    def context(
+        self, conversation_id: str, *, since: ContextSnapshot | None = None
+    ) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted. With `since`,
+        when only appends came after it, only the messages they added are read."""
         with self._transaction(write=False) as db:
-            return self._snapshot(db, conversation_id)
+            if since is None:
+                return self._snapshot(db, conversation_id)
+            version, next_seq, _, compactions = self._conversation_row(db, conversation_id)
+            if version != since.version or (compactions > 0) != since.compacted:
+                return self._snapshot(db, conversation_id)
+            added: list[Message] = []
+            if next_seq - 1 != since.last_seq:
+                query = self._dialect.context_since_sql
+                if compactions == 0:
+                    query = self._q(
+                        f"SELECT {MESSAGE_COLUMNS} FROM messages "
+                        "WHERE conversation_id = ? AND seq > ? ORDER BY seq"
+                    )
+                rows = db.execute(query, (conversation_id, since.last_seq)).fetchall()
+                added = [message_from_row(r) for r in rows]
+            return ContextSnapshot(
+                [*since.messages, *added], version, next_seq - 1, since.compacted
+            )
 
     def tail(self, conversation_id: str) -> ContextTail:
         """The context's last turn and its pinned messages: indexed reads of those rows only."""
