@@ -933,6 +933,8 @@ def render_rates(tables: Mapping[int, Sequence[Mapping[str, Any]]]) -> str:
     table: list[tuple[str, ...]] = []
     for window, rows in tables.items():
         for r in rows:
+            if r["system"] in PER_CALL_ONLY:
+                continue
             if "not_run" in r:
                 table.append((str(window), r["system"], f"not run: {r['not_run']}", "", "", ""))
                 continue
@@ -1001,8 +1003,8 @@ def render(rows: Sequence[Mapping[str, Any]], window: int) -> str:
                 _share(r["over_budget_share"]),
                 "–" if after is None else f"{after:.2f}",
                 f"{r['compactions']} ({r['max_compactions_one_conversation']})",
-                _share(r["newest_lost_share"]),
-                _ratio(r["compaction_ms_median"], base),
+                "–" if r["system"] in PER_CALL_ONLY else _share(r["newest_lost_share"]),
+                "–" if r["system"] in PER_CALL_ONLY else _ratio(r["compaction_ms_median"], base),
             )
         )
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]
@@ -1021,7 +1023,7 @@ def render(rows: Sequence[Mapping[str, Any]], window: int) -> str:
         *(line(row) for row in table),
     ]
     for r in rows:
-        if "not_run" in r:
+        if "not_run" in r or r["system"] in PER_CALL_ONLY:
             continue
         median = r["compaction_ms_median"]
         shown = "–" if median is None else f"{median:.3f} ms"
@@ -1046,6 +1048,9 @@ PER_CALL_PAIRS = (
     ("precis loop, SQLite", "LangChain middleware + SqliteSaver"),
     ("precis loop, memory", "LangChain middleware + InMemorySaver"),
 )
+# Systems run for their time per model call only: their compactions are counted, not sized or
+# timed one by one (the rows above them say what each policy frees).
+PER_CALL_ONLY = frozenset(name for pair in PER_CALL_PAIRS for name in pair)
 
 
 def render_per_call(rows: Sequence[Mapping[str, Any]]) -> list[str]:
