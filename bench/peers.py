@@ -560,7 +560,7 @@ def run_langchain(window: int) -> list[SystemRun]:
     for system, runner in runners:
         for path in conversations():
             system.runs.append(runner(path))
-    return [middleware, trim, trim_human, *run_langchain_checkpointed(window)]
+    return [middleware, trim, trim_human]
 
 
 # --- OpenHands ------------------------------------------------------------------------------------
@@ -765,9 +765,12 @@ PEERS: Mapping[str, tuple[Path | None, Callable[[int], list[SystemRun]], tuple[s
             "LangChain SummarizationMiddleware",
             "LangChain trim_messages",
             "LangChain trim_messages start_on=human",
-            "LangChain middleware + InMemorySaver",
-            "LangChain middleware + SqliteSaver",
         ),
+    ),
+    "langchain-saved": (
+        LC_PYTHON,
+        run_langchain_checkpointed,
+        ("LangChain middleware + InMemorySaver", "LangChain middleware + SqliteSaver"),
     ),
     "openhands": (OH_PYTHON, run_openhands, ("OpenHands LLMSummarizingCondenser",)),
 }
@@ -841,6 +844,7 @@ def setup(only: Sequence[str] = ()) -> int:
     """Make the peers' venvs under /tmp with their packages and precis (editable)."""
     for name, base, python, packages in (
         ("langchain", LC_BASE, LC_PYTHON, LC_PACKAGES),
+        ("langchain-saved", LC_BASE, LC_PYTHON, LC_PACKAGES),
         ("openhands", OH_BASE, OH_PYTHON, OH_PACKAGES),
     ):
         if only and name not in only:
