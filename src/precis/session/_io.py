@@ -3,7 +3,9 @@
 Everything here does I/O; everything it serves does none. The sync driver calls; the async one
 awaits model calls, runs blocking store calls on a worker thread, and bounds every hook and
 summary by its timeout, so an agent framework's event loop is never blocked; the threaded one
-runs the steps themselves on a worker thread, so their computation does not block it either.
+runs the steps themselves on a worker thread, so their computation does not block it either
+(one hop per operation: what `AsyncSession` runs on); the in-place one answers store calls on
+the loop, for a store whose calls never wait.
 The sync driver bounds a summary by its timeout too, waiting for it on a worker thread.
 """
 
