@@ -296,21 +296,6 @@ def _precis_loop(path: Path, window: int, meter: Meter, folder: Path | None) -> 
     return run
 
 
-def run_precis_loops(window: int) -> list[SystemRun]:
-    """precis in the agent-shaped loop, per model call: in memory and on SQLite files."""
-    import tempfile
-
-    meter = Meter(window)
-    config = f"Session, CompactionSettings(context_window={window})"
-    memory = SystemRun("precis loop, memory", f"{config}, MemoryStore")
-    sqlite = SystemRun("precis loop, SQLite", f"{config}, SQLiteStore (a file per conversation)")
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in conversations():
-            memory.runs.append(_precis_loop(path, window, meter, None))
-            sqlite.runs.append(_precis_loop(path, window, meter, Path(tmp)))
-    return [memory, sqlite]
-
-
 def run_precis(window: int, *, guard: bool = True) -> list[SystemRun]:
     """precis in this process: `Session.maybe_compact` with default settings at the window; with
     `guard=False`, what proving the facts survived costs beside the rest."""
@@ -473,7 +458,8 @@ def _checkpointed_conversation(
 
 
 def run_langchain_checkpointed(window: int) -> list[SystemRun]:
-    """The middleware with LangGraph's in-memory and SQLite checkpointers, per model call."""
+    """The middleware with LangGraph's in-memory and SQLite checkpointers, per model call, and
+    precis's agent loop in memory and on SQLite beside them."""
     import sqlite3
     import tempfile
     from importlib.metadata import version
@@ -493,14 +479,24 @@ def run_langchain_checkpointed(window: int) -> list[SystemRun]:
         "LangChain middleware + SqliteSaver",
         f"{lc}; trigger=('tokens', {window}), a file per conversation",
     )
+    config = f"Session, CompactionSettings(context_window={window})"
+    ours = SystemRun("precis loop, memory", f"{config}, MemoryStore")
+    ours_sqlite = SystemRun(
+        "precis loop, SQLite", f"{config}, SQLiteStore (a file per conversation)"
+    )
+    # precis's loop runs here too, conversation by conversation between LangChain's, so both
+    # sides of each ratio are timed in the same minutes of the machine.
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
         for path in conversations():
+            ours.runs.append(_precis_loop(path, window, meter, None))
             memory.runs.append(_checkpointed_conversation(path, window, meter, InMemorySaver()))
-            connection = sqlite3.connect(Path(tmp) / f"{path.stem}.db", check_same_thread=False)
+            ours_sqlite.runs.append(_precis_loop(path, window, meter, folder))
+            connection = sqlite3.connect(folder / f"lg-{path.stem}.db", check_same_thread=False)
             saver = SqliteSaver(connection)
             sqlite.runs.append(_checkpointed_conversation(path, window, meter, saver))
             connection.close()
-    return [memory, sqlite]
+    return [ours, ours_sqlite, memory, sqlite]
 
 
 def _trim_conversation(
@@ -757,7 +753,6 @@ def run_openhands(window: int) -> list[SystemRun]:
 PEERS: Mapping[str, tuple[Path | None, Callable[[int], list[SystemRun]], tuple[str, ...]]] = {
     "precis": (None, run_precis, ("precis",)),
     "precis-unguarded": (None, partial(run_precis, guard=False), ("precis, guard off",)),
-    "precis-loops": (None, run_precis_loops, ("precis loop, memory", "precis loop, SQLite")),
     "langchain": (
         LC_PYTHON,
         run_langchain,
@@ -770,7 +765,12 @@ PEERS: Mapping[str, tuple[Path | None, Callable[[int], list[SystemRun]], tuple[s
     "langchain-saved": (
         LC_PYTHON,
         run_langchain_checkpointed,
-        ("LangChain middleware + InMemorySaver", "LangChain middleware + SqliteSaver"),
+        (
+            "precis loop, memory",
+            "precis loop, SQLite",
+            "LangChain middleware + InMemorySaver",
+            "LangChain middleware + SqliteSaver",
+        ),
     ),
     "openhands": (OH_PYTHON, run_openhands, ("OpenHands LLMSummarizingCondenser",)),
 }
