@@ -50,7 +50,7 @@ OH_PYTHON = Path(os.environ.get("PEERS_OH_PYTHON", "/tmp/peers-oh/bin/python"))
 # Interpreters the venvs are made from by --setup; LangChain runs on 3.11, OpenHands needs 3.12.
 LC_BASE = "/root/.pyenv/versions/3.11.7/bin/python3.11"
 OH_BASE = "/root/.pyenv/versions/3.12.1/bin/python3.12"
-LC_PACKAGES = ("langchain>=1,<2", "langchain-core>=1,<2")
+LC_PACKAGES = ("langchain>=1,<2", "langchain-core>=1,<2", "langgraph-checkpoint-sqlite>=3,<4")
 OH_PACKAGES = ("openhands-sdk>=1.58,<1.59",)
 PEER_TIMEOUT = 1800.0
 # OpenHands' max_size (events before it condenses whatever the tokens), past any conversation.
@@ -91,6 +91,10 @@ class ConversationRun:
     consult_ms: list[float] = field(default_factory=list)
     # Time spent handing the system its messages (precis's appends), outside the consults.
     append_ms: list[float] = field(default_factory=list)
+    # Per model call, in the agent-shaped loop only: everything from the last call to this
+    # one's context in hand (appends, the consult, compactions, the context read; for
+    # LangChain with a checkpointer, the graph's turn with its checkpoint written).
+    call_ms: list[float] = field(default_factory=list)
     compactions: list[Compaction] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     summaries: int = 0  # calls of the summarizer (the fake one every system is given)
@@ -247,6 +251,51 @@ def _precis_conversation(
     return run
 
 
+def _precis_loop(path: Path, window: int, meter: Meter, folder: Path | None) -> ConversationRun:
+    """The agent-shaped loop alone, timed per model call: append what came since the last
+    call, `maybe_compact`, read the prompt to send. In memory, or on a SQLite file in `folder`.
+    """
+    from precis.core.errors import CompactionError
+    from precis.engine.settings import CompactionSettings
+    from precis.session import Session
+    from precis.stores.memory import MemoryStore
+    from precis.stores.sqlite import SQLiteStore
+
+    items = load(path)
+    run = ConversationRun(path.stem)
+    summarizer = _local_summarizer()
+    store = MemoryStore() if folder is None else SQLiteStore(folder / f"{path.stem}.db")
+    session = Session(
+        store, path.stem, summarizer=summarizer, settings=CompactionSettings(context_window=window)
+    )
+    calls = set(model_calls(items))
+    since = 0.0
+    for i, item in enumerate(items):
+        start = time.perf_counter()
+        if i == 0 and has_system(items):
+            session.set_system_prompt(item["content"])
+        else:
+            session.append(item)
+        since += time.perf_counter() - start
+        if i not in calls:
+            continue
+        start = time.perf_counter()
+        try:
+            done = session.maybe_compact()
+        except CompactionError as exc:
+            run.errors.append(f"message {i}: {exc}")
+            done = []
+        sent = session.prompt()
+        run.call_ms.append((since + time.perf_counter() - start) * 1000)
+        since = 0.0
+        tokens = meter.sent(run, sent)
+        if done:
+            run.compactions.append(Compaction(0.0, tokens, False))
+    run.summaries = summarizer.calls
+    store.close()
+    return run
+
+
 def run_precis(window: int, *, guard: bool = True) -> list[SystemRun]:
     """precis in this process: `Session.maybe_compact` with default settings at the window; with
     `guard=False`, what proving the facts survived costs beside the rest."""
@@ -346,6 +395,108 @@ def _middleware_conversation(path: Path, window: int, meter: Meter) -> Conversat
             kept = {m.id for m in state["messages"]}
             run.compactions.append(Compaction(ms, tokens, f"m{i}" not in kept, before))
     return run
+
+
+def _checkpointed_conversation(
+    path: Path, window: int, meter: Meter, saver: Any
+) -> ConversationRun:
+    """The middleware in a LangGraph graph with a checkpointer, as an agent runs it: each model
+    call is one turn of the graph, given the messages that came since the last call (added to
+    the state by its reducer), the middleware's `before_model` its node, the state checkpointed
+    by `saver` at the end of the turn; the state it returns is what the model would be sent."""
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    items = load(path)
+    run = ConversationRun(path.stem)
+
+    def summarize(messages: list[Any]) -> str:
+        run.summaries += 1
+        return _lc_summarize(messages)
+
+    middleware = SummarizationMiddleware(
+        FakeListChatModel(responses=["unused: the summarizer hook writes every summary"]),
+        trigger=("tokens", window),
+        summarizer=summarize,
+    )
+    compacted = [False]
+
+    def consult(state: Any) -> Any:
+        update = middleware.before_model(state, None)
+        compacted[0] = update is not None
+        return update or {}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("before_model", consult)
+    graph.add_edge(START, "before_model")
+    graph.add_edge("before_model", END)
+    app = graph.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": path.stem}}
+    originals: dict[str, Mapping[str, Any]] = {}
+    system: list[dict[str, Any]] = []
+    pending: list[Any] = []
+    calls = set(model_calls(items))
+    for i, item in enumerate(items):
+        if i == 0 and has_system(items):
+            system = [dict(item)]
+        else:
+            originals[f"m{i}"] = item
+            pending.append(_to_langchain(item, f"m{i}"))
+        if i not in calls:
+            continue
+        start = time.perf_counter()
+        state = app.invoke({"messages": pending}, config)
+        run.call_ms.append((time.perf_counter() - start) * 1000)
+        pending = []
+        tokens = meter.sent(
+            run, system + [_from_langchain(m, originals) for m in state["messages"]]
+        )
+        if compacted[0]:
+            run.compactions.append(Compaction(0.0, tokens, False))
+    return run
+
+
+def run_langchain_checkpointed(window: int) -> list[SystemRun]:
+    """The middleware with LangGraph's in-memory and SQLite checkpointers, per model call, and
+    precis's agent loop in memory and on SQLite beside them."""
+    import sqlite3
+    import tempfile
+    from importlib.metadata import version
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    meter = Meter(window)
+    lc = (
+        f"langchain {version('langchain')}, langgraph {version('langgraph')}, "
+        f"langgraph-checkpoint-sqlite {version('langgraph-checkpoint-sqlite')}"
+    )
+    memory = SystemRun(
+        "LangChain middleware + InMemorySaver", f"{lc}; trigger=('tokens', {window})"
+    )
+    sqlite = SystemRun(
+        "LangChain middleware + SqliteSaver",
+        f"{lc}; trigger=('tokens', {window}), a file per conversation",
+    )
+    config = f"Session, CompactionSettings(context_window={window})"
+    ours = SystemRun("precis loop, memory", f"{config}, MemoryStore")
+    ours_sqlite = SystemRun(
+        "precis loop, SQLite", f"{config}, SQLiteStore (a file per conversation)"
+    )
+    # precis's loop runs here too, conversation by conversation between LangChain's, so both
+    # sides of each ratio are timed in the same minutes of the machine.
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for path in conversations():
+            ours.runs.append(_precis_loop(path, window, meter, None))
+            memory.runs.append(_checkpointed_conversation(path, window, meter, InMemorySaver()))
+            ours_sqlite.runs.append(_precis_loop(path, window, meter, folder))
+            connection = sqlite3.connect(folder / f"lg-{path.stem}.db", check_same_thread=False)
+            saver = SqliteSaver(connection)
+            sqlite.runs.append(_checkpointed_conversation(path, window, meter, saver))
+            connection.close()
+    return [ours, ours_sqlite, memory, sqlite]
 
 
 def _trim_conversation(
@@ -611,6 +762,16 @@ PEERS: Mapping[str, tuple[Path | None, Callable[[int], list[SystemRun]], tuple[s
             "LangChain trim_messages start_on=human",
         ),
     ),
+    "langchain-saved": (
+        LC_PYTHON,
+        run_langchain_checkpointed,
+        (
+            "precis loop, memory",
+            "precis loop, SQLite",
+            "LangChain middleware + InMemorySaver",
+            "LangChain middleware + SqliteSaver",
+        ),
+    ),
     "openhands": (OH_PYTHON, run_openhands, ("OpenHands LLMSummarizingCondenser",)),
 }
 
@@ -683,6 +844,7 @@ def setup(only: Sequence[str] = ()) -> int:
     """Make the peers' venvs under /tmp with their packages and precis (editable)."""
     for name, base, python, packages in (
         ("langchain", LC_BASE, LC_PYTHON, LC_PACKAGES),
+        ("langchain-saved", LC_BASE, LC_PYTHON, LC_PACKAGES),
         ("openhands", OH_BASE, OH_PYTHON, OH_PACKAGES),
     ):
         if only and name not in only:
@@ -742,6 +904,12 @@ def summarize(system: SystemRun, window: int) -> dict[str, Any]:
         # scans each message as it comes, so work moved there is counted here too).
         "consult_ms_total": sum(ms for r in system.runs for ms in r.consult_ms),
         "append_ms_total": sum(ms for r in system.runs for ms in r.append_ms),
+        # The agent-shaped loop (precis loop rows, LangChain with a checkpointer): per call.
+        "call_ms_per_call": (
+            sum(ms for r in system.runs for ms in r.call_ms) / calls
+            if calls and any(r.call_ms for r in system.runs)
+            else None
+        ),
         "errors": [e for r in system.runs for e in r.errors][:20],
         "per_conversation": {
             r.name: {
@@ -769,6 +937,8 @@ def render_rates(tables: Mapping[int, Sequence[Mapping[str, Any]]]) -> str:
     table: list[tuple[str, ...]] = []
     for window, rows in tables.items():
         for r in rows:
+            if r["system"] in PER_CALL_ONLY:
+                continue
             if "not_run" in r:
                 table.append((str(window), r["system"], f"not run: {r['not_run']}", "", "", ""))
                 continue
@@ -837,8 +1007,8 @@ def render(rows: Sequence[Mapping[str, Any]], window: int) -> str:
                 _share(r["over_budget_share"]),
                 "–" if after is None else f"{after:.2f}",
                 f"{r['compactions']} ({r['max_compactions_one_conversation']})",
-                _share(r["newest_lost_share"]),
-                _ratio(r["compaction_ms_median"], base),
+                "–" if r["system"] in PER_CALL_ONLY else _share(r["newest_lost_share"]),
+                "–" if r["system"] in PER_CALL_ONLY else _ratio(r["compaction_ms_median"], base),
             )
         )
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]
@@ -857,7 +1027,7 @@ def render(rows: Sequence[Mapping[str, Any]], window: int) -> str:
         *(line(row) for row in table),
     ]
     for r in rows:
-        if "not_run" in r:
+        if "not_run" in r or r["system"] in PER_CALL_ONLY:
             continue
         median = r["compaction_ms_median"]
         shown = "–" if median is None else f"{median:.3f} ms"
@@ -867,6 +1037,7 @@ def render(rows: Sequence[Mapping[str, Any]], window: int) -> str:
             f"{loop:.1f} ms (consults {r['consult_ms_total']:.1f} + appends "
             f"{r['append_ms_total']:.1f})"
         )
+    out.extend(render_per_call(rows))
     for r in rows:
         if r.get("empty_context_share"):
             share = _share(r["empty_context_share"])
@@ -874,6 +1045,45 @@ def render(rows: Sequence[Mapping[str, Any]], window: int) -> str:
         if r.get("errors"):
             out.append(f"{r['system']}: {len(r['errors'])} errors, first: {r['errors'][0]}")
     return "\n".join(out)
+
+
+# The speed line: precis's loop per model call beside the peer that persists alike.
+PER_CALL_PAIRS = (
+    ("precis loop, SQLite", "LangChain middleware + SqliteSaver"),
+    ("precis loop, memory", "LangChain middleware + InMemorySaver"),
+)
+# Systems run for their time per model call only: their compactions are counted, not sized or
+# timed one by one (the rows above them say what each policy frees).
+PER_CALL_ONLY = frozenset(name for pair in PER_CALL_PAIRS for name in pair)
+
+
+def render_per_call(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Overhead per model call over the replay loop (appends, consult, compactions, the
+    context read), precis beside the LangChain agent loop that persists alike, as a ratio
+    measured in this run; and precis in memory beside the bare middleware's consults."""
+    by_name = {r["system"]: r for r in rows if "not_run" not in r}
+    out = []
+    for ours, theirs in PER_CALL_PAIRS:
+        mine, peer = by_name.get(ours, {}), by_name.get(theirs, {})
+        a, b = mine.get("call_ms_per_call"), peer.get("call_ms_per_call")
+        if a is None or b is None:
+            out.append(f"per model call: {ours} vs {theirs}: not run")
+            continue
+        out.append(
+            f"per model call: {ours} {a:.3f} ms, {theirs} {b:.3f} ms: precis {a / b:.2f}× of it"
+        )
+    mine, bare = (
+        by_name.get("precis loop, memory", {}),
+        by_name.get("LangChain SummarizationMiddleware", {}),
+    )
+    a = mine.get("call_ms_per_call")
+    if a is not None and bare.get("model_calls"):
+        b = bare["consult_ms_total"] / bare["model_calls"]
+        out.append(
+            f"per model call: precis loop, memory {a:.3f} ms, LangChain middleware alone (no "
+            f"checkpointer, consults only) {b:.3f} ms: precis {a / b:.2f}× of it"
+        )
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

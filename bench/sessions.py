@@ -1,73 +1,175 @@
-"""What the async face costs: the same agent-shaped loop through `Session` and `AsyncSession`.
+"""What the async face costs: `AsyncSession` beside `Session`, per append and per compaction.
 
-Each turn appends a user and an assistant message, reads the prompt and asks `maybe_compact`
-(the extractive summarizer, SQLite file store). AsyncSession runs every store call on a worker
-thread so the event loop stays free; this reports its time per turn as a ratio to the sync
-session's, measured in the same run.
+The shared conversations are replayed message by message into each face, in memory and on a
+SQLite file, with the extractive summarizer and `CompactionSettings(context_window=W)`; before
+every model call (after each message not followed by a tool result) the loop asks
+`maybe_compact`, then builds the prompt, as an agent does. Each append and each `maybe_compact`
+that compacted is timed; the faces take turns conversation by conversation, so both see the
+same minutes of the machine. It prints, per store, the median append and compaction of each
+face and the async face's as a ratio to the sync one's, measured in the same run (target ≤ 1.25×).
 
-    .venv/bin/python bench/sessions.py [--turns 300] [--window 4000]
+    .venv/bin/python bench/sessions.py [--window 8000] [--rounds 3] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from precis import AsyncSession, CompactionSettings, Session
-from precis.stores.sqlite import SQLiteStore
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
 
-TEXT = "please check the deployment checklist for the payments service, release 2.{n}. " * 3
+from peers import conversations, has_system, load, model_calls  # noqa: E402
 
+from precis import AsyncSession, CompactionSettings, Session  # noqa: E402
+from precis.stores.base import ConversationStore  # noqa: E402
+from precis.stores.memory import MemoryStore  # noqa: E402
+from precis.stores.sqlite import SQLiteStore  # noqa: E402
 
-def sync_run(folder: Path, turns: int, window: int) -> list[float]:
-    session = Session(
-        SQLiteStore(folder / "sync.db"), "c", settings=CompactionSettings(context_window=window)
-    )
-    times = []
-    for n in range(turns):
-        start = time.perf_counter()
-        session.append({"role": "user", "content": TEXT.format(n=n)})
-        session.append({"role": "assistant", "content": "Noted: " + TEXT.format(n=n)})
-        session.prompt()
-        session.maybe_compact()
-        times.append(time.perf_counter() - start)
-    return times
+# Per step ("append", "compaction"): each call's (wall seconds, process CPU seconds). The CPU
+# time counts the worker threads too, and not the waits for a core that a loaded machine adds.
+Times = dict[str, list[tuple[float, float]]]
 
 
-async def async_run(folder: Path, turns: int, window: int) -> list[float]:
-    session = AsyncSession(
-        SQLiteStore(folder / "async.db"), "c", settings=CompactionSettings(context_window=window)
-    )
-    times = []
-    for n in range(turns):
-        start = time.perf_counter()
-        await session.append({"role": "user", "content": TEXT.format(n=n)})
-        await session.append({"role": "assistant", "content": "Noted: " + TEXT.format(n=n)})
-        await session.prompt()
-        await session.maybe_compact()
-        times.append(time.perf_counter() - start)
-    return times
+def _now() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=300)
-    parser.add_argument("--window", type=int, default=4000)
-    args = parser.parse_args()
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    wall, cpu = _now()
+    return wall - start[0], cpu - start[1]
+
+
+def _settings(window: int) -> CompactionSettings:
+    return CompactionSettings(context_window=window)
+
+
+def sync_replay(
+    store: ConversationStore,
+    name: str,
+    items: Sequence[Mapping[str, Any]],
+    window: int,
+    times: Times,
+) -> None:
+    """One conversation through `Session`: each append's and each compaction's time."""
+    session = Session(store, name, settings=_settings(window))
+    calls = set(model_calls(items))
+    for i, item in enumerate(items):
+        if i == 0 and has_system(items):
+            session.set_system_prompt(item["content"])
+            continue
+        start = _now()
+        session.append(item)
+        times["append"].append(_since(start))
+        if i in calls:
+            start = _now()
+            done = session.maybe_compact()
+            if done:
+                times["compaction"].append(_since(start))
+            session.prompt()
+
+
+async def async_replay(
+    store: ConversationStore,
+    name: str,
+    items: Sequence[Mapping[str, Any]],
+    window: int,
+    times: Times,
+) -> None:
+    """The same conversation through `AsyncSession`."""
+    session = AsyncSession(store, name, settings=_settings(window))
+    calls = set(model_calls(items))
+    for i, item in enumerate(items):
+        if i == 0 and has_system(items):
+            await session.set_system_prompt(item["content"])
+            continue
+        start = _now()
+        await session.append(item)
+        times["append"].append(_since(start))
+        if i in calls:
+            start = _now()
+            done = await session.maybe_compact()
+            if done:
+                times["compaction"].append(_since(start))
+            await session.prompt()
+    await session.aclose()
+
+
+def run(window: int, rounds: int) -> dict[str, dict[str, Times]]:
+    """Per store kind and face, every append's and compaction's seconds over all rounds."""
+    loaded = [(path.stem, load(path)) for path in conversations()]
+    out: dict[str, dict[str, Times]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        plain = sync_run(folder, args.turns, args.window)
-        awaited = asyncio.run(async_run(folder, args.turns, args.window))
-    p50_sync, p50_async = statistics.median(plain), statistics.median(awaited)
-    print(f"turns: {args.turns}, window: {args.window}")
-    print(f"Session       median turn {p50_sync * 1000:.2f} ms")
-    print(f"AsyncSession  median turn {p50_async * 1000:.2f} ms")
-    print(f"ratio async / sync: {p50_async / p50_sync:.2f}")
+        stores: dict[str, Callable[[str], ConversationStore]] = {
+            "memory": lambda _: MemoryStore(),
+            "sqlite": lambda tag: SQLiteStore(Path(tmp) / f"{tag}.db"),
+        }
+        for kind, make in stores.items():
+            faces: dict[str, Times] = {
+                face: {"append": [], "compaction": []} for face in ("sync", "async")
+            }
+            for r in range(rounds):
+                for n, (name, items) in enumerate(loaded):
+                    # Alternate which face goes first, so neither always meets a warmer cache.
+                    order = ("sync", "async") if (n + r) % 2 == 0 else ("async", "sync")
+                    for face in order:
+                        store = make(f"{kind}-{face}-{r}-{n}")
+                        if face == "sync":
+                            sync_replay(store, name, items, window, faces[face])
+                        else:
+                            asyncio.run(async_replay(store, name, items, window, faces[face]))
+                        store.close()
+            out[kind] = faces
+    return out
+
+
+def figures(results: Mapping[str, Mapping[str, Times]]) -> list[dict[str, Any]]:
+    """Per store and step: each face's median wall and CPU time, and async ÷ sync of each."""
+    rows = []
+    for kind, faces in results.items():
+        for step in ("append", "compaction"):
+            row: dict[str, Any] = {"store": kind, "step": step}
+            row["count"] = len(faces["sync"][step])
+            for n, clock in enumerate(("wall", "cpu")):
+                sync = statistics.median(t[n] for t in faces["sync"][step])
+                slow = statistics.median(t[n] for t in faces["async"][step])
+                row |= {f"sync_{clock}_ms": sync * 1000, f"async_{clock}_ms": slow * 1000}
+                row[f"{clock}_ratio"] = slow / sync
+            rows.append(row)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--window", type=int, default=8000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = figures(run(args.window, args.rounds))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"window {args.window}, {args.rounds} rounds of {len(conversations())} conversations")
+    print("medians, wall clock (CPU of the process, worker threads included)")
+    head = f"{'store':<7} {'step':<11} {'n':>5} {'Session ms':>16} {'AsyncSession ms':>16}"
+    print(f"{head} {'async/sync':>15}")
+    for r in rows:
+        print(
+            f"{r['store']:<7} {r['step']:<11} {r['count']:>5} "
+            f"{r['sync_wall_ms']:>7.3f} ({r['sync_cpu_ms']:.3f}) "
+            f"{r['async_wall_ms']:>7.3f} ({r['async_cpu_ms']:.3f}) "
+            f"{r['wall_ratio']:>6.2f}× ({r['cpu_ratio']:.2f}×)"
+        )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import operator
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -696,3 +698,47 @@ def test_samples_stay_in_their_conversation_and_refuse_nonsense(store: Conversat
     assert store.samples("b") == []
     unwindowed = store.latest_sample("a")
     assert unwindowed is not None and (unwindowed.free, unwindowed.reserved_shown) == (0, 0)
+
+
+def test_an_append_records_its_sample_in_its_own_call(store: ConversationStore) -> None:
+    """`append(sample=)`: called with the stored messages and the system prompt only when
+    there is a sample to grow, and what it returns grows the latest, as `add_sample` would."""
+    calls: list[tuple[list[str], str]] = []
+
+    def sample(stored: Sequence[Message], system_prompt: str) -> Sample | None:
+        calls.append(([m.content for m in stored], system_prompt))
+        return Sample("append", "t2", len(stored), 1000, system=9, messages=7)
+
+    store.create(CID, system_prompt="be brief")
+    store.append(CID, [user("a")], sample=sample)
+    assert calls == [] and store.samples(CID) == []  # nothing to grow yet
+    store.add_sample(CID, Sample("append", "t1", 1, 1000, system=4, messages=3))
+    store.append(CID, [user("b"), assistant("c")], sample=sample)
+    assert calls == [(["b", "c"], "be brief")]
+    latest = store.latest_sample(CID)
+    assert latest is not None
+    assert (latest.turn, latest.in_context, latest.system, latest.messages) == (2, 3, 9, 10)
+    store.append(CID, [user("d")], sample=lambda stored, prompt: None)
+    assert store.latest_sample(CID) == latest  # None records nothing; the append stands
+    assert [m.content for m in store.context(CID).messages] == ["a", "b", "c", "d"]
+
+
+def test_a_context_read_since_an_earlier_one_is_the_whole_read(store: ConversationStore) -> None:
+    """`context(since=)` gives what a whole read gives: after appends, after nothing, after a
+    compaction and after a pin."""
+    fill(store, 4)
+    first = store.context(CID)
+    assert store.context(CID, since=first) == first
+    fill(store, 3, prefix="n")
+    grown = store.context(CID, since=first)
+    assert grown == store.context(CID)
+    assert all(map(operator.is_, first.messages, grown.messages[:4]))  # read once
+    compact(store, CID, keep=2)
+    after = store.context(CID, since=grown)
+    assert after == store.context(CID) and after.compacted
+    fill(store, 2, prefix="p")
+    assert store.context(CID, since=after) == store.context(CID)
+    latest = store.context(CID)
+    store.set_pinned(CID, latest.messages[-1].id, True)
+    pinned = store.context(CID, since=latest)
+    assert pinned == store.context(CID) and pinned.messages[-1].pinned

@@ -15,7 +15,7 @@ from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.session._base import BaseSession
 from precis.session._behind import Behind
-from precis.session._io import SessionRequest, adrive, adrive_in_thread
+from precis.session._io import SessionRequest, adrive_in_place, adrive_in_thread
 from precis.stores.base import CompactionEvent, RecallHit
 from precis.stores.memory import MemoryStore
 from precis.summarize.base import Summarizer
@@ -51,9 +51,13 @@ class AsyncSession(BaseSession):
         return await self.behind.wait()
 
     async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
-        """One operation's logic, on the loop with store calls off it (`ThreadedSession` runs
-        it all on a worker thread)."""
-        return await adrive(steps)
+        """One operation in one hop off the loop: its logic runs on a worker thread, its store
+        calls together there, and only what must be awaited (a model, an async hook) comes back
+        to the loop. A store whose calls never wait (`waits = False`, as `MemoryStore` says) is
+        called in place on the loop, with no hop at all."""
+        if getattr(self.store, "waits", True):
+            return await adrive_in_thread(steps)
+        return await adrive_in_place(steps)
 
     async def append(
         self, *items: Message | Mapping[str, Any], idempotency_key: str | None = None
@@ -167,8 +171,9 @@ class AsyncSession(BaseSession):
 
 
 class ThreadedSession(AsyncSession):
-    """An `AsyncSession` whose operations run on a worker thread, awaiting only what must be
-    awaited on the loop: a service's loop stays free while one request compacts a megabyte."""
+    """An `AsyncSession` whose operations run on a worker thread whatever its store, awaiting
+    only what must be awaited on the loop: a service's loop stays free while one request
+    compacts a megabyte, even in memory."""
 
     async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
         return await adrive_in_thread(steps)
@@ -186,4 +191,4 @@ async def acompact_messages(
     """`compact_messages` inside an event loop."""
     base = replace(settings or CompactionSettings(), context_window=context_window)
     session = AsyncSession(MemoryStore(), "messages", counter, summarizer, base)
-    return await adrive(session._compact_list_steps(messages, mode))
+    return await session._drive(session._compact_list_steps(messages, mode))

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import is_
-from typing import Any, NamedTuple
+from typing import Any
 
 from precis.core.errors import InvalidInput, InvalidMessage
 from precis.core.memo import Memo
@@ -25,10 +24,10 @@ from precis.engine.hooks import Hooks
 from precis.engine.requests import Call, Request
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
-from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
 from precis.session._behind import AwaitBehind, Behind, StartBehind
-from precis.session._checks import AppendCheck, answers_outside, refuse_append, remember
+from precis.session._checks import AppendCheck, answers_outside, refuse_append
 from precis.session._checks import task_message as _task_message
+from precis.session._view import Views
 from precis.stores.base import (
     CompactionEvent,
     ContextSnapshot,
@@ -42,10 +41,6 @@ from precis.summarize.base import Summarizer, SummaryRequest
 from precis.summarize.extractive import ExtractiveSummarizer
 
 SystemPromptCompiler = Callable[[str, list[Message]], str]
-# Characters per token when sizing a view to the window (generous for English, safe for code).
-CHARS_PER_TOKEN = 4
-# The least a turn is given in a view, however full the window is of fixed things.
-MIN_TURN_TOKENS = 64
 # Share of the soft watermark past which a check reads the next compaction's ledger ahead: one
 # is near, so little is read for a compaction that never comes.
 AHEAD = 0.8
@@ -64,23 +59,38 @@ def as_messages(items: Sequence[Message | Mapping[str, Any]]) -> list[Message]:
     ]
 
 
-class _View(NamedTuple):
-    """The last view a session made (see `BaseSession.view_of`): by what (settings, counter),
-    for which floor, of which messages; each shown on its own, the turn budget, and the view."""
+class _AppendSample:
+    """What an append records in its own transaction (`stores.base.AppendSample`): the appended
+    messages viewed alone, as a check views them (the system prompt and tools beside them),
+    measured; a failure is logged and records nothing, as the append stands."""
 
-    made_by: tuple[object, object]
-    floor_tokens: int
-    messages: list[Message]
-    displayed: list[Message]
-    budget: int | None
-    shown: list[Message]
+    __slots__ = ("called", "session")
+
+    def __init__(self, session: BaseSession) -> None:
+        self.session = session
+        self.called = False
+
+    def __call__(self, stored: Sequence[Message], system_prompt: str) -> Sample | None:
+        self.called = True
+        s = self.session
+        try:
+            system, tools = s._floor_parts_of(system_prompt)
+            shown = s.view_alone(stored, system + tools)
+            return measure(
+                shown,
+                s.counter,
+                kind="append",
+                at=utc_now(),
+                settings=s.settings,
+                system_tokens=system,
+                tool_tokens=tools,
+            )
+        except Exception:
+            _log.warning("%s: sampling an append", s.conversation_id, exc_info=True)
+            return None
 
 
-# `_display`'s limits worked out of one settings: it, fits, for tools, head, tail, short.
-_Limits = tuple[CompactionSettings, int | None, int | None, int, int, int]
-
-
-class BaseSession:
+class BaseSession(Views):
     """A conversation in a store, with the counter, summarizer and settings that govern it."""
 
     def __init__(
@@ -111,141 +121,15 @@ class BaseSession:
         self.tools: list[Mapping[str, Any]] = list(tools)
         self._created = False
         self._floor_counts: dict[str, int] = {}
-        self._last_view: _View | None = None
-        # What `_display` works out of the settings, with the settings it was worked out of.
-        self._display_limits: _Limits | None = None
+        self._last_view = None
+        self._last_read: ContextSnapshot | None = None  # the context as last read
+        self._display_limits = None
         self.behind: Behind | None = None  # an async session's compaction behind its turns
         self._opened()
 
     def _opened(self) -> None:
         """The last step of `__init__`: `Session` makes the conversation exist now (an async face
         cannot wait in `__init__`, so it does on first use)."""
-
-    # --- pure ---------------------------------------------------------------------------------
-
-    def view_of(self, messages: list[Message], floor_tokens: int = 0) -> list[Message]:
-        """What the model sees of these messages: long tool outputs head+tail, old ones masked,
-        any message too big for half the window head+tail too, and any turn too big for its
-        room (`turn_budget`) cut to fit it (the originals stay stored).
-
-        A compaction views the context the check just viewed: the same messages (the same
-        objects) give the same view, so the last one is handed out again; a check views the
-        context the last view showed with a few messages after it, which are all it shows anew;
-        and the context a compaction left ends in the messages it kept, already shown.
-        """
-        made_by = (self.settings, self.counter)
-        last = self._last_view
-        if last is not None and last.made_by == made_by and last.floor_tokens == floor_tokens:
-            seen, displayed, budget, shown = last.messages, last.displayed, last.budget, last.shown
-            k = len(seen)
-            if len(messages) == k and all(map(is_, seen, messages)):
-                return list(shown)
-            if self.settings.mask_after_turns is None:
-                # A turn starts at every message but a tool result, and each turn is fitted on
-                # its own: the turns the two views share are shown as they were.
-                if len(messages) > k and all(map(is_, seen, messages)):  # (zip stops at k)
-                    # The last view and messages after it: show only those, and fit again
-                    # only the turn the old messages end in.
-                    added = self._display(messages[k:])
-                    displayed = displayed + added
-                    # The budget counts the pinned: unchanged unless a pinned one was added.
-                    if not any(m.pinned for m in added) or (
-                        self.turn_budget(displayed, floor_tokens) == budget
-                    ):
-                        t = next(
-                            (i for i in range(k - 1, -1, -1) if displayed[i].role != "tool"), 0
-                        )
-                        shown = shown[:t] + self._fit(displayed[t:], budget)
-                        self._last_view = _View(
-                            made_by, floor_tokens, list(messages), displayed, budget, shown
-                        )
-                        return list(shown)
-                else:
-                    # New messages before the last view's tail (a summary before what it kept):
-                    # show those, and the tail from its first whole turn as it was shown.
-                    same = list(map(is_, reversed(messages), reversed(seen)))
-                    j = same.index(False) if False in same else len(same)
-                    while j and messages[-j].role == "tool":
-                        j -= 1
-                    if j:
-                        head = self._display(messages[:-j])
-                        displayed = head + displayed[-j:]
-                        if self.turn_budget(displayed, floor_tokens) == budget:
-                            shown = self._fit(head, budget) + shown[-j:]
-                            self._last_view = _View(
-                                made_by, floor_tokens, list(messages), displayed, budget, shown
-                            )
-                            return list(shown)
-        displayed, budget, shown = self._viewed(messages, floor_tokens)
-        self._last_view = _View(made_by, floor_tokens, list(messages), displayed, budget, shown)
-        return list(shown)
-
-    def view_alone(self, messages: Sequence[Message], floor_tokens: int = 0) -> list[Message]:
-        """`view_of` that does not remember the view: a batch just appended, viewed on its own,
-        would push out the whole context's view, which the next check only extends."""
-        return self._viewed(messages, floor_tokens)[2]
-
-    def _viewed(
-        self, messages: Sequence[Message], floor_tokens: int
-    ) -> tuple[list[Message], int | None, list[Message]]:
-        """The view from scratch: each message as displayed, the turn budget, what is shown."""
-        displayed = self._display(messages)
-        if self.settings.mask_after_turns is not None:
-            displayed = mask_observations(displayed, keep_last_turns=self.settings.mask_after_turns)
-        budget = self.turn_budget(displayed, floor_tokens)
-        return displayed, budget, self._fit(displayed, budget)
-
-    def _display(self, messages: Sequence[Message]) -> list[Message]:
-        """Each message as shown on its own: long tool outputs head+tail, any message too big
-        for half the window head+tail too."""
-        s = self.settings
-        limits = self._display_limits
-        if limits is None or limits[0] is not s:
-            fits = s.context_window * CHARS_PER_TOKEN // 2 if s.context_window else None
-            tools = s.tool_output_max_chars
-            for_tools = (
-                min(tools, fits) if tools is not None and fits is not None else tools or fits
-            )
-            head, tail = s.tool_output_head_lines, s.tool_output_tail_lines
-            # Most messages are short enough to be shown as they are: skip the display calls.
-            short = -1 if head < 0 or tail < 0 else min(x for x in (for_tools, fits, 1 << 62) if x)
-            limits = self._display_limits = (s, fits, for_tools, head, tail, short)
-        _, fits, for_tools, head, tail, short = limits
-        memo = self.memo
-
-        def shown(m: Message) -> Message:
-            m = display_message(m, max_chars=for_tools, head_lines=head, tail_lines=tail, memo=memo)
-            return fit_message(m, max_chars=fits, head_lines=head, tail_lines=tail, memo=memo)
-
-        return [m if len(m.content) <= short else shown(m) for m in messages]
-
-    def _fit(self, displayed: list[Message], budget: int | None) -> list[Message]:
-        """The displayed messages with each turn over `budget` cut to fit it."""
-        if budget is None:
-            return displayed
-        s = self.settings
-        return fit_turns(
-            displayed,
-            budget_tokens=budget,
-            count=self.counter.count,
-            head_lines=s.tool_output_head_lines,
-            tail_lines=s.tool_output_tail_lines,
-            memo=self.memo,
-        )
-
-    def turn_budget(self, shown: Sequence[Message], floor_tokens: int) -> int | None:
-        """The most one unsplittable turn may take: half of what the soft watermark leaves
-        beside the system prompt, tools and pinned messages (the other half is the summary's).
-        None without a window."""
-        threshold = self.settings.threshold
-        if threshold is None:
-            return None
-        pinned = sum(self.counter.count(m) for m in shown if m.pinned)
-        return max(MIN_TURN_TOKENS, (threshold - floor_tokens - pinned) // 2)
-
-    def _ordered_view(self, context: list[Message], floor_tokens: int) -> list[Message]:
-        shown = self.view_of(context, floor_tokens)
-        return [m for m in shown if m.pinned] + [m for m in shown if not m.pinned]
 
     # --- steps --------------------------------------------------------------------------------
 
@@ -260,8 +144,14 @@ class BaseSession:
 
     def _context_steps(self) -> Steps[Request, list[Message]]:
         yield from self._ensure_steps()
-        snapshot: ContextSnapshot = yield self._call(self.store.context)
+        snapshot: ContextSnapshot = yield from self._read_context_steps()
         return snapshot.messages
+
+    def _read_context_steps(self) -> Steps[Request, ContextSnapshot]:
+        """The context, read after the last read: the appends since, when nothing else came."""
+        snapshot: ContextSnapshot = yield self._call(self.store.context, since=self._last_read)
+        self._last_read = snapshot
+        return snapshot
 
     def _tail_steps(self) -> Steps[Request, ContextTail]:
         yield from self._ensure_steps()
@@ -272,32 +162,35 @@ class BaseSession:
         self, items: Sequence[Message | Mapping[str, Any]], idempotency_key: str | None = None
     ) -> Steps[Request, list[Message]]:
         check = AppendCheck(as_messages(items), self.settings.pin_task)
+        sample = _AppendSample(self)
         # The tool-call rules are checked by the store, in the append's transaction, against the
         # context's last turn: the same verdict as the whole context gives, unless a result
         # answers a call outside that turn, which is refused, and then named as the whole says.
+        # The composition sample is recorded in that transaction too. An append does nothing
+        # more: each message's facts and folded text are found when a check or a compaction
+        # first asks for them (the session's memo keeps them), which gives the same answers.
         try:
             appended: list[Message] = yield self._call(
-                self.store.append, check.messages, check=check, idempotency_key=idempotency_key
+                self.store.append,
+                check.messages,
+                check=check,
+                idempotency_key=idempotency_key,
+                sample=sample,
             )
         except InvalidMessage:
             if check.tail is not None and answers_outside(check.tail.turn, check.messages):
                 refuse_append((yield from self._context_steps()), check.messages)
             raise
         self._created = True
-        if check.tail is None:
-            return appended  # a retry the store answered with what the key stored: nothing new
+        if check.tail is None or sample.called:
+            return appended  # a retry the store answered with what the key stored, or sampled
         try:
-            # Each message's facts, tokens and folded text are found once, now, so no compaction
-            # has to scan, count or fold it again; an async session does this off its loop.
-            # Viewed once, as a check views them (the system prompt and tools beside them), for
-            # these and for the sample.
+            # No sample to grow yet: the whole context's, from the floor read apart.
             floor = yield from self._floor_parts_steps()
             shown = self.view_alone(appended, sum(floor))
-            kept = self.compactor.kept if self.settings.guard else None
-            yield Call(remember, (shown, self.counter, self.memo, check.tail.turn, kept))
             yield from self._sample_steps("append", added=appended, floor=floor, shown=shown)
         except Exception:
-            # The messages are stored: what failed is work to spare later reads, which redo it.
+            # The messages are stored: what failed is a record of the window, not the append.
             _log.warning("%s: after an append", self.conversation_id, exc_info=True)
         return appended
 
@@ -438,7 +331,7 @@ class BaseSession:
         parts = yield from self._floor_parts_steps()
         floor = sum(parts)
         yield from self._ensure_steps()
-        snapshot: ContextSnapshot = yield self._call(self.store.context)
+        snapshot: ContextSnapshot = yield from self._read_context_steps()
         view = self.view_of([*snapshot.messages, *pending], floor)
         if self.settings.guard:
             # The guard's facts, asked of the messages as they come: a compaction keeps them.

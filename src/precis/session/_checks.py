@@ -7,11 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from precis.core.errors import InvalidMessage
-from precis.core.memo import Memo
 from precis.core.messages import KIND_MESSAGE, Message
-from precis.core.tokens import TokenCounter
 from precis.core.validity import ORPHAN_RESULT, UNKNOWN_CALL, check
-from precis.facts import KeptFacts, folded_parts, prepare, read_ahead
 from precis.facts.demos import is_demonstration
 from precis.stores.base import ContextTail
 
@@ -20,7 +17,6 @@ __all__ = [
     "answers_outside",
     "refuse_append",
     "refuse_broken_pairs",
-    "remember",
     "task_message",
 ]
 
@@ -104,21 +100,3 @@ def refuse_broken_pairs(
         field = "tool_call_id" if first.rule in (ORPHAN_RESULT, UNKNOWN_CALL) else "tool_calls"
         index = max(first.index - end, 0)
         raise InvalidMessage(index, f"{first.rule}: {first.detail}", field)
-
-
-def remember(
-    messages: Sequence[Message],
-    counter: TokenCounter,
-    memo: Memo,
-    earlier: Sequence[Message] = (),
-    kept: KeptFacts | None = None,
-) -> None:
-    """Scan, count and fold appended messages once, so no later read does it again."""
-    for message in messages:
-        prepare(message, memo)  # its facts
-        counter.count(message)
-        folded_parts(message, memo)  # the text facts are looked for in, folded
-    # What a result says about the work its call did (earlier in the turn or in this batch).
-    read_ahead(earlier, messages, memo)
-    if kept is not None:
-        kept.observe_more(messages)  # which of the guard's facts they hold

@@ -3,7 +3,9 @@
 Everything here does I/O; everything it serves does none. The sync driver calls; the async one
 awaits model calls, runs blocking store calls on a worker thread, and bounds every hook and
 summary by its timeout, so an agent framework's event loop is never blocked; the threaded one
-runs the steps themselves on a worker thread, so their computation does not block it either.
+runs the steps themselves on a worker thread, so their computation does not block it either
+(one hop per operation: what `AsyncSession` runs on); the in-place one answers store calls on
+the loop, for a store whose calls never wait.
 The sync driver bounds a summary by its timeout too, waiting for it on a worker thread.
 """
 
@@ -63,6 +65,19 @@ def drive(steps: Steps[SessionRequest, T]) -> T:
 async def adrive(steps: Steps[SessionRequest, T]) -> T:
     """Drive session logic to its result without blocking the running event loop."""
     return await arun_steps(steps, aperform)
+
+
+async def adrive_in_place(steps: Steps[SessionRequest, T]) -> T:
+    """Drive session logic on the loop with store calls answered in place: for a store whose
+    calls never wait (`MemoryStore`), where a hop to a worker thread would cost more than the
+    call; what must be awaited (a model, a hook) is awaited."""
+    return await arun_steps(steps, _aperform_in_place)
+
+
+async def _aperform_in_place(request: SessionRequest) -> Any:
+    if isinstance(request, Call):
+        return request.fn(*request.args, **request.kwargs)
+    return await aperform(request)
 
 
 async def adrive_in_thread(steps: Steps[SessionRequest, T]) -> T:
@@ -131,7 +146,7 @@ def perform(request: SessionRequest) -> Any:
 async def aperform(request: SessionRequest) -> Any:
     """Answer one request by awaiting, with blocking work off the loop."""
     if isinstance(request, Call):
-        if _loop_safe(request.fn):  # in memory and cheap: no hop to a thread is worth it
+        if _never_waits(request.fn):  # in memory: no hop to a thread is worth it
             return request.fn(*request.args, **request.kwargs)
         return await asyncio.to_thread(request.fn, *request.args, **request.kwargs)
     if isinstance(request, Summarize):
@@ -151,10 +166,9 @@ async def aperform(request: SessionRequest) -> Any:
     return value
 
 
-def _loop_safe(fn: Any) -> bool:
-    """Whether this store method may be called on the event loop (its store says so)."""
-    owner = getattr(fn, "__self__", None)
-    return getattr(fn, "__name__", None) in getattr(owner, "loop_safe", ())
+def _never_waits(fn: Any) -> bool:
+    """Whether this store method may be called on the event loop (its store says `waits = False`)."""
+    return getattr(getattr(fn, "__self__", None), "waits", True) is False
 
 
 async def _summary(request: Summarize) -> str:

@@ -18,7 +18,7 @@ from precis.engine.results import CompactionStats
 from precis.providers.base import ChatProvider, Completion
 from precis.session._async import AsyncSession
 from precis.session._base import BaseSession
-from precis.session._io import Complete, SessionRequest, adrive, completion, drive
+from precis.session._io import Complete, SessionRequest, completion, drive
 from precis.session._sync import Session
 from precis.session.tools import TOOLS, handle_tool_call, tool_definitions
 from precis.stores.base import MessageIds, RecallHit
@@ -166,4 +166,4 @@ class AsyncAgent(_AgentBase[AsyncSession]):
 
     async def turn(self, user_text: str) -> tuple[str, list[CompactionStats]]:
         """Append the user text, get the reply, and return it with every compaction it caused."""
-        return await adrive(self._turn_steps(user_text))
+        return await self.session._drive(self._turn_steps(user_text))

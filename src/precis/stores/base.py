@@ -36,6 +36,7 @@ __all__ = [
     "MAX_IDEMPOTENCY_KEY_CHARS",
     "SNIPPET_CHARS",
     "AppendCheck",
+    "AppendSample",
     "Compaction",
     "CompactionEvent",
     "ContextSnapshot",
@@ -125,6 +126,12 @@ class ContextTail:
 # refuse the append, so nothing is written.
 AppendCheck = Callable[[ContextTail], Sequence[Message]]
 
+# What a store's append records in the same transaction, once the messages are stored, when the
+# conversation has a sample to grow: given the stored messages and the system prompt, the sample
+# of those messages alone, which the store adds to the latest (None: record nothing). So one
+# append is one transaction, its composition sample included.
+AppendSample = Callable[[Sequence[Message], str], Sample | None]
+
 
 def tail_of(context: Sequence[Message]) -> ContextTail:
     """The `ContextTail` of a whole context."""
@@ -157,18 +164,28 @@ class ConversationStore(Protocol):
         *,
         check: AppendCheck | None = None,
         idempotency_key: str | None = None,
+        sample: AppendSample | None = None,
     ) -> list[Message]:
         """Append in one transaction; return the messages with id and created_at filled in.
 
         `check` is run on the context's tail inside the transaction, under the conversation's
         write lock, and the messages it returns are the ones stored. With `idempotency_key`, an
         append whose key the conversation already holds writes nothing and returns the messages
-        that key stored (without running `check`); IdempotencyConflict if it stored others.
+        that key stored (without running `check` or `sample`); IdempotencyConflict if it stored
+        others. `sample` is called after the write when the conversation has a latest sample,
+        and what it returns is recorded as `add_sample(..., grow=True)` records it, there.
         """
         ...
 
-    def context(self, conversation_id: str) -> ContextSnapshot:
-        """The in-context messages in order; everything when never compacted."""
+    def context(
+        self, conversation_id: str, *, since: ContextSnapshot | None = None
+    ) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted.
+
+        `since` is a snapshot this store gave of the conversation: when only appends came after
+        it, the store may return its messages (the same objects) with the appended ones after
+        them, read alone, or `since` itself when nothing came; a compaction or a pin since means
+        a whole read."""
         ...
 
     def tail(self, conversation_id: str) -> ContextTail:
@@ -282,11 +299,6 @@ class Compaction:
 
 class StoreBase:
     """What the backends share above their storage: the commit's argument handling, `with`."""
-
-    # The methods that never wait on I/O and cost little (nothing that scans the history): an
-    # async session calls them on its event loop, sparing each a hop to a worker thread. Every
-    # other call, and every call to a store naming none, runs on a worker thread.
-    loop_safe: frozenset[str] = frozenset()
 
     def commit_compaction(
         self,

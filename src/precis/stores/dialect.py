@@ -71,6 +71,8 @@ class Dialect:
 
     def __init__(self, context_join: str = "JOIN") -> None:
         self.context_sql = self.sql(context_sql(context_join))
+        # The context's messages appended after a seq (no compaction or pin since).
+        self.context_since_sql = self.sql(context_sql(context_join, "AND m.seq > ?"))
         # The context from a position on, and the position of its last message not a tool result.
         self.turn_sql = self.sql(context_sql(context_join, "AND c.position >= ?"))
         self.turn_start_sql = self.sql(

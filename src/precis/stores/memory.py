@@ -10,6 +10,7 @@ from precis.core.errors import ConversationNotFound, UnknownMessage
 from precis.core.messages import Message
 from precis.stores.base import (
     AppendCheck,
+    AppendSample,
     Compaction,
     CompactionEvent,
     ContextSnapshot,
@@ -53,13 +54,11 @@ class _Conversation:
 class MemoryStore(StoreBase):
     """A `ConversationStore` in memory; every method holds one lock, so it is thread-safe.
 
-    Its reads and writes of one context never wait on I/O (`loop_safe`): an async session makes
-    them on its loop; a subclass whose calls block sets `loop_safe = frozenset()`."""
+    Its calls never wait on I/O (`waits = False`): an async session makes them on its loop; a
+    subclass whose calls block sets `waits = True`."""
 
-    loop_safe = frozenset(
-        {"create", "exists", "append", "set_pinned", "tail", "context", "system_prompt"}
-        | {"set_system_prompt", "commit_compaction", "add_sample", "latest_sample"}
-    )
+    # Its calls never wait on I/O: an async session makes them in place, without a thread hop.
+    waits = False
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -101,8 +100,10 @@ class MemoryStore(StoreBase):
         *,
         check: AppendCheck | None = None,
         idempotency_key: str | None = None,
+        sample: AppendSample | None = None,
     ) -> list[Message]:
-        """Append in one step under the lock, `check` run on the tail first (see the protocol)."""
+        """Append in one step under the lock, `check` run on the tail first and `sample` after
+        (see the protocol)."""
         check_idempotency_key(idempotency_key)
         given = fingerprint(messages) if idempotency_key is not None else ""
         with self._lock:
@@ -125,6 +126,10 @@ class MemoryStore(StoreBase):
                     conv.in_context.extend(stored)
             if idempotency_key is not None:
                 conv.keys[idempotency_key] = (given, [m.id for m in stored])
+            if sample is not None and conv.samples:
+                made = sample(stored, conv.system_prompt)
+                if made is not None:
+                    self._add_sample(conversation_id, conv, made, grow=True)
             return stored
 
     def set_pinned(self, conversation_id: str, message_id: str, pinned: bool) -> None:
@@ -178,8 +183,11 @@ class MemoryStore(StoreBase):
         pinned = sorted(conv.seq_of[i] for i in conv.pinned)
         return ContextTail(conv.log[start:], start, [conv.log[seq - 1] for seq in pinned])
 
-    def context(self, conversation_id: str) -> ContextSnapshot:
-        """The in-context messages in order; everything when never compacted."""
+    def context(
+        self, conversation_id: str, *, since: ContextSnapshot | None = None
+    ) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted (the stored
+        messages themselves, so `since` spares nothing here)."""
         with self._lock:
             return self._snapshot(self._conversation(conversation_id))
 
@@ -259,16 +267,23 @@ class MemoryStore(StoreBase):
         self, conversation_id: str, sample: Sample, *, grow: bool = False
     ) -> Sample | None:
         """Record the sample as the next turn (on top of the latest with `grow`; None if none)."""
-        check_sample(conversation_id, sample)
         with self._lock:
-            conv = self._conversation(conversation_id)
-            if grow:
-                if not conv.samples:
-                    return None
-                sample = grown(conv.samples[-1], sample)
-            stored = numbered(sample, len(conv.samples) + 1, len(conv.events))
-            conv.samples.append(stored)
-            return stored
+            return self._add_sample(
+                conversation_id, self._conversation(conversation_id), sample, grow=grow
+            )
+
+    def _add_sample(
+        self, conversation_id: str, conv: _Conversation, sample: Sample, *, grow: bool
+    ) -> Sample | None:
+        """`add_sample` under the lock."""
+        check_sample(conversation_id, sample)
+        if grow:
+            if not conv.samples:
+                return None
+            sample = grown(conv.samples[-1], sample)
+        stored = numbered(sample, len(conv.samples) + 1, len(conv.events))
+        conv.samples.append(stored)
+        return stored
 
     def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
         """The samples after turn `since`, oldest first."""

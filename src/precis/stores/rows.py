@@ -1,4 +1,5 @@
-"""How the SQL backends write a message as a row and read it back, and the pin overlay."""
+"""How the SQL backends write a message or a sample as a row and read it back, and the pin
+overlay."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, cast
 
 from precis.core.messages import Message, ToolCall
 from precis.core.types import Role
+from precis.stores.samples import PARTS, Sample
 
 # The columns every message read selects, in the order `message_from_row` expects.
 MESSAGE_COLUMNS = (
@@ -103,3 +105,34 @@ def apply_pins(messages: list[Message], pins: Mapping[str, bool]) -> list[Messag
         replace(m, pinned=pins[m.id]) if m.id in pins and pins[m.id] != m.pinned else m
         for m in messages
     ]
+
+
+def sample_values(conversation_id: str, stored: Sample) -> tuple[Any, ...]:
+    """A numbered sample as the values of the SQL store's samples insert."""
+    return (
+        conversation_id,
+        stored.turn,
+        stored.kind,
+        stored.at,
+        stored.version,
+        stored.in_context,
+        stored.window,
+        stored.reserved,
+        *(stored.part(name) for name in PARTS),
+    )
+
+
+def sample_from_row(row: Sequence[Any]) -> Sample:
+    """A sample from a row selected as the SQL store selects them (turn, kind, at, version,
+    in_context, context_window, reserve, then one column per part)."""
+    parts = dict(zip(PARTS, (int(value) for value in row[7:]), strict=True))
+    return Sample(
+        turn=int(row[0]),
+        kind=row[1],
+        at=str(row[2]),
+        version=int(row[3]),
+        in_context=int(row[4]),
+        window=None if row[5] is None else int(row[5]),
+        reserved=int(row[6]),
+        **parts,
+    )

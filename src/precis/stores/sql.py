@@ -20,6 +20,7 @@ from precis.core.messages import Message
 from precis.stores import base, recall
 from precis.stores.base import (
     AppendCheck,
+    AppendSample,
     Compaction,
     CompactionEvent,
     ContextSnapshot,
@@ -35,6 +36,8 @@ from precis.stores.rows import (
     apply_pins,
     message_from_row,
     message_values,
+    sample_from_row,
+    sample_values,
 )
 from precis.stores.samples import PARTS, Sample, check_sample, grown, numbered
 
@@ -233,9 +236,11 @@ class SQLStore(StoreBase):
         *,
         check: AppendCheck | None = None,
         idempotency_key: str | None = None,
+        sample: AppendSample | None = None,
     ) -> list[Message]:
         """Append in one transaction under the conversation's lock; ids and seq filled in. The
-        key's record, the tail `check` is given and the write are all read and made there."""
+        key's record, the tail `check` is given, the write and `sample`'s record are all read
+        and made there."""
         base.check_idempotency_key(idempotency_key)
         given = base.fingerprint(messages) if idempotency_key is not None else ""
         with self._transaction(write=True) as db:
@@ -284,12 +289,54 @@ class SQLStore(StoreBase):
                         base.utc_now(),
                     ),
                 )
+            if sample is not None:
+                self._sample_append(db, conversation_id, stored, sample, compactions)
             return stored
 
-    def context(self, conversation_id: str) -> ContextSnapshot:
-        """The in-context messages in order; everything when never compacted."""
+    def _sample_append(
+        self,
+        db: Handle,
+        conversation_id: str,
+        stored: Sequence[Message],
+        sample: AppendSample,
+        compactions: int,
+    ) -> None:
+        """An append's sample, in its transaction: grown onto the latest, if there is one."""
+        latest = self._latest_sample(db, conversation_id)
+        if latest is None:
+            return
+        row = db.execute(
+            self._q("SELECT system_prompt FROM conversations WHERE id = ?"), (conversation_id,)
+        ).fetchone()
+        made = sample(stored, str(row[0]))
+        if made is not None:
+            check_sample(conversation_id, made)
+            self._insert_sample(db, conversation_id, grown(latest, made), latest, compactions)
+
+    def context(
+        self, conversation_id: str, *, since: ContextSnapshot | None = None
+    ) -> ContextSnapshot:
+        """The in-context messages in order; everything when never compacted. With `since`,
+        when only appends came after it, only the messages they added are read."""
         with self._transaction(write=False) as db:
-            return self._snapshot(db, conversation_id)
+            if since is None:
+                return self._snapshot(db, conversation_id)
+            version, next_seq, _, compactions = self._conversation_row(db, conversation_id)
+            if version != since.version or (compactions > 0) != since.compacted:
+                return self._snapshot(db, conversation_id)
+            added: list[Message] = []
+            if next_seq - 1 != since.last_seq:
+                query = self._dialect.context_since_sql
+                if compactions == 0:
+                    query = self._q(
+                        f"SELECT {MESSAGE_COLUMNS} FROM messages "
+                        "WHERE conversation_id = ? AND seq > ? ORDER BY seq"
+                    )
+                rows = db.execute(query, (conversation_id, since.last_seq)).fetchall()
+                added = [message_from_row(r) for r in rows]
+            return ContextSnapshot(
+                [*since.messages, *added], version, next_seq - 1, since.compacted
+            )
 
     def tail(self, conversation_id: str) -> ContextTail:
         """The context's last turn and its pinned messages: indexed reads of those rows only."""
@@ -509,30 +556,31 @@ class SQLStore(StoreBase):
         check_sample(conversation_id, sample)
         with self._transaction(write=True) as db:
             compactions = self._conversation_row(db, conversation_id, lock=True).compactions
-            row = db.execute(
-                self._q(f"{_SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
-            ).fetchone()
-            latest = None if row is None else _sample_from_row(row)
+            latest = self._latest_sample(db, conversation_id)
             if grow:
                 if latest is None:
                     return None
                 sample = grown(latest, sample)
-            stored = numbered(sample, 1 if latest is None else latest.turn + 1, compactions)
-            db.execute(
-                self._q(_SAMPLE_INSERT),
-                (
-                    conversation_id,
-                    stored.turn,
-                    stored.kind,
-                    stored.at,
-                    stored.version,
-                    stored.in_context,
-                    stored.window,
-                    stored.reserved,
-                    *(stored.part(name) for name in PARTS),
-                ),
-            )
-            return stored
+            return self._insert_sample(db, conversation_id, sample, latest, compactions)
+
+    def _latest_sample(self, db: Handle, conversation_id: str) -> Sample | None:
+        row = db.execute(
+            self._q(f"{_SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
+        ).fetchone()
+        return None if row is None else sample_from_row(row)
+
+    def _insert_sample(
+        self,
+        db: Handle,
+        conversation_id: str,
+        sample: Sample,
+        latest: Sample | None,
+        compactions: int,
+    ) -> Sample:
+        """Record `sample` as the turn after `latest`."""
+        stored = numbered(sample, 1 if latest is None else latest.turn + 1, compactions)
+        db.execute(self._q(_SAMPLE_INSERT), sample_values(conversation_id, stored))
+        return stored
 
     def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
         """The samples after turn `since`, oldest first."""
@@ -541,28 +589,10 @@ class SQLStore(StoreBase):
             rows = db.execute(
                 self._q(f"{_SAMPLE_SELECT} AND turn > ? ORDER BY turn"), (conversation_id, since)
             ).fetchall()
-        return [_sample_from_row(row) for row in rows]
+        return [sample_from_row(row) for row in rows]
 
     def latest_sample(self, conversation_id: str) -> Sample | None:
         """The newest sample, or None before the first."""
         with self._transaction(write=False) as db:
             self._conversation_row(db, conversation_id)
-            row = db.execute(
-                self._q(f"{_SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
-            ).fetchone()
-        return None if row is None else _sample_from_row(row)
-
-
-def _sample_from_row(row: Sequence[Any]) -> Sample:
-    """A sample from a row selected with _SAMPLE_SELECT."""
-    parts = dict(zip(PARTS, (int(value) for value in row[7:]), strict=True))
-    return Sample(
-        turn=int(row[0]),
-        kind=row[1],
-        at=str(row[2]),
-        version=int(row[3]),
-        in_context=int(row[4]),
-        window=None if row[5] is None else int(row[5]),
-        reserved=int(row[6]),
-        **parts,
-    )
+            return self._latest_sample(db, conversation_id)
