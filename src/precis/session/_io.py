@@ -167,7 +167,7 @@ async def aperform(request: SessionRequest) -> Any:
 
 
 def _never_waits(fn: Any) -> bool:
-    """Whether this store method may be called on the event loop (its store says `waits = False`)."""
+    """Whether this store method may run on the event loop (its store says `waits = False`)."""
     return getattr(getattr(fn, "__self__", None), "waits", True) is False
 
 
