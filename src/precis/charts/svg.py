@@ -8,7 +8,7 @@ Pure string building, no I/O and no script: the inspector inlines the result in 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
@@ -18,6 +18,7 @@ __all__ = [
     "Guide",
     "Layer",
     "Marker",
+    "Title",
     "document",
     "nice_ceiling",
     "render",
@@ -30,6 +31,14 @@ MAX_COLUMNS = 240
 MARGIN = (60, 20, 54, 34)
 # Width of a legend label's character at 11 px, near enough to lay the legend out in rows.
 LEGEND_CHAR = 6.3
+
+
+# A tooltip, or what writes it: a long run's chart writes only the ones it draws.
+Title = str | Callable[[], str]
+
+
+def text_of(title: Title) -> str:
+    return title if isinstance(title, str) else title()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +67,8 @@ class Marker:
 
     x: float
     color: str
-    title: str
-    href: str | None = None
+    title: Title
+    href: Title | None = None
     key: str = ""
 
 
@@ -68,7 +77,7 @@ class Column:
     """What hovering over the turn `x` shows."""
 
     x: float
-    title: str
+    title: Title
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +234,7 @@ def _columns(chart: Chart, frame: _Frame) -> list[str]:
         *(
             f'<rect class="col" x="{_f(frame.x(c.x) - half)}" y="{_f(frame.y1)}" '
             f'width="{_f(2 * half)}" height="{_f(frame.y0 - frame.y1)}" fill="#000" '
-            f'fill-opacity="0"><title>{escape(c.title)}</title></rect>'
+            f'fill-opacity="0"><title>{escape(text_of(c.title))}</title></rect>'
             for c in shown
         ),
         "</g>",
@@ -252,10 +261,10 @@ def _markers(chart: Chart, frame: _Frame) -> list[str]:
     for run in _clusters(chart, frame):
         first = run[0]
         x = frame.x(sum(m.x for m in run) / len(run))
-        title = first.title
+        title = text_of(first.title)
         if len(run) > 1:
-            titles = [m.title for m in run]
-            shown = titles if len(run) <= 6 else [*titles[:3], "…", *titles[-2:]]
+            picked = run if len(run) <= 6 else [*run[:3], None, *run[-2:]]
+            shown = ["…" if m is None else text_of(m.title) for m in picked]
             title = "\n".join([f"{len(run)} compactions here", *shown])
         count = (
             f'<text x="{_f(x)}" y="{_f(frame.y1 - 15)}" text-anchor="middle" font-size="11" '
@@ -274,7 +283,8 @@ def _markers(chart: Chart, frame: _Frame) -> list[str]:
         )
         key = f' data-key="{escape(first.key)}" data-count="{len(run)}"' if first.key else ""
         if first.href is not None:
-            out.append(f'<a class="marker" href="{escape(first.href)}"{key}>{body}</a>')
+            href = escape(text_of(first.href))
+            out.append(f'<a class="marker" href="{href}"{key}>{body}</a>')
         else:
             out.append(f'<g class="marker"{key}>{body}</g>')
     return out

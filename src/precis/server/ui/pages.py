@@ -6,6 +6,7 @@ only its conversations, and another tenant's id is a 404 here as there.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -96,6 +97,16 @@ def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str
     return render(wide, element_id="composition"), render(narrow, element_id="composition-phone")
 
 
+def _conversation_reads(
+    service: Service, conversation: Conversation
+) -> tuple[dict[str, Any], list[dict[str, Any]], data.ContextNow]:
+    """The conversation page's reads, in one worker-thread call: the chart's data, its newest
+    compactions, the context now."""
+    payload = data.chart_payload(service, conversation.stored_id, most=data.DRAWN_POINTS)
+    latest = data.latest_markers(service, conversation.stored_id, len(payload["markers"]))
+    return payload, latest, data.context_now(service, conversation, payload)
+
+
 def _same_origin(request: Request) -> bool:
     """A form post from this service's own pages: the browser's Origin (or, lacking it, its
     Sec-Fetch-Site) says so."""
@@ -184,14 +195,13 @@ def router() -> APIRouter:
         conversation_id: ConversationPath, service: ServiceDep, tenant: PageTenant
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
-        payload = await run_in_threadpool(data.chart_payload, service, found.stored_id)
-        now = await run_in_threadpool(data.context_now, service, found, payload)
+        payload, latest, now = await run_in_threadpool(_conversation_reads, service, found)
         return html(
             "conversation.html",
             cid=conversation_id,
             charts=_chart_svgs(payload, conversation_id),
             payload=payload,
-            latest=payload["markers"][-data.LATEST_COMPACTIONS :][::-1],
+            latest=latest,
             now=now,
             keys=bool(service.keys),
         )
@@ -201,13 +211,18 @@ def router() -> APIRouter:
         conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
-        payload = await run_in_threadpool(data.chart_payload, service, found.stored_id)
+        payload = await run_in_threadpool(
+            functools.partial(data.chart_payload, service, found.stored_id, most=data.DRAWN_POINTS)
+        )
+        latest = await run_in_threadpool(
+            data.latest_markers, service, found.stored_id, len(payload["markers"])
+        )
         return html(
             "_chart.html",
             cid=conversation_id,
             charts=_chart_svgs(payload, conversation_id),
             payload=payload,
-            latest=payload["markers"][-data.LATEST_COMPACTIONS :][::-1],
+            latest=latest,
         )
 
     @ui.get("/c/{conversation_id}/chart.json")
@@ -215,7 +230,10 @@ def router() -> APIRouter:
         conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
     ) -> JSONResponse:
         found = await _existing(service, conversation_id, tenant)
-        return JSONResponse(await run_in_threadpool(data.chart_payload, service, found.stored_id))
+        payload = await run_in_threadpool(
+            functools.partial(data.chart_payload, service, found.stored_id, stats=True)
+        )
+        return JSONResponse(payload)
 
     @ui.get("/c/{conversation_id}/context")
     async def context(
