@@ -5,11 +5,11 @@ service, on SQLite and, with --database-url, on PostgreSQL.
     .venv/bin/python bench/inspector_scale.py [--rounds N] [--database-url URL]
 
 Per page: its size (raw and gzipped), its median and p95 wall-clock time and median CPU time
-(on a loaded machine the wall clock counts the wait for a core), and its median time as ratios to two anchors
-timed in the same run, between the pages' rounds: reading the conversation's context once
-(`context()`), and reading its every sample once (`samples()`, what the page read before it
-read only what it shows: below 1× means the page costs less than that one read). The budget is
-200 ms and 300 KB per page (the browser test holds the size).
+(on a loaded machine the wall clock counts the wait for a core), and its median time as ratios
+to two anchors timed in the same run, between the pages' rounds: reading the conversation's
+context once (`context()`), and reading its every sample once (`samples()`, what the page read
+before it read only what it shows: below 1x means the page costs less than that one read). The
+budget is 200 ms and 300 KB per page (the browser test holds the size).
 """
 
 from __future__ import annotations
