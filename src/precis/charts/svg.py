@@ -190,6 +190,18 @@ def _axes(chart: Chart, frame: _Frame) -> list[str]:
             f'<text class="tick" x="{_f(frame.x0 - 6)}" y="{_f(y + 4)}" text-anchor="end" '
             f'font-size="11" fill="#444">{short_number(value)}</text>'
         )
+    out.append(
+        f'<text x="{_f(frame.x1)}" y="{_f(frame.y0 + 30)}" text-anchor="end" font-size="11" '
+        f'fill="#444">{escape(chart.x_label)}</text>'
+        f'<text x="12" y="{_f(frame.y1 - 8)}" font-size="11" fill="#444">'
+        f"{escape(chart.y_label)}</text>"
+    )
+    return out
+
+
+def _turn_ticks(chart: Chart, frame: _Frame) -> list[str]:
+    """Up to 8 turn numbers under the plot."""
+    out: list[str] = []
     if chart.xs:
         count, last = min(8, len(chart.xs)), len(chart.xs) - 1
         picks = sorted({chart.xs[round(i * last / max(count - 1, 1))] for i in range(count)})
@@ -198,12 +210,6 @@ def _axes(chart: Chart, frame: _Frame) -> list[str]:
                 f'<text class="tick" x="{_f(frame.x(turn))}" y="{_f(frame.y0 + 16)}" '
                 f'text-anchor="middle" font-size="11" fill="#444">{short_number(turn)}</text>'
             )
-    out.append(
-        f'<text x="{_f(frame.x1)}" y="{_f(frame.y0 + 30)}" text-anchor="end" font-size="11" '
-        f'fill="#444">{escape(chart.x_label)}</text>'
-        f'<text x="12" y="{_f(frame.y1 - 8)}" font-size="11" fill="#444">'
-        f"{escape(chart.y_label)}</text>"
-    )
     return out
 
 
@@ -319,20 +325,31 @@ def render(chart: Chart, *, element_id: str = "") -> str:
     legend, plot_top = _legend(chart)
     frame = _Frame(chart, top * 1.04, plot_top)
     ident = f' id="{escape(element_id)}"' if element_id else ""
+    # How turns and tokens map to pixels, for the page's script that appends live turns.
+    scale = (
+        f'data-x0="{_f(frame.x0)}" data-x1="{_f(frame.x1)}" data-first="{_f(frame.first)}" '
+        f'data-last="{_f(frame.last)}" data-y0="{_f(frame.y0)}" data-y1="{_f(frame.y1)}" '
+        f'data-top="{_f(frame.top)}"'
+    )
     parts = [
         f'<svg{ident} class="chart" xmlns="http://www.w3.org/2000/svg" '
         f'viewBox="0 0 {chart.width} {chart.height}" width="{chart.width}" '
         f'height="{chart.height}" role="img" aria-label="{escape(chart.title)}" '
-        'font-family="system-ui, sans-serif">',
+        f'font-family="system-ui, sans-serif" {scale}>',
         f"<title>{escape(chart.title)}</title>",
         f'<text x="{MARGIN[0]}" y="14" font-size="13" font-weight="600" fill="#222">'
         f"{escape(chart.title)}</text>",
         *legend,
+        '<g class="plot">',
         *_areas(chart, frame),
+        *_turn_ticks(chart, frame),
+        "</g>",
         *_axes(chart, frame),
         *_guides(chart, frame),
+        '<g class="plot">',
         *_columns(chart, frame),
         *_markers(chart, frame),
+        "</g>",
         "</svg>",
     ]
     return "".join(parts)

@@ -150,6 +150,24 @@ def latest_markers(service: Service, stored_id: str, count: int) -> list[dict[st
     return [marker_dict(row) for row in rows][::-1]
 
 
+def stream_cursor(service: Service, stored_id: str) -> tuple[int, int]:
+    """Where the conversation is: its latest turn and how many compactions it has (two reads
+    of an index, whatever its length)."""
+    latest = service.store.latest_sample(stored_id)
+    turn = latest.turn if latest is not None else 0
+    return turn, series_of(service.store).compaction_count(stored_id)
+
+
+def stream_since(
+    service: Service, stored_id: str, turn: int, events: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The samples after `turn` and the markers from event `events` on, as the chart's JSON:
+    what a live page has not seen (reads of those rows only)."""
+    samples = service.store.samples(stored_id, since=turn)
+    rows = series_of(service.store).marker_rows(stored_id, offset=events, stats=True)
+    return [s.as_dict() for s in samples], [marker_dict(row) for row in rows]
+
+
 @dataclass(frozen=True, slots=True)
 class PartRow:
     """One line of the window's table: a part, its tokens, its share of the window."""

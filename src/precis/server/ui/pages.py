@@ -7,6 +7,7 @@ only its conversations, and another tenant's id is a 404 here as there.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -357,35 +358,48 @@ def router() -> APIRouter:
 async def _turns(
     service: Service, conversation: Conversation, shown_turn: int | None, shown_events: int | None
 ) -> AsyncIterator[ServerSentEvent]:
-    """`turn` when a new sample lands and `compaction` per new event. The stream sleeps until a
-    request of this process writes to the conversation (`service.changes`), or until the
-    keepalive, when it looks again (another process may be the one writing). What the page
-    rendered is the starting point, so a turn between rendering and connecting is not missed."""
+    """What changed since the page's cursor (the turn and the compaction count it shows): a
+    `compaction` event per new marker and a `turn` event per new sample, each its JSON, then one
+    `now` event (the page appends them; nothing is sent again). It sleeps on the conversation's
+    `service.changes` future: while no request of this process writes to it, it reads nothing.
+    At each keepalive (another process may be the one writing) it reads the cursor alone, and
+    the rows after it only when the cursor moved."""
     gauge, changes = service.streams, service.changes
     stored_id, idle = conversation.stored_id, service.limits.keepalive_seconds
     gauge.open += 1
     gauge.started += 1
-
-    def now() -> tuple[int, int]:
-        latest = service.store.latest_sample(stored_id)
-        return (latest.turn if latest else 0), len(service.store.events(stored_id))
-
     change = changes.watch(conversation.id)
     try:
-        current = await run_in_threadpool(now)
-        turn = current[0] if shown_turn is None else shown_turn
-        events = current[1] if shown_events is None else min(shown_events, current[1])
+        if shown_turn is None or shown_events is None:
+            current = await run_in_threadpool(data.stream_cursor, service, stored_id)
+            turn = current[0] if shown_turn is None else shown_turn
+            events = current[1] if shown_events is None else shown_events
+        else:
+            turn, events = shown_turn, shown_events
         yield ServerSentEvent(comment="stream open", retry=int(idle * 1000))
+        look = True
         while True:
-            for index in range(events, current[1]):
-                yield ServerSentEvent(data=str(index + 1), event="compaction")
-            if current[0] != turn:
-                yield ServerSentEvent(data=str(current[0]), event="turn")
-            turn, events = current
-            await changes.wait(change, idle)
+            if look:
+                samples, markers = await run_in_threadpool(
+                    data.stream_since, service, stored_id, turn, events
+                )
+                for marker in markers:
+                    yield ServerSentEvent(data=json.dumps(marker), event="compaction")
+                for sample in samples:
+                    yield ServerSentEvent(data=json.dumps(sample), event="turn")
+                if samples or markers:
+                    turn = samples[-1]["turn"] if samples else turn
+                    events += len(markers)
+                    yield ServerSentEvent(data=str(turn), event="now")
+            woke = await changes.wait(change, idle)
             changes.drop(conversation.id, change)
             change = changes.watch(conversation.id)
-            current = await run_in_threadpool(now)
+            if woke:
+                look = True
+            else:
+                yield ServerSentEvent(comment="idle")
+                now = await run_in_threadpool(data.stream_cursor, service, stored_id)
+                look = now != (turn, events)
     finally:
         changes.drop(conversation.id, change)
         gauge.open -= 1
