@@ -123,7 +123,9 @@ def nice_ceiling(value: float) -> float:
 
 
 def _f(value: float) -> str:
-    return f"{value:.1f}".rstrip("0").rstrip(".")
+    """One decimal, none when it is 0 (a chart writes thousands of these)."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
 
 
 class _Frame:
@@ -163,10 +165,12 @@ def _areas(chart: Chart, frame: _Frame) -> list[str]:
         base = [b + float(v) for b, v in zip(base, layer.values, strict=True)]
         tops.append(base * 2 if one else base)
     out: list[str] = []
+    pixels = [_f(frame.x(x)) for x in xs]  # the same for every layer
+    floor = _f(frame.y(0))
     for layer, top in zip(reversed(chart.layers), reversed(tops), strict=True):
         if any(v > 0 for v in layer.values):
-            points = [frame.point(x, t) for x, t in zip(xs, top, strict=True)]
-            points += [frame.point(xs[-1], 0), frame.point(xs[0], 0)]
+            points = [f"{x},{_f(frame.y(t))}" for x, t in zip(pixels, top, strict=True)]
+            points += [f"{pixels[-1]},{floor}", f"{pixels[0]},{floor}"]
             out.append(
                 f'<path class="part part-{escape(layer.name)}" fill="{escape(layer.color)}" '
                 f'd="M{"L".join(points)}Z"><title>{escape(layer.label)}</title></path>'

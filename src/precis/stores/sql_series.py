@@ -146,6 +146,8 @@ class SQLSeries:
         floor, total of the turn before); one made before samples were kept, or at the first
         turn, is placed and counted from its stats as `marker_rows_of` does."""
         row_id, trigger, mode, at, summary_id, text = event
+        if made is not None and made[3] is not None and text is None:  # the usual marker
+            return MarkerRow(version - 1, trigger, mode, at, summary_id, made[0], made[3], made[1])
         turn, after, floor, before = (None, None, 0, None) if made is None else made
         parsed: dict[str, Any] | None = json.loads(text) if text is not None else None
         if turn is None or before is None:
