@@ -32,7 +32,7 @@ T = TypeVar("T")
 class MarkerRow:
     """One compaction as the chart marks it: `event` counts from 0; `turn` is the turn of the
     sample its commit made; `before`/`after` are the totals around it (every part counted);
-    `stats` is the event's stats when asked for (None otherwise)."""
+    `stats` is the event's stats when asked for (a store may leave them out otherwise)."""
 
     event: int
     trigger: str

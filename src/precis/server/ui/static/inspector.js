@@ -136,11 +136,23 @@ document.addEventListener("click", function (event) {
     var box = frame();
     var sample = JSON.parse(event.detail.data);
     if (!box || sample.turn <= +box.dataset.turns) return; // sent again after a reconnect
+    var charts = document.querySelectorAll("svg.chart");
+    box.dataset.turns = sample.turn;
+    if (!charts.length) {
+      // No chart yet (the page had no turn to draw): the first one is fetched once, whole.
+      if (box.dataset.fetching) return;
+      box.dataset.fetching = "1";
+      fetch(box.dataset.base + "/chart", { credentials: "same-origin" })
+        .then(function (answer) { return answer.ok ? answer.text() : ""; })
+        .then(function (html) {
+          if (html) document.getElementById("chart").innerHTML = html;
+        });
+      return;
+    }
     var names = (box.dataset.parts || "").split(" ");
-    document.querySelectorAll("svg.chart").forEach(function (svg) {
+    charts.forEach(function (svg) {
       addTurn(svg, sample, names);
     });
-    box.dataset.turns = sample.turn;
   });
 
   live.addEventListener("compaction", function (event) {
