@@ -251,6 +251,21 @@ def test_the_inspector_in_chromium(
     assert driver.execute_script("return window.pwned === undefined")
     assert HOSTILE in driver.find_element(By.ID, "context").get_attribute("textContent")
 
+    # A page opened before its conversation's first turn draws the chart when one arrives.
+    auth = {"Authorization": f"Bearer {KEY}"}
+    created = httpx.post(f"{url}/v1/conversations", headers=auth, json={"id": "fresh"})
+    assert created.status_code == 201
+    driver.get(f"{url}/ui/c/fresh")
+    wait.until(shows.presence_of_element_located((By.CSS_SELECTOR, "#chart p.empty")))
+    first = httpx.post(
+        f"{url}/v1/conversations/fresh/messages",
+        headers=auth,
+        json={"messages": [{"role": "user", "content": "Hello there"}]},
+        timeout=WAIT_SECONDS,
+    )
+    assert first.status_code == 201
+    wait.until(shows.visibility_of_element_located((By.ID, "composition")))
+
     # Nothing was blocked or failed on the way (a script from elsewhere would be, by the CSP).
     problems = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert problems == []
