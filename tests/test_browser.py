@@ -190,7 +190,11 @@ def test_the_inspector_in_chromium(
     driver.refresh()
     wait.until(shows.visibility_of_element_located((By.ID, "composition")))
 
-    # It follows the agent live: a turn appended over the API redraws the chart.
+    # It follows the agent live: a turn appended over the API is appended to the chart the page
+    # holds (the stream sends the new sample; the chart is not fetched again).
+    driver.execute_script("document.getElementById('composition').dataset.probe = 'kept'")
+    points = "return document.querySelector('#composition path.part-system').getAttribute('d')"
+    drawn = driver.execute_script(points).count("L")
     appended = httpx.post(
         f"{url}/v1/conversations/airline/messages",
         headers={"Authorization": f"Bearer {KEY}"},
@@ -205,6 +209,9 @@ def test_the_inspector_in_chromium(
         )
     )
     wait.until(shows.text_to_be_present_in_element((By.ID, "context"), "is my seat confirmed?"))
+    probe = "return document.getElementById('composition').dataset.probe"
+    assert driver.execute_script(probe) == "kept"
+    assert driver.execute_script(points).count("L") == drawn + 1
 
     # A compaction marker opens that compaction, with its ledger and its neighbours.
     driver.get(url + href_of(driver, "#composition a.marker"))
@@ -243,6 +250,21 @@ def test_the_inspector_in_chromium(
     wait.until(shows.presence_of_element_located((By.ID, "context")))
     assert driver.execute_script("return window.pwned === undefined")
     assert HOSTILE in driver.find_element(By.ID, "context").get_attribute("textContent")
+
+    # A page opened before its conversation's first turn draws the chart when one arrives.
+    auth = {"Authorization": f"Bearer {KEY}"}
+    created = httpx.post(f"{url}/v1/conversations", headers=auth, json={"id": "fresh"})
+    assert created.status_code == 201
+    driver.get(f"{url}/ui/c/fresh")
+    wait.until(shows.presence_of_element_located((By.CSS_SELECTOR, "#chart p.empty")))
+    first = httpx.post(
+        f"{url}/v1/conversations/fresh/messages",
+        headers=auth,
+        json={"messages": [{"role": "user", "content": "Hello there"}]},
+        timeout=WAIT_SECONDS,
+    )
+    assert first.status_code == 201
+    wait.until(shows.visibility_of_element_located((By.ID, "composition")))
 
     # Nothing was blocked or failed on the way (a script from elsewhere would be, by the CSP).
     problems = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

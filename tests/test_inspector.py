@@ -3,19 +3,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from inspector_data import WINDOW, compacted_away_term, messages, replay
+from inspector_data import WINDOW, compacted_away_term, long_conversation, messages, replay
 from live_server import serving
 
 from precis import CompactionSettings
@@ -347,10 +351,118 @@ def test_the_page_updates_live_from_the_event_stream(tmp_path: Path) -> None:
             assert next(lines) == ": stream open"
             posted = client.post("/v1/conversations/live/messages", json={"messages": turns})
             assert posted.status_code == 201
-            assert _next_event(lines) == ("turn", "1")
+            # What changed, once: the new sample as the chart's JSON, then `now`.
+            event, body = _next_event(lines)
+            assert event == "turn" and json.loads(body)["turn"] == 1
+            assert _next_event(lines) == ("now", "1")
             assert client.post("/v1/conversations/live/compact", json={}).status_code == 200
-            assert _next_event(lines) == ("compaction", "1")
-            assert _next_event(lines) == ("turn", "2")
+            event, body = _next_event(lines)
+            marker = json.loads(body)
+            assert event == "compaction" and (marker["event"], marker["turn"]) == (0, 2)
+            event, body = _next_event(lines)
+            sample = json.loads(body)
+            assert event == "turn" and (sample["turn"], sample["kind"]) == (2, "compaction")
+            assert marker["tokens_after"] == sample["total"]
+            assert _next_event(lines) == ("now", "2")
+    store.close()
+
+
+# The store reads a live stream may make.
+STREAM_READS = ("latest_sample", "samples", "events", "context", "marker_rows", "compaction_count")
+
+
+class CountingStore(SQLiteStore):
+    """A real SQLite store that notes each read a stream makes, and says when it made `due`."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.reads: list[str] = []
+        self.due = 0
+        self.done = threading.Event()
+
+    def noted(self, name: str) -> None:
+        self.reads.append(name)
+        if len(self.reads) >= self.due:
+            self.done.set()
+
+    def expect(self, count: int) -> None:
+        self.reads, self.due = [], count
+        self.done.clear()
+
+
+def _counting(name: str) -> Any:
+    def read(self: CountingStore, *args: Any, **kwargs: Any) -> Any:
+        self.noted(name)
+        return getattr(SQLiteStore, name)(self, *args, **kwargs)
+
+    return read
+
+
+for _name in STREAM_READS:
+    setattr(CountingStore, _name, _counting(_name))
+
+
+def test_an_idle_stream_reads_nothing_and_a_turn_sends_only_what_changed(tmp_path: Path) -> None:
+    """The stream generator driven directly, with no write happening: parked on its change
+    future it makes no store read however many other conversations are signalled; a write sends
+    the new sample alone, read from the page's cursor on."""
+    from precis.server.deps import Conversation
+    from precis.server.ui.pages import _turns
+    from precis.stores.samples import Sample
+
+    store = CountingStore(tmp_path / "precis.db")
+    long_conversation(store, "long", turns=300)
+    hourly = ServiceLimits(event_poll_seconds=3600, keepalive_seconds=3600)
+    service = create_app(store, settings=CompactionSettings(4000), limits=hourly).state.service
+
+    async def drive() -> None:
+        stream = _turns(service, Conversation("long", None), 600, 300)
+        store.expect(2)  # the catch-up after connecting: rows after the cursor (none)
+        opened = await anext(stream)
+        assert opened.comment == "stream open"
+        waiting = asyncio.ensure_future(anext(stream))
+        assert await anyio.to_thread.run_sync(store.done.wait, 60)
+        assert sorted(store.reads) == ["marker_rows", "samples"]
+        store.expect(1)
+        for n in range(200):  # writes elsewhere wake other streams, not this one
+            service.changes.signal(f"other-{n}")
+            await asyncio.sleep(0)
+        assert not waiting.done() and store.reads == []
+        store.add_sample("long", Sample("append", "t", 3, 4000, 0, 40, 0, 0, 300, 900))
+        store.expect(2)
+        service.changes.signal("long")
+        sent = await waiting
+        assert sent.event == "turn" and json.loads(sent.data)["turn"] == 601
+        assert sorted(store.reads) == ["marker_rows", "samples"]
+        assert (await anext(stream)).event == "now"
+        await stream.aclose()
+
+    asyncio.run(drive())
+    store.close()
+
+
+def test_at_a_keepalive_the_stream_reads_its_cursor_alone(tmp_path: Path) -> None:
+    """With no signal (another process may write), each keepalive reads where the
+    conversation is (two index reads), and no row."""
+    from precis.server.deps import Conversation
+    from precis.server.ui.pages import _turns
+
+    store = CountingStore(tmp_path / "precis.db")
+    long_conversation(store, "long", turns=300)
+    often = ServiceLimits(event_poll_seconds=3600, keepalive_seconds=0.001)
+    service = create_app(store, settings=CompactionSettings(4000), limits=often).state.service
+
+    async def drive() -> None:
+        stream = _turns(service, Conversation("long", None), 600, 300)
+        assert (await anext(stream)).comment == "stream open"
+        assert (await anext(stream)).comment == "idle"
+        for _ in range(5):
+            store.expect(0)
+            assert (await anext(stream)).comment == "idle"
+            assert sorted(store.reads) == ["compaction_count", "latest_sample"]
+        await stream.aclose()
+
+    asyncio.run(drive())
     store.close()
 
 

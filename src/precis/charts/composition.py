@@ -7,13 +7,15 @@ inspector serves as JSON); `composition_chart` draws that data. The inspector's 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
-from typing import Any, TypeVar
+from typing import Any
 
 from precis.charts.svg import Chart, Column, Guide, Layer, Marker, short_number
 from precis.stores.base import CompactionEvent
 from precis.stores.samples import PARTS, Sample
+from precis.stores.series import MarkerRow, downsampled, marker_rows_of, total_of
 
 __all__ = [
     "CONVENTION",
@@ -25,8 +27,11 @@ __all__ = [
     "composition_chart",
     "downsampled",
     "fullness_bar",
+    "marker_dict",
     "markers",
     "own_settings",
+    "series_data",
+    "settings_of",
     "trigger_color",
     "what_it_did",
 ]
@@ -58,8 +63,6 @@ def trigger_color(trigger: str) -> str:
     return TRIGGER_COLORS.get(trigger, OTHER_TRIGGER)
 
 
-T = TypeVar("T")
-
 # What every figure counts, said on every page that shows one.
 CONVENTION = "tokens the model is sent: the system prompt and tool definitions included"
 # Most samples chart_data serves: the lowest and the highest of each stretch are kept.
@@ -67,77 +70,26 @@ MAX_POINTS = 2000
 
 
 def markers(samples: Sequence[Sample], events: Sequence[CompactionEvent]) -> list[dict[str, Any]]:
-    """One marker per compaction event, at the turn of the sample its commit made.
-
-    Event i made context version i + 1, which its sample carries. Its tokens before and after
-    are the samples' totals (CONVENTION); an event without its sample (made before samples were
-    kept) sits at the first turn after it, else at the last, its stats counted the same way.
-    """
-    at_version: dict[int, int] = {}
-    for place, sample in enumerate(samples):
-        if sample.kind == "compaction":
-            at_version.setdefault(sample.version, place)
-    out: list[dict[str, Any]] = []
-    later = 0
-    for index, event in enumerate(events):
-        stats = event.stats
-        position = at_version.get(index + 1)
-        if position is not None:
-            turn = samples[position].turn
-            after: int | None = _total_of(samples[position])
-            before: int | None = (
-                _total_of(samples[position - 1])
-                if position
-                else _plus(stats.get("context_tokens_before"), samples[0].system + samples[0].tools)
-            )
-        else:
-            while later < len(samples) and samples[later].version < index + 1:
-                later += 1
-            near = samples[min(later, len(samples) - 1)] if samples else None
-            turn = samples[later].turn if later < len(samples) else (near.turn if near else 0)
-            floor = near.system + near.tools if near else 0
-            before, after = (
-                _plus(stats.get("context_tokens_before"), floor),
-                _plus(stats.get("context_tokens_after"), floor),
-            )
-        out.append(
-            {
-                "event": index,
-                "turn": turn,
-                "trigger": event.trigger,
-                "mode": event.mode,
-                "at": event.at,
-                "summary_id": event.summary_id,
-                "tokens_before": before,
-                "tokens_after": after,
-                "fallback": stats.get("fallback"),  # what stood in for a summarizer that failed
-                "color": trigger_color(event.trigger),
-            }
-        )
-    return out
+    """One marker per compaction event, at the turn of the sample its commit made (see
+    `stores.series.marker_rows_of`), as plain data."""
+    return [marker_dict(row) for row in marker_rows_of(samples, events)]
 
 
-def _plus(value: Any, floor: int) -> int | None:
-    return value + floor if isinstance(value, int) else None
-
-
-def downsampled(rows: Sequence[T], most: int, total: Callable[[T], int]) -> list[T]:
-    """At most `most` of `rows` (2 at the least), in order: in each stretch of turns the one with
-    the fewest tokens (`total`) and the one with the most, so no peak or drop is lost."""
-    if len(rows) <= most:
-        return list(rows)
-    stretches = max(1, most // 2)
-    totals = [total(row) for row in rows]
-    kept: list[T] = []
-    for i in range(stretches):
-        start, end = i * len(rows) // stretches, (i + 1) * len(rows) // stretches
-        if start == end:
-            continue
-        span = range(start, end)
-        low = min(span, key=totals.__getitem__)
-        high = max(span, key=totals.__getitem__)
-        kept += [rows[j] for j in sorted({low, high})]
-    return kept
+def marker_dict(row: MarkerRow) -> dict[str, Any]:
+    """A marker as the chart's JSON holds it; `fallback` (what stood in for a summarizer that
+    failed) is known only when the row was read with its stats."""
+    return {
+        "event": row.event,
+        "turn": row.turn,
+        "trigger": row.trigger,
+        "mode": row.mode,
+        "at": row.at,
+        "summary_id": row.summary_id,
+        "tokens_before": row.before,
+        "tokens_after": row.after,
+        "fallback": row.stats.get("fallback") if row.stats else None,
+        "color": trigger_color(row.trigger),
+    }
 
 
 def own_settings(
@@ -146,8 +98,14 @@ def own_settings(
     """The conversation's window and watermarks (threshold, hard limit), as it recorded them:
     the window with its latest sample, the watermarks with its latest compaction at that window
     (None where nothing recorded them; the service's settings may be other)."""
-    window = samples[-1].window if samples else None
-    stats = events[-1].stats if events else {}
+    return settings_of(samples[-1] if samples else None, events[-1].stats if events else {})
+
+
+def settings_of(
+    latest: Sample | None, stats: Mapping[str, Any]
+) -> tuple[int | None, int | None, int | None]:
+    """`own_settings` from the latest sample and the latest compaction's stats alone."""
+    window = latest.window if latest is not None else None
     if window is None:
         window = (
             stats.get("context_window") if isinstance(stats.get("context_window"), int) else None
@@ -166,23 +124,33 @@ def chart_data(
 ) -> dict[str, Any]:
     """What the chart shows, as plain data: samples (at most `most`, the lowest and highest of
     each stretch kept), a marker per compaction, the conversation's own window and watermarks."""
-    window, threshold, hard = own_settings(samples, events)
+    return series_data(
+        len(samples),
+        downsampled(samples, most, total_of),
+        marker_rows_of(samples, events),
+        own_settings(samples, events),
+    )
+
+
+def series_data(
+    turns: int,
+    shown: Sequence[Sample],
+    rows: Sequence[MarkerRow],
+    settings: tuple[int | None, int | None, int | None],
+) -> dict[str, Any]:
+    """`chart_data` from what a store read for it: how many turns, the samples to draw, the
+    markers, and the conversation's own window and watermarks (`settings_of`)."""
+    window, threshold, hard = settings
     return {
         "convention": CONVENTION,
         "parts": list(PARTS),
-        "turns": len(samples),
-        "samples": [s.as_dict() for s in downsampled(samples, most, _total_of)],
-        "markers": markers(samples, events),
+        "turns": turns,
+        "samples": [s.as_dict() for s in shown],
+        "markers": [marker_dict(row) for row in rows],
         "window": window,
         "threshold": threshold,
         "hard_limit": hard,
     }
-
-
-def _total_of(sample: Sample) -> int:
-    """`sample.total`, added up inline: called once per turn of a long run."""
-    s = sample
-    return s.system + s.tools + s.pinned + s.summary + s.messages + s.tool_outputs
 
 
 def _total(sample: Mapping[str, Any]) -> int:
@@ -242,11 +210,8 @@ def composition_chart(
         Marker(
             x=by_turn.get(m["turn"], float(m["turn"]) - 1),
             color=m["color"],
-            title=(
-                f"compaction {m['event'] + 1}: {m['trigger']}, {what_it_did(m['mode'])}, "
-                f"{_count(m['tokens_before'])} → {_count(m['tokens_after'])} tokens"
-            ),
-            href=href(m["event"]) if href is not None else None,
+            title=functools.partial(_marker_title, m),
+            href=functools.partial(href, m["event"]) if href is not None else None,
             key=str(m["event"]),
         )
         for m in data["markers"]
@@ -262,12 +227,19 @@ def composition_chart(
         layers=layers,
         guides=guides,
         markers=found,
-        columns=[Column(_x(s), _hover(s)) for s in samples],
+        columns=[Column(_x(s), functools.partial(_hover, s)) for s in samples],
         width=width,
         height=height,
         legend=legend,
         tap=tap,
         max_columns=max(20, width // 4),
+    )
+
+
+def _marker_title(m: Mapping[str, Any]) -> str:
+    return (
+        f"compaction {m['event'] + 1}: {m['trigger']}, {what_it_did(m['mode'])}, "
+        f"{_count(m['tokens_before'])} → {_count(m['tokens_after'])} tokens"
     )
 
 

@@ -8,7 +8,7 @@ Pure string building, no I/O and no script: the inspector inlines the result in 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
@@ -18,6 +18,7 @@ __all__ = [
     "Guide",
     "Layer",
     "Marker",
+    "Title",
     "document",
     "nice_ceiling",
     "render",
@@ -30,6 +31,14 @@ MAX_COLUMNS = 240
 MARGIN = (60, 20, 54, 34)
 # Width of a legend label's character at 11 px, near enough to lay the legend out in rows.
 LEGEND_CHAR = 6.3
+
+
+# A tooltip, or what writes it: a long run's chart writes only the ones it draws.
+Title = str | Callable[[], str]
+
+
+def text_of(title: Title) -> str:
+    return title if isinstance(title, str) else title()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +67,8 @@ class Marker:
 
     x: float
     color: str
-    title: str
-    href: str | None = None
+    title: Title
+    href: Title | None = None
     key: str = ""
 
 
@@ -68,7 +77,7 @@ class Column:
     """What hovering over the turn `x` shows."""
 
     x: float
-    title: str
+    title: Title
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +123,9 @@ def nice_ceiling(value: float) -> float:
 
 
 def _f(value: float) -> str:
-    return f"{value:.1f}".rstrip("0").rstrip(".")
+    """One decimal, none when it is 0 (a chart writes thousands of these)."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
 
 
 class _Frame:
@@ -154,10 +165,12 @@ def _areas(chart: Chart, frame: _Frame) -> list[str]:
         base = [b + float(v) for b, v in zip(base, layer.values, strict=True)]
         tops.append(base * 2 if one else base)
     out: list[str] = []
+    pixels = [_f(frame.x(x)) for x in xs]  # the same for every layer
+    floor = _f(frame.y(0))
     for layer, top in zip(reversed(chart.layers), reversed(tops), strict=True):
         if any(v > 0 for v in layer.values):
-            points = [frame.point(x, t) for x, t in zip(xs, top, strict=True)]
-            points += [frame.point(xs[-1], 0), frame.point(xs[0], 0)]
+            points = [f"{x},{_f(frame.y(t))}" for x, t in zip(pixels, top, strict=True)]
+            points += [f"{pixels[-1]},{floor}", f"{pixels[0]},{floor}"]
             out.append(
                 f'<path class="part part-{escape(layer.name)}" fill="{escape(layer.color)}" '
                 f'd="M{"L".join(points)}Z"><title>{escape(layer.label)}</title></path>'
@@ -181,6 +194,18 @@ def _axes(chart: Chart, frame: _Frame) -> list[str]:
             f'<text class="tick" x="{_f(frame.x0 - 6)}" y="{_f(y + 4)}" text-anchor="end" '
             f'font-size="11" fill="#444">{short_number(value)}</text>'
         )
+    out.append(
+        f'<text x="{_f(frame.x1)}" y="{_f(frame.y0 + 30)}" text-anchor="end" font-size="11" '
+        f'fill="#444">{escape(chart.x_label)}</text>'
+        f'<text x="12" y="{_f(frame.y1 - 8)}" font-size="11" fill="#444">'
+        f"{escape(chart.y_label)}</text>"
+    )
+    return out
+
+
+def _turn_ticks(chart: Chart, frame: _Frame) -> list[str]:
+    """Up to 8 turn numbers under the plot."""
+    out: list[str] = []
     if chart.xs:
         count, last = min(8, len(chart.xs)), len(chart.xs) - 1
         picks = sorted({chart.xs[round(i * last / max(count - 1, 1))] for i in range(count)})
@@ -189,12 +214,6 @@ def _axes(chart: Chart, frame: _Frame) -> list[str]:
                 f'<text class="tick" x="{_f(frame.x(turn))}" y="{_f(frame.y0 + 16)}" '
                 f'text-anchor="middle" font-size="11" fill="#444">{short_number(turn)}</text>'
             )
-    out.append(
-        f'<text x="{_f(frame.x1)}" y="{_f(frame.y0 + 30)}" text-anchor="end" font-size="11" '
-        f'fill="#444">{escape(chart.x_label)}</text>'
-        f'<text x="12" y="{_f(frame.y1 - 8)}" font-size="11" fill="#444">'
-        f"{escape(chart.y_label)}</text>"
-    )
     return out
 
 
@@ -225,7 +244,7 @@ def _columns(chart: Chart, frame: _Frame) -> list[str]:
         *(
             f'<rect class="col" x="{_f(frame.x(c.x) - half)}" y="{_f(frame.y1)}" '
             f'width="{_f(2 * half)}" height="{_f(frame.y0 - frame.y1)}" fill="#000" '
-            f'fill-opacity="0"><title>{escape(c.title)}</title></rect>'
+            f'fill-opacity="0"><title>{escape(text_of(c.title))}</title></rect>'
             for c in shown
         ),
         "</g>",
@@ -252,10 +271,10 @@ def _markers(chart: Chart, frame: _Frame) -> list[str]:
     for run in _clusters(chart, frame):
         first = run[0]
         x = frame.x(sum(m.x for m in run) / len(run))
-        title = first.title
+        title = text_of(first.title)
         if len(run) > 1:
-            titles = [m.title for m in run]
-            shown = titles if len(run) <= 6 else [*titles[:3], "…", *titles[-2:]]
+            picked = run if len(run) <= 6 else [*run[:3], None, *run[-2:]]
+            shown = ["…" if m is None else text_of(m.title) for m in picked]
             title = "\n".join([f"{len(run)} compactions here", *shown])
         count = (
             f'<text x="{_f(x)}" y="{_f(frame.y1 - 15)}" text-anchor="middle" font-size="11" '
@@ -274,7 +293,8 @@ def _markers(chart: Chart, frame: _Frame) -> list[str]:
         )
         key = f' data-key="{escape(first.key)}" data-count="{len(run)}"' if first.key else ""
         if first.href is not None:
-            out.append(f'<a class="marker" href="{escape(first.href)}"{key}>{body}</a>')
+            href = escape(text_of(first.href))
+            out.append(f'<a class="marker" href="{href}"{key}>{body}</a>')
         else:
             out.append(f'<g class="marker"{key}>{body}</g>')
     return out
@@ -309,20 +329,31 @@ def render(chart: Chart, *, element_id: str = "") -> str:
     legend, plot_top = _legend(chart)
     frame = _Frame(chart, top * 1.04, plot_top)
     ident = f' id="{escape(element_id)}"' if element_id else ""
+    # How turns and tokens map to pixels, for the page's script that appends live turns.
+    scale = (
+        f'data-x0="{_f(frame.x0)}" data-x1="{_f(frame.x1)}" data-first="{_f(frame.first)}" '
+        f'data-last="{_f(frame.last)}" data-y0="{_f(frame.y0)}" data-y1="{_f(frame.y1)}" '
+        f'data-top="{_f(frame.top)}"'
+    )
     parts = [
         f'<svg{ident} class="chart" xmlns="http://www.w3.org/2000/svg" '
         f'viewBox="0 0 {chart.width} {chart.height}" width="{chart.width}" '
         f'height="{chart.height}" role="img" aria-label="{escape(chart.title)}" '
-        'font-family="system-ui, sans-serif">',
+        f'font-family="system-ui, sans-serif" {scale}>',
         f"<title>{escape(chart.title)}</title>",
         f'<text x="{MARGIN[0]}" y="14" font-size="13" font-weight="600" fill="#222">'
         f"{escape(chart.title)}</text>",
         *legend,
+        '<g class="plot">',
         *_areas(chart, frame),
+        *_turn_ticks(chart, frame),
+        "</g>",
         *_axes(chart, frame),
         *_guides(chart, frame),
+        '<g class="plot">',
         *_columns(chart, frame),
         *_markers(chart, frame),
+        "</g>",
         "</svg>",
     ]
     return "".join(parts)

@@ -47,6 +47,7 @@ from precis.stores.recall import (
     text_grams,
 )
 from precis.stores.sql import SQLStore
+from precis.stores.sql_series import SQLSeries
 
 __all__ = ["CONTEXT_SQL", "DEFAULT_SCHEMA", "MIGRATIONS", "PostgresDialect", "PostgresStore"]
 
@@ -391,8 +392,10 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(SQLStore, SQLSeries):
     """A `ConversationStore` in one PostgreSQL schema; one pooled connection per call."""
+
+    _window_thinning = True
 
     def __init__(
         self,

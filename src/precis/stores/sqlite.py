@@ -38,6 +38,7 @@ from precis.stores.recall import (
 )
 from precis.stores.rows import tool_calls_from_json
 from precis.stores.sql import SQLStore
+from precis.stores.sql_series import SQLSeries
 
 __all__ = ["CONTEXT_SQL", "MIGRATIONS", "SQLiteDialect", "SQLiteStore"]
 
@@ -336,7 +337,7 @@ def _create_private(path: Path) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DATABASE_FILE_MODE))
 
 
-class SQLiteStore(SQLStore):
+class SQLiteStore(SQLStore, SQLSeries):
     """A `ConversationStore` in one SQLite file; one locked connection per object."""
 
     def __init__(

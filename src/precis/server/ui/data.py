@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from precis.charts import CONVENTION, chart_data, fullness_bar, own_settings, what_it_did
+from precis.charts import CONVENTION, fullness_bar, what_it_did
+from precis.charts.composition import MAX_POINTS, marker_dict, series_data, settings_of
 from precis.core.errors import ConversationNotFound, UnknownMessage
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.engine.audit import audit_of
@@ -22,6 +23,7 @@ from precis.server.deps import Conversation, Service
 from precis.server.keys import unscoped
 from precis.stores.base import CompactionEvent
 from precis.stores.samples import PARTS, Sample
+from precis.stores.series import SeriesReads, series_of
 
 # Characters and lines of a message a row shows before "show all".
 PREVIEW_CHARS = 280
@@ -30,6 +32,8 @@ PREVIEW_LINES = 6
 HISTORY_PAGE = 50
 CONVERSATIONS_PAGE = 50
 RECALL_HITS = 20
+# Samples a page reads for its charts: as many as the widest one draws (composition_chart).
+DRAWN_POINTS = 960 * 2 // 3
 # Compactions the conversation page lists (the latest), and per page of the full list.
 LATEST_COMPACTIONS = 10
 COMPACTIONS_PAGE = 50
@@ -108,7 +112,7 @@ def conversation_rows(
             row = ConversationRow(
                 conversation_id,
                 store.count(stored),
-                len(store.events(stored)),
+                series_of(store).compaction_count(stored),
                 latest,
                 fullness_bar(latest),
             )
@@ -118,10 +122,50 @@ def conversation_rows(
     return rows, len(ids)
 
 
-def chart_payload(service: Service, stored_id: str) -> dict[str, Any]:
-    """The JSON behind the chart: samples (thinned past MAX_POINTS), a marker per compaction,
-    and the conversation's own window and watermarks."""
-    return chart_data(service.store.samples(stored_id), service.store.events(stored_id))
+def chart_payload(
+    service: Service, stored_id: str, *, most: int = MAX_POINTS, stats: bool = False
+) -> dict[str, Any]:
+    """The JSON behind the chart: samples (thinned past `most` by the store), a marker per
+    compaction (with what stood in for a failed summarizer when `stats`), and the conversation's
+    own window and watermarks. Reads what it shows, not every row."""
+    reads = series_of(service.store)
+    turns, shown = reads.thinned_samples(stored_id, most)
+    rows = reads.marker_rows(stored_id, stats=stats)
+    return series_data(turns, shown, rows, _own_settings(service, reads, stored_id, len(rows)))
+
+
+def _own_settings(
+    service: Service, reads: SeriesReads, stored_id: str, count: int
+) -> tuple[int | None, int | None, int | None]:
+    """The conversation's window and watermarks, from its latest sample and latest event."""
+    last = reads.marker_rows(stored_id, offset=count - 1, limit=1, stats=True) if count else []
+    stats = last[0].stats if last and last[0].stats else {}
+    return settings_of(service.store.latest_sample(stored_id), stats)
+
+
+def latest_markers(service: Service, stored_id: str, count: int) -> list[dict[str, Any]]:
+    """The newest LATEST_COMPACTIONS of `count` markers, newest first, read with their stats."""
+    start = max(0, count - LATEST_COMPACTIONS)
+    rows = series_of(service.store).marker_rows(stored_id, offset=start, stats=True)
+    return [marker_dict(row) for row in rows][::-1]
+
+
+def stream_cursor(service: Service, stored_id: str) -> tuple[int, int]:
+    """Where the conversation is: its latest turn and how many compactions it has (two reads
+    of an index, whatever its length)."""
+    latest = service.store.latest_sample(stored_id)
+    turn = latest.turn if latest is not None else 0
+    return turn, series_of(service.store).compaction_count(stored_id)
+
+
+def stream_since(
+    service: Service, stored_id: str, turn: int, events: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The samples after `turn` and the markers from event `events` on, as the chart's JSON:
+    what a live page has not seen (reads of those rows only)."""
+    samples = service.store.samples(stored_id, since=turn)
+    rows = series_of(service.store).marker_rows(stored_id, offset=events, stats=True)
+    return [s.as_dict() for s in samples], [marker_dict(row) for row in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +217,9 @@ def context_now(
     rows = [message_row(m, counter.count(m)) for m in ordered]
     latest = service.store.latest_sample(stored)
     if chart is None:
-        events = service.store.events(stored)[-1:]
-        window, threshold, _ = own_settings([latest] if latest else [], events)
+        reads = series_of(service.store)
+        count = reads.compaction_count(stored)
+        window, threshold, _ = _own_settings(service, reads, stored, count)
     else:
         window, threshold = chart["window"], chart["threshold"]
     system_tokens = latest.system if latest else (counter.count_text(prompt) if prompt else 0)
@@ -248,10 +293,21 @@ def compaction_detail(service: Service, stored_id: str, index: int) -> Compactio
     """One compaction: its event, summary, ledger, audit, the originals it summarized, where
     each line it kept lives, and its summary against the one before."""
     store = service.store
-    events = store.events(stored_id)
-    if not 0 <= index < len(events):
+    reads = series_of(store)
+    if index < 0:
         return None
-    event = events[index]
+    near = reads.marker_rows(
+        stored_id, offset=max(0, index - 1), limit=2 if index else 1, stats=True
+    )
+    rows = [r for r in near if r.event == index]
+    if not rows:
+        return None
+    (marker,) = rows
+    previous_id = near[0].summary_id if index else ""
+    event = CompactionEvent(
+        marker.trigger, marker.mode, marker.stats or {}, marker.summary_id, marker.at
+    )
+    total = reads.compaction_count(stored_id)
     counter = service.counter_factory()
     summary: MessageRow | None = None
     audit = audit_of(Message(role="user", content=""))
@@ -276,13 +332,11 @@ def compaction_detail(service: Service, stored_id: str, index: int) -> Compactio
     count = audit["summarized"].get("count")
     count = int(count) if isinstance(count, int) else int(event.stats.get("summarized", 0) or 0)
     originals = [message_row(m, counter.count(m)) for m in found]
-    samples = store.samples(stored_id)
-    (marker,) = [m for m in chart_data(samples, events, most=0)["markers"] if m["event"] == index]
     window = event.stats.get("context_window")
     verbatim = audit.get("verification", {}).get("verbatim_kept", [])
     pinned = [m.content for m in store.context(stored_id).messages if m.pinned]
     kept = [KeptLine(line, _where(line, summary, pinned)) for line in verbatim]
-    previous = _summary_text(service, stored_id, events[index - 1].summary_id) if index else ""
+    previous = _summary_text(service, stored_id, previous_id) if index else ""
     tail_ids = audit.get("kept")
     tail = None
     if isinstance(tail_ids, list):
@@ -290,7 +344,7 @@ def compaction_detail(service: Service, stored_id: str, index: int) -> Compactio
         tail = [message_row(m, counter.count(m)) for m in tail_found]
     return CompactionDetail(
         index + 1,
-        len(events),
+        total,
         event,
         summary,
         audit,
@@ -298,7 +352,7 @@ def compaction_detail(service: Service, stored_id: str, index: int) -> Compactio
         max(0, count - len(found)),
         count,
         what_it_did(event.mode),
-        (marker["tokens_before"], marker["tokens_after"]),
+        (marker.before, marker.after),
         window if isinstance(window, int) else None,
         ledger,
         kept,
@@ -337,9 +391,9 @@ def compaction_page(
     service: Service, stored_id: str, after: int
 ) -> tuple[list[dict[str, Any]], int]:
     """COMPACTIONS_PAGE markers from event `after` on, and how many compactions there are."""
-    store = service.store
-    found = chart_data(store.samples(stored_id), store.events(stored_id), most=0)["markers"]
-    return found[after : after + COMPACTIONS_PAGE], len(found)
+    reads = series_of(service.store)
+    rows = reads.marker_rows(stored_id, offset=after, limit=COMPACTIONS_PAGE, stats=True)
+    return [marker_dict(row) for row in rows], reads.compaction_count(stored_id)
 
 
 def _one(service: Service, stored_id: str, message_id: str) -> list[Message]:

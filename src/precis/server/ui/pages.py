@@ -6,6 +6,8 @@ only its conversations, and another tenant's id is a 404 here as there.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -96,6 +98,16 @@ def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str
     return render(wide, element_id="composition"), render(narrow, element_id="composition-phone")
 
 
+def _conversation_reads(
+    service: Service, conversation: Conversation
+) -> tuple[dict[str, Any], list[dict[str, Any]], data.ContextNow]:
+    """The conversation page's reads, in one worker-thread call: the chart's data, its newest
+    compactions, the context now."""
+    payload = data.chart_payload(service, conversation.stored_id, most=data.DRAWN_POINTS)
+    latest = data.latest_markers(service, conversation.stored_id, len(payload["markers"]))
+    return payload, latest, data.context_now(service, conversation, payload)
+
+
 def _same_origin(request: Request) -> bool:
     """A form post from this service's own pages: the browser's Origin (or, lacking it, its
     Sec-Fetch-Site) says so."""
@@ -184,14 +196,13 @@ def router() -> APIRouter:
         conversation_id: ConversationPath, service: ServiceDep, tenant: PageTenant
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
-        payload = await run_in_threadpool(data.chart_payload, service, found.stored_id)
-        now = await run_in_threadpool(data.context_now, service, found, payload)
+        payload, latest, now = await run_in_threadpool(_conversation_reads, service, found)
         return html(
             "conversation.html",
             cid=conversation_id,
             charts=_chart_svgs(payload, conversation_id),
             payload=payload,
-            latest=payload["markers"][-data.LATEST_COMPACTIONS :][::-1],
+            latest=latest,
             now=now,
             keys=bool(service.keys),
         )
@@ -201,13 +212,18 @@ def router() -> APIRouter:
         conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
-        payload = await run_in_threadpool(data.chart_payload, service, found.stored_id)
+        payload = await run_in_threadpool(
+            functools.partial(data.chart_payload, service, found.stored_id, most=data.DRAWN_POINTS)
+        )
+        latest = await run_in_threadpool(
+            data.latest_markers, service, found.stored_id, len(payload["markers"])
+        )
         return html(
             "_chart.html",
             cid=conversation_id,
             charts=_chart_svgs(payload, conversation_id),
             payload=payload,
-            latest=payload["markers"][-data.LATEST_COMPACTIONS :][::-1],
+            latest=latest,
         )
 
     @ui.get("/c/{conversation_id}/chart.json")
@@ -215,7 +231,10 @@ def router() -> APIRouter:
         conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
     ) -> JSONResponse:
         found = await _existing(service, conversation_id, tenant)
-        return JSONResponse(await run_in_threadpool(data.chart_payload, service, found.stored_id))
+        payload = await run_in_threadpool(
+            functools.partial(data.chart_payload, service, found.stored_id, stats=True)
+        )
+        return JSONResponse(payload)
 
     @ui.get("/c/{conversation_id}/context")
     async def context(
@@ -339,35 +358,48 @@ def router() -> APIRouter:
 async def _turns(
     service: Service, conversation: Conversation, shown_turn: int | None, shown_events: int | None
 ) -> AsyncIterator[ServerSentEvent]:
-    """`turn` when a new sample lands and `compaction` per new event. The stream sleeps until a
-    request of this process writes to the conversation (`service.changes`), or until the
-    keepalive, when it looks again (another process may be the one writing). What the page
-    rendered is the starting point, so a turn between rendering and connecting is not missed."""
+    """What changed since the page's cursor (the turn and the compaction count it shows): a
+    `compaction` event per new marker and a `turn` event per new sample, each its JSON, then one
+    `now` event (the page appends them; nothing is sent again). It sleeps on the conversation's
+    `service.changes` future: while no request of this process writes to it, it reads nothing.
+    At each keepalive (another process may be the one writing) it reads the cursor alone, and
+    the rows after it only when the cursor moved."""
     gauge, changes = service.streams, service.changes
     stored_id, idle = conversation.stored_id, service.limits.keepalive_seconds
     gauge.open += 1
     gauge.started += 1
-
-    def now() -> tuple[int, int]:
-        latest = service.store.latest_sample(stored_id)
-        return (latest.turn if latest else 0), len(service.store.events(stored_id))
-
     change = changes.watch(conversation.id)
     try:
-        current = await run_in_threadpool(now)
-        turn = current[0] if shown_turn is None else shown_turn
-        events = current[1] if shown_events is None else min(shown_events, current[1])
+        if shown_turn is None or shown_events is None:
+            current = await run_in_threadpool(data.stream_cursor, service, stored_id)
+            turn = current[0] if shown_turn is None else shown_turn
+            events = current[1] if shown_events is None else shown_events
+        else:
+            turn, events = shown_turn, shown_events
         yield ServerSentEvent(comment="stream open", retry=int(idle * 1000))
+        look = True
         while True:
-            for index in range(events, current[1]):
-                yield ServerSentEvent(data=str(index + 1), event="compaction")
-            if current[0] != turn:
-                yield ServerSentEvent(data=str(current[0]), event="turn")
-            turn, events = current
-            await changes.wait(change, idle)
+            if look:
+                samples, markers = await run_in_threadpool(
+                    data.stream_since, service, stored_id, turn, events
+                )
+                for marker in markers:
+                    yield ServerSentEvent(data=json.dumps(marker), event="compaction")
+                for sample in samples:
+                    yield ServerSentEvent(data=json.dumps(sample), event="turn")
+                if samples or markers:
+                    turn = samples[-1]["turn"] if samples else turn
+                    events += len(markers)
+                    yield ServerSentEvent(data=str(turn), event="now")
+            woke = await changes.wait(change, idle)
             changes.drop(conversation.id, change)
             change = changes.watch(conversation.id)
-            current = await run_in_threadpool(now)
+            if woke:
+                look = True
+            else:
+                yield ServerSentEvent(comment="idle")
+                now = await run_in_threadpool(data.stream_cursor, service, stored_id)
+                look = now != (turn, events)
     finally:
         changes.drop(conversation.id, change)
         gauge.open -= 1
