@@ -480,6 +480,20 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             raise StoreError(f"{self._where}: {exc}") from exc
 
+    @contextmanager
+    def _statement(self) -> Iterator[Handle]:
+        """A read of one statement on an autocommit connection: no BEGIN, no COMMIT."""
+        pool = self._pool
+        if pool is None:
+            raise StoreError(f"{self._where} is closed")
+        try:
+            with pool.connection() as conn, conn.cursor() as cur:
+                yield cur
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"{self._where}: {exc}".rstrip()) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"{self._where}: {exc}") from exc
+
     def close(self) -> None:
         """Close the pool; later calls raise StoreError."""
         pool, self._pool = self._pool, None
