@@ -20,6 +20,7 @@ import asyncio
 import os
 import random
 import secrets
+import signal
 import sys
 import tempfile
 import time
@@ -36,6 +37,7 @@ from service_load import (  # a sibling script, not a package
     WINDOW,
     Conversation,
     Worker,
+    _interrupt,
     _turn,
     free_ports,
     reset_schema,
@@ -58,12 +60,15 @@ class Tally:
     failures: int = 0
 
 
-def rss_mib(pid: int) -> float:
-    """The process's resident set, from /proc (Linux)."""
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """The process's resident set (or one part of it: RssAnon, RssFile), from /proc (Linux).
+
+    Over SQLite the resident set counts the pages of the database file it reads through its
+    memory map (RssFile), which grow with what is stored, not with what the worker keeps."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    raise RuntimeError(f"no {field} for pid {pid}")
 
 
 def batches(conv: Conversation, messages: int, batch: int) -> list[list[dict[str, Any]]]:
@@ -124,7 +129,10 @@ async def drive(args: argparse.Namespace, worker: Worker, api_key: str) -> int:
         assert worker.proc is not None
         pid = worker.proc.pid
         print(f"worker pid {pid} up, RSS {rss_mib(pid):.1f} MiB before any conversation")
-        print(f"{'conversations':>13}{'messages':>10}{'compactions':>12}{'RSS MiB':>9}{'s':>8}")
+        print(
+            f"{'conversations':>13}{'messages':>10}{'compactions':>12}{'RSS MiB':>9}"
+            f"{'anon':>7}{'file':>7}{'s':>7}"
+        )
         began = time.monotonic()
         queue: asyncio.Queue[int] = asyncio.Queue()
         done = 0
@@ -147,7 +155,8 @@ async def drive(args: argparse.Namespace, worker: Worker, api_key: str) -> int:
             done = checkpoint
             print(
                 f"{done:>13}{tally.acknowledged:>10}{tally.compactions:>12}"
-                f"{rss_mib(pid):>9.1f}{time.monotonic() - began:>8.0f}",
+                f"{rss_mib(pid):>9.1f}{rss_mib(pid, 'RssAnon'):>7.1f}"
+                f"{rss_mib(pid, 'RssFile'):>7.1f}{time.monotonic() - began:>7.0f}",
                 flush=True,
             )
     lost = tally.messages - tally.acknowledged
@@ -184,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     argv_ = [sys.executable, "-m", "precis.cli", "--store", store, "serve"]
     argv_ += ["--host", "127.0.0.1", "--port", str(port)]
     worker = Worker("worker", port, argv_, env, scratch, scratch / "worker.log")
+    signal.signal(signal.SIGTERM, _interrupt)  # a kill stops the worker too
     try:
         return asyncio.run(drive(args, worker, api_key))
     finally:
