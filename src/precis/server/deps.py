@@ -96,8 +96,8 @@ class Service:
     idle: IdleSessions = field(default_factory=lambda: IdleSessions(0))
 
     def session(self, conversation: Conversation) -> AsyncSession:
-        """A fresh session per request (a fresh token cache), so the service does not grow; its
-        work runs on a worker thread, so one tenant's compaction never stalls the loop."""
+        """A fresh session (routes borrow one through `lend`); its work runs on a worker
+        thread, so one tenant's compaction never stalls the loop."""
         return ThreadedSession(
             self.store,
             conversation.stored_id,
