@@ -6,6 +6,10 @@ and restarts it on its port, then checks through the API that nothing acknowledg
 every context is valid and every summary belongs to exactly one committed compaction.
 
     .venv/bin/python bench/service_load.py [--conversations 50] [--seconds 60] [--database-url URL]
+        [--tree PATH]
+
+`--tree` runs the workers from another checkout's `src` (this issue's starting commit, say), so
+the same load is measured against both trees on one machine, alternately.
 
 Exit status 0 only when all checks pass.
 """
@@ -70,6 +74,16 @@ class Worker:
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
     log: TextIO | None = None
+    cpu_before: float = 0.0  # CPU seconds of the processes killed before this one
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) this worker has used, its killed predecessors included: on
+        a shared machine, requests per CPU second says what requests/s cannot."""
+        live = 0.0
+        if self.proc is not None and self.proc.poll() is None:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            live = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return self.cpu_before + live
 
     @property
     def base_url(self) -> str:
@@ -93,6 +107,7 @@ class Worker:
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks, in-flight requests and transactions just vanish."""
         if self.proc is not None and self.proc.poll() is None:
+            self.cpu_before = self.cpu_seconds()
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
         self._close_log()
@@ -144,6 +159,7 @@ class Stats:
     restarts: int = 0
     restart_seconds: float = 0.0
     requests: int = 0
+    cpu_seconds: float = 0.0  # the workers' CPU over the load (a restart's startup included)
 
     def record(self, kind: str, status: int, seconds: float) -> None:
         """Count a request that got an answer; failed connections are counted apart."""
@@ -560,6 +576,7 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
             worker.start()
         startup = await asyncio.gather(*(w.wait_healthy(client, HEALTH_TIMEOUT_S) for w in workers))
         print(f"workers up on ports {[w.port for w in workers]} in {max(startup):.1f}s")
+        started_cpu = sum(w.cpu_seconds() for w in workers)
 
         run_id = secrets.token_hex(3)
         conversations = [
@@ -579,6 +596,7 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
         )
         await asyncio.gather(*(drive_conversation(driver, c) for c in conversations))
         elapsed = time.monotonic() - began
+        stats.cpu_seconds = sum(w.cpu_seconds() for w in workers) - started_cpu
         finished.set()
         await fault
         # The restarted worker must serve too: verify reads through it as well as the other.
@@ -597,6 +615,8 @@ def report(
         f"\n{args.conversations} conversations, 2 workers, window {WINDOW}, {elapsed:.1f}s of load"
     )
     print(f"requests: {driven} ({driven / elapsed:.0f}/s), plus verification reads")
+    cpu = stats.cpu_seconds
+    print(f"workers' CPU: {cpu:.1f} s, {driven / cpu:.0f} requests per CPU second" if cpu else "")
     print(f"{'endpoint':<10}{'count':>8}{'p50 ms':>10}{'p99 ms':>10}  statuses")
     for kind in ("create", "append", "compact", "context", "events", "history", "verify"):
         values = stats.latencies.get(kind)
@@ -670,6 +690,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kill-at", type=float, default=0.5, help="fraction of --seconds")
     parser.add_argument("--seed", default="precis")
     parser.add_argument("--keep-logs", action="store_true")
+    parser.add_argument("--tree", type=Path, default=None, help="run the workers from PATH/src")
     return parser.parse_args(argv)
 
 
@@ -689,6 +710,8 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="precis-load-"))
     api_key = secrets.token_urlsafe(24)
     env = worker_env(scratch, api_key)
+    if args.tree is not None:
+        env["PYTHONPATH"] = str((args.tree / "src").resolve())
     workers = [
         Worker(
             name=f"worker{i}",

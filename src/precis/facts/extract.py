@@ -21,7 +21,6 @@ from precis.core.types import FactKind
 from precis.facts.collect import Collector, Facts
 from precis.facts.digest import request_gist
 from precis.facts.model import Fact, Ledger, dedupe, newest_states
-from precis.facts.scan import MEMO_SIZE
 from precis.facts.tally import W_OUTPUT, W_SPOKEN, Tally
 from precis.facts.terms import project_root
 from precis.facts.text import compact, is_trivial, one_line
@@ -180,7 +179,12 @@ def remember_ledger(message: Message, ledger: Ledger, memo: Memo) -> bool:
 
 # A ledger's JSON as stored, the ledger, and its facts' (kind, text) when `remember_ledger`
 # noted them, by the message's id.
-LEDGERS: Final = Table[str, tuple[Any, Ledger, Set[tuple[str, str]] | None]]("ledgers", MEMO_SIZE)
+# Only the newest summaries are in context to be read again (an older one was folded into the
+# next), and a ledger runs to tens of KB: a long-lived session keeps a few.
+LEDGERS_KEPT: Final = 16
+LEDGERS: Final = Table[str, tuple[Any, Ledger, Set[tuple[str, str]] | None]](
+    "ledgers", LEDGERS_KEPT
+)
 
 
 class _Sources:

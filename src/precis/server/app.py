@@ -20,6 +20,7 @@ from precis.core.tokens import default_counter
 from precis.engine.settings import CompactionSettings
 from precis.server.deps import (
     CounterFactory,
+    IdleSessions,
     Service,
     SummarizerFactory,
     require_key,
@@ -70,8 +71,10 @@ def create_app(
     a tenant's); `api_keys` binds keys to tenants, each seeing only its own conversations
     (another tenant's id answers 404).
 
-    Each request gets a fresh session (and so a fresh token-count cache and summarizer), so a
-    long-running service does not grow with the number of messages it has seen. The inspector's
+    A request borrows its conversation's session: the one the last request gave back if the
+    worker still keeps it (at most `limits.idle_sessions`, least recently used let go first),
+    else a fresh one; so what a session remembers lasts across a conversation's requests, and
+    the worker's memory is bounded however many conversations it serves. The inspector's
     pages are served under /ui behind the same keys.
     """
     limits = limits or ServiceLimits()
@@ -88,7 +91,15 @@ def create_app(
         generate_unique_id_function=lambda route: route.name,
         lifespan=_closing,
     )
-    service = Service(store, settings, summarizer_factory, counter_factory, limits, keys)
+    service = Service(
+        store,
+        settings,
+        summarizer_factory,
+        counter_factory,
+        limits,
+        keys,
+        idle=IdleSessions(limits.idle_sessions),
+    )
     app.state.service = service
     app.state.streams = service.streams
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)

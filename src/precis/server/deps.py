@@ -2,7 +2,8 @@
 conversation — as FastAPI dependencies, so routes stay a few lines each."""
 
 import logging
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -36,6 +37,35 @@ class StreamGauge:
     started: int = 0
 
 
+class IdleSessions:
+    """Sessions between requests, one per conversation at most, the least recently used let go
+    first: a conversation's next request finds what its last one read (the memo of each
+    message's facts and folded text), and a worker holds at most `size` of them, however many
+    conversations it has served. A session is lent to one request at a time (`take` removes
+    it), so two requests on one conversation never share one."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._idle: OrderedDict[str, AsyncSession] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+    def take(self, key: str) -> AsyncSession | None:
+        """The idle session of this conversation, now the caller's alone; None if none is."""
+        return self._idle.pop(key, None)
+
+    def give(self, session: AsyncSession) -> None:
+        """Keep `session` for its conversation's next request (a newer one already kept
+        stays); past `size`, the least recently used goes, and its memo with it."""
+        key = session.conversation_id
+        if self.size < 1 or key in self._idle:
+            return
+        self._idle[key] = session
+        while len(self._idle) > self.size:
+            self._idle.popitem(last=False)
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """A conversation as its caller names it (`id`) and as the store holds it (`stored_id`)."""
@@ -63,10 +93,11 @@ class Service:
     # The sessions whose compaction runs behind the requests, by stored conversation id: one
     # each in this worker, let go when it ends (`aclose` waits for the rest at shutdown).
     behind: dict[str, AsyncSession] = field(default_factory=dict)
+    idle: IdleSessions = field(default_factory=lambda: IdleSessions(0))
 
     def session(self, conversation: Conversation) -> AsyncSession:
-        """A fresh session per request (a fresh token cache), so the service does not grow; its
-        work runs on a worker thread, so one tenant's compaction never stalls the loop."""
+        """A fresh session (routes borrow one through `lend`); its work runs on a worker
+        thread, so one tenant's compaction never stalls the loop."""
         return ThreadedSession(
             self.store,
             conversation.stored_id,
@@ -74,6 +105,22 @@ class Service:
             self.summarizer_factory(),
             self.settings,
         )
+
+    async def lend(self, conversation: Conversation) -> AsyncSession:
+        """The conversation's idle session if one is kept (it exists then: conversations are
+        never deleted), else a fresh one once the store says the conversation exists."""
+        session = self.idle.take(conversation.stored_id)
+        if session is not None:
+            return session
+        await self.require(conversation)
+        return self.session(conversation)
+
+    def give_back(self, session: AsyncSession) -> None:
+        """A request is done with `session`: kept idle for the next, unless a compaction runs
+        behind on it (`_let_go` gives it back when that ends)."""
+        if session.behind is not None and session.behind.running:
+            return
+        self.idle.give(session)
 
     async def compact_behind(self, session: AsyncSession, name: str) -> None:
         """After an append: start the compaction due behind the request, or (over the hard
@@ -103,6 +150,7 @@ class Service:
         self.changes.signal(name)
         if self.behind.get(key) is session and session.behind and session.behind.task is task:
             del self.behind[key]
+            self.give_back(session)
 
     async def aclose(self) -> None:
         """Wait for every compaction running behind the requests (at shutdown)."""
@@ -156,9 +204,14 @@ def conversation(conversation_id: ConversationId, tenant: Tenant) -> Conversatio
 ConversationDep = Annotated[Conversation, Depends(conversation)]
 
 
-async def existing_session(conversation: ConversationDep, service: ServiceDep) -> AsyncSession:
-    await service.require(conversation)
-    return service.session(conversation)
+async def existing_session(
+    conversation: ConversationDep, service: ServiceDep
+) -> AsyncIterator[AsyncSession]:
+    """The conversation's session for one request, given back when it succeeded (after a
+    failure it is let go: a fresh one reads the store again)."""
+    session = await service.lend(conversation)
+    yield session
+    service.give_back(session)
 
 
 SessionDep = Annotated[AsyncSession, Depends(existing_session)]

@@ -21,6 +21,8 @@ class ServiceLimits:
     max_history_page: int = 1000
     event_poll_seconds: float = 0.5
     keepalive_seconds: float = 15.0
+    # Sessions a worker keeps between requests (see `deps.IdleSessions`); 0 keeps none.
+    idle_sessions: int = 16
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_message_chars", "max_messages_per_append"):
@@ -28,6 +30,8 @@ class ServiceLimits:
                 raise ValueError(f"{name} must be positive")
         if self.event_poll_seconds <= 0 or self.keepalive_seconds <= 0:
             raise ValueError("event_poll_seconds and keepalive_seconds must be positive")
+        if self.idle_sessions < 0:
+            raise ValueError("idle_sessions must not be negative")
 
 
 # How much of an oversized body is read and dropped (times the limit) before the 413 goes out.

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from psycopg import sql
+from psycopg import IsolationLevel, sql
 from psycopg_pool import ConnectionPool
 
 from precis.core.errors import StoreError, StoreUnavailable
@@ -471,12 +471,28 @@ class PostgresStore(SQLStore, SQLSeries):
         if pool is None:
             raise StoreError(f"{self._where} is closed")
         try:
-            with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                if not write:
-                    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                yield cur
+            with pool.connection() as conn:
+                # A read's BEGIN names its isolation: one round trip, no SET TRANSACTION after.
+                conn.isolation_level = None if write else IsolationLevel.REPEATABLE_READ
+                conn.read_only = None if write else True
+                with conn.transaction(), conn.cursor() as cur:
+                    yield cur
         except psycopg.OperationalError as exc:
             # Unreachable, connection lost, no pooled connection in time, disk full, shut down.
+            raise StoreUnavailable(f"{self._where}: {exc}".rstrip()) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"{self._where}: {exc}") from exc
+
+    @contextmanager
+    def _statement(self) -> Iterator[Handle]:
+        """A read of one statement on an autocommit connection: no BEGIN, no COMMIT."""
+        pool = self._pool
+        if pool is None:
+            raise StoreError(f"{self._where} is closed")
+        try:
+            with pool.connection() as conn, conn.cursor() as cur:
+                yield cur
+        except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"{self._where}: {exc}".rstrip()) from exc
         except psycopg.Error as exc:
             raise StoreError(f"{self._where}: {exc}") from exc

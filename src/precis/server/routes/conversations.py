@@ -20,11 +20,10 @@ router = APIRouter(tags=["conversations"])
 async def describe(service: Service, conversation: Conversation) -> ConversationOut:
     """How much is stored and how much is in context."""
     store = service.store
-    await service.require(conversation)
-    session = service.session(conversation)
+    session = await service.lend(conversation)
     snapshot = await run_in_threadpool(store.context, conversation.stored_id)
     count = await run_in_threadpool(store.count, conversation.stored_id)
-    return ConversationOut(
+    described = ConversationOut(
         id=conversation.id,
         messages=count,
         in_context=len(snapshot.messages),
@@ -34,6 +33,8 @@ async def describe(service: Service, conversation: Conversation) -> Conversation
         compacted=snapshot.compacted,
         system_prompt=await session.system_prompt(),
     )
+    service.give_back(session)
+    return described
 
 
 @router.post("/conversations", status_code=201)
