@@ -15,6 +15,7 @@ from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.tokens import TextEstimator, TokenCounter
 from precis.core.types import CompactionMode
 from precis.engine.fallback import Summaries
+from precis.engine.masking import MASK_MODE, plan_masking
 from precis.engine.packing import settle_tokens_after
 from precis.engine.results import CompactionStats
 from precis.engine.settings import CompactionSettings
@@ -211,3 +212,58 @@ class CandidateMaker:
         required = required_facts(ledger, job.task is not None, self.settings.effective_clip_chars)
         made = (marker, context, stats, required, ledger, lambda: work.folded(context))
         return Candidate("truncate", *made, plain_ledger=plain)
+
+    def _masked(
+        self,
+        messages: Sequence[Message],
+        counts: Sequence[int],
+        stored: int,
+        before: int,
+        job: CompactionJob,
+        work: Work,
+    ) -> Candidate | None:
+        """The cheap tier, no model call: old tool outputs masked down to the target, or None
+        when masking all it may does not reach it (then a summary is written)."""
+        target = self.settings.target
+        if target is None:
+            return None
+        plan = plan_masking(
+            messages,
+            counts,
+            counter=self.counter,
+            target_tokens=target,
+            floor_tokens=job.floor_tokens,
+            stored=stored,
+        )
+        if plan is None:
+            return None
+        ledger = Ledger(())
+        now = self._clock()
+        marker = replace(
+            plan.marker,
+            id=self._ids.new(),
+            created_at=now,
+            metadata={
+                **plan.marker.metadata,
+                "summary": plan.marker.content,
+                "ledger": ledger.to_json(),
+            },
+        )
+        context = [marker if m is plan.marker else m for m in plan.context]
+        stats = CompactionStats(
+            trigger=job.trigger,
+            mode=MASK_MODE,
+            context_tokens_before=before,
+            context_tokens_after=work.tokens(context),
+            context_window=self.settings.context_window,
+            messages_count_before=len(messages),
+            messages_count_after=len(context),
+            summarized=plan.masked,
+            threshold=self.settings.threshold,
+            hard_limit=self.settings.hard_limit,
+        )
+        marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
+        context = [marker if m.id == marker.id else m for m in context]
+        plain = remember_ledger(marker, ledger, self.memo)
+        made = (marker, context, stats, (), ledger, lambda: work.folded(context))
+        return Candidate(MASK_MODE, *made, plain_ledger=plain)

@@ -229,6 +229,15 @@ class Compactor(CandidateMaker):
         originals = [*snapshot.messages, *job.pending]
         work = Work(messages, counts, self.counter, ahead, originals, self.memo)
         failures: list[str] = []
+        if job.mode in (None, "sliding_window") and self.settings.low_watermark is not None:
+            # Cheap tiers first: a summary only when masking old tool outputs cannot reach the
+            # target.
+            masked = self._masked(messages, counts, len(stored), before, job, work)
+            if masked is not None:
+                problem = self._verify(masked, messages, before)
+                if problem is None:
+                    return self._audited(masked, stored, [], messages, job.floor_tokens, work)
+                failures.append(f"mask: {problem}")
         stuck = True  # every failure so far is that nothing could be made smaller
         over: Candidate | None = None
         for i, make_plan in enumerate(plans):

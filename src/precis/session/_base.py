@@ -22,6 +22,7 @@ from precis.engine.compactor import Compactor
 from precis.engine.composition import measure
 from precis.engine.fallback import Summaries
 from precis.engine.hooks import Hooks
+from precis.engine.masking import masked_view
 from precis.engine.requests import Call, Request
 from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
@@ -196,8 +197,7 @@ class BaseSession:
         return displayed, budget, self._fit(displayed, budget)
 
     def _display(self, messages: Sequence[Message]) -> list[Message]:
-        """Each message as shown on its own: long tool outputs head+tail, any message too big
-        for half the window head+tail too."""
+        """Each message as shown: outputs before a mask marker stubbed, long ones head+tail."""
         s = self.settings
         limits = self._display_limits
         if limits is None or limits[0] is not s:
@@ -217,7 +217,7 @@ class BaseSession:
             m = display_message(m, max_chars=for_tools, head_lines=head, tail_lines=tail, memo=memo)
             return fit_message(m, max_chars=fits, head_lines=head, tail_lines=tail, memo=memo)
 
-        return [m if len(m.content) <= short else shown(m) for m in messages]
+        return [m if len(m.content) <= short else shown(m) for m in masked_view(messages)]
 
     def _fit(self, displayed: list[Message], budget: int | None) -> list[Message]:
         """The displayed messages with each turn over `budget` cut to fit it."""
