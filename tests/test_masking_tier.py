@@ -111,3 +111,11 @@ def test_lettas_policy_never_masks() -> None:
     stats = session.compact()
     assert stats.mode == "sliding_window" and summarizer.calls == 1
     assert not any(m.metadata.get("masked") for m in session.view())
+
+
+def test_instructions_ask_for_a_summary() -> None:
+    summarizer = CountingSummarizer()
+    session, _ = session_of(summarizer)
+    session.append(*agent_turns(0, 9))
+    stats = session.compact(instructions="keep the module numbers")
+    assert stats.mode == "sliding_window" and summarizer.calls == 1

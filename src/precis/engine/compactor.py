@@ -229,9 +229,10 @@ class Compactor(CandidateMaker):
         originals = [*snapshot.messages, *job.pending]
         work = Work(messages, counts, self.counter, ahead, originals, self.memo)
         failures: list[str] = []
-        if job.mode in (None, "sliding_window") and self.settings.low_watermark is not None:
+        cheap = job.mode in (None, "sliding_window") and self.settings.low_watermark is not None
+        if cheap and not job.instructions:
             # Cheap tiers first: a summary only when masking old tool outputs cannot reach the
-            # target.
+            # target (or when the caller asked the summary for something).
             masked = self._masked(messages, counts, len(stored), before, job, work)
             if masked is not None:
                 problem = self._verify(masked, messages, before)
