@@ -57,6 +57,8 @@ PEER_TIMEOUT = 1800.0
 NO_EVENT_LIMIT = 1_000_000
 SUMMARY_PREFIX = "SUMMARY: "
 SUMMARY_CHARS = 200
+# A compaction that frees less than a fifth of the window is soon followed by another.
+SMALL_FREED = 0.2
 
 
 def fake_summary(evicted_text: str) -> str:
@@ -76,6 +78,9 @@ class Compaction:
     tokens_after: int
     newest_lost: bool
     tokens_before: int = 0
+    # precis only: the system prompt, tools, pinned messages and newest turn alone were over the
+    # low watermark, so no compaction could free much (the issue's exception to "< 20 %").
+    cramped: bool = False
 
 
 @dataclass(slots=True)
@@ -235,6 +240,7 @@ def _precis_conversation(
         if i not in calls:
             continue
         before = meter.tokens(session.prompt())
+        cramped = _least(session) > (session.settings.target or 0)
         start = time.perf_counter()
         try:
             done = session.maybe_compact()
@@ -246,7 +252,7 @@ def _precis_conversation(
         tokens = meter.sent(run, session.prompt())
         if done:
             kept = {m.id for m in session.context()}
-            run.compactions.append(Compaction(ms, tokens, newest not in kept, before))
+            run.compactions.append(Compaction(ms, tokens, newest not in kept, before, cramped))
     run.summaries = summarizer.calls
     return run
 
@@ -294,6 +300,19 @@ def _precis_loop(path: Path, window: int, meter: Meter, folder: Path | None) -> 
     run.summaries = summarizer.calls
     store.close()
     return run
+
+
+def _least(session: Any) -> int:
+    """What stays after any compaction: the system prompt, tools, pinned messages and the newest
+    turn, as the session shows them (counted by its own counter, as its target is)."""
+    from precis.core.planning import call_groups
+
+    shown = session.view()
+    groups = call_groups(shown)
+    newest = set(groups[-1]) if groups else set()
+    count = session.counter.count
+    kept = (m for i, m in enumerate(shown) if m.pinned or i in newest)
+    return int(session.floor_tokens()) + sum(count(m) for m in kept)
 
 
 def run_precis(window: int, *, guard: bool = True) -> list[SystemRun]:
@@ -892,6 +911,12 @@ def summarize(system: SystemRun, window: int) -> dict[str, Any]:
         "summaries_per_100_calls": 100 * summaries / calls if calls else None,
         "freed_median": _median(freed),
         "freed_p10": _percentile(freed, 10),
+        "freed_min": freed[0] if freed else None,
+        # Compactions that freed under a fifth of the window with room to free more.
+        "freed_small": sum(
+            (c.tokens_before - c.tokens_after) / window < SMALL_FREED and not c.cramped
+            for c in compactions
+        ),
         "max_compactions_one_conversation": max(
             (len(r.compactions) for r in system.runs), default=0
         ),
@@ -932,15 +957,25 @@ def _percentile(ordered: Sequence[float], p: float) -> float | None:
 
 def render_rates(tables: Mapping[int, Sequence[Mapping[str, Any]]]) -> str:
     """Per window and system: compactions and summarizer calls per 100 model calls, and the
-    median and 10th percentile of the share of the window each compaction freed."""
-    headers = ("window", "system", "compactions/100", "summaries/100", "freed p50", "freed p10")
+    median, 10th percentile and least of the share of the window each compaction freed, and how
+    many freed under a fifth of it (precis: unless what must stay was over its low watermark)."""
+    headers = (
+        "window",
+        "system",
+        "compactions/100",
+        "summaries/100",
+        "freed p50",
+        "freed p10",
+        "freed min",
+        "< 20 %",
+    )
     table: list[tuple[str, ...]] = []
     for window, rows in tables.items():
         for r in rows:
             if r["system"] in PER_CALL_ONLY:
                 continue
             if "not_run" in r:
-                table.append((str(window), r["system"], f"not run: {r['not_run']}", "", "", ""))
+                table.append((str(window), r["system"], f"not run: {r['not_run']}", *[""] * 5))
                 continue
             table.append(
                 (
@@ -950,6 +985,8 @@ def render_rates(tables: Mapping[int, Sequence[Mapping[str, Any]]]) -> str:
                     _number(r["summaries_per_100_calls"]),
                     _share(r["freed_median"]),
                     _share(r["freed_p10"]),
+                    _share(r["freed_min"]),
+                    str(r["freed_small"]),
                 )
             )
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(headers)]

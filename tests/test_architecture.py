@@ -1,8 +1,15 @@
-"""The layout keeps its promises: no import cycle between the packages."""
+"""The layout keeps its promises: no import cycle between the packages, no module too long."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grimp
+
+import precis
+
+# The project's limit: a module longer than this does more than one job.
+MAX_MODULE_LINES = 600
 
 
 def test_no_import_cycle_between_the_packages() -> None:
@@ -19,3 +26,15 @@ def test_no_import_cycle_between_the_packages() -> None:
         and graph.find_shortest_chain(importer=b, imported=a) is not None
     ]
     assert cycles == []
+
+
+def test_no_module_in_src_is_over_600_lines() -> None:
+    root = Path(precis.__file__).parent
+    modules = sorted(root.rglob("*.py"))
+    assert len(modules) > 50  # the package itself, not an empty folder
+    long = {
+        str(path.relative_to(root)): lines
+        for path in modules
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

@@ -505,7 +505,7 @@ def test_the_ledger_read_ahead_is_the_ledger_replayed_at_the_compaction(
 ) -> None:
     """The checks before a compaction replay what it will summarize whatever it plans; the
     compaction goes on from there, and finds the ledger a replay of its whole span finds."""
-    from precis.engine import compactor as compactor_module
+    from precis.engine import candidates as compactor_module
     from precis.facts.extract import Replay
 
     used: list[int] = []

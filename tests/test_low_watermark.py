@@ -82,10 +82,8 @@ def test_a_low_watermark_outside_the_hard_one_is_refused_by_name(value: object) 
     assert refused.value.key == "low_watermark"
 
 
-def test_the_target_is_half_the_window_by_default_and_lettas_threshold_under_lettas_policy() -> (
-    None
-):
-    assert CompactionSettings(context_window=8000).target == 4000
+def test_the_target_is_40_percent_by_default_and_lettas_threshold_under_lettas_policy() -> None:
+    assert CompactionSettings(context_window=8000).target == 3200
     assert CompactionSettings(context_window=8000, low_watermark=None).target == 6400
     # Never above the threshold it compacts at.
     assert CompactionSettings(context_window=8000, soft_watermark=0.3).target == 2400

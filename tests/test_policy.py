@@ -52,8 +52,14 @@ def load(
 
 
 def test_threshold_is_letta_without_a_soft_watermark_and_floor_of_soft_times_w_with_one() -> None:
-    assert CompactionSettings(context_window=8000).threshold == letta_threshold(8000) == 6400
-    assert CompactionSettings(context_window=100_000).threshold == 100_000 - 16384
+    lettas = CompactionSettings(context_window=8000, low_watermark=None)
+    assert lettas.threshold == letta_threshold(8000) == 6400
+    assert CompactionSettings(context_window=100_000, low_watermark=None).threshold == 83616
+    # The default policy compacts at 85 % of the window, or at letta's threshold if later.
+    assert CompactionSettings(context_window=8000).threshold == 6800
+    assert CompactionSettings(context_window=100_000).threshold == 85_000
+    assert CompactionSettings(context_window=200_000).threshold == 200_000 - 16384
+    assert CompactionSettings(context_window=1000, hard_watermark=0.8).threshold == 800
     assert CompactionSettings(context_window=1001, soft_watermark=0.7).threshold == 700
     assert CompactionSettings(soft_watermark=0.7).threshold is None
 
@@ -362,7 +368,7 @@ def test_precis_config_table_lists_every_setting_and_its_source(tmp_path: Path) 
         assert f.name in result.stdout
     flat = "".join(c for c in result.stdout if not c.isspace() and c != "│")
     assert "".join(str(cwd_file).split()) in flat  # a long path may fold across lines
-    assert "summarize above 6400 tokens, truncate above 7600 tokens" in result.stdout
+    assert "summarize above 6800 tokens, truncate above 7600 tokens" in result.stdout
 
 
 def test_a_bad_precis_toml_exits_2_naming_the_key(tmp_path: Path) -> None:

@@ -128,8 +128,8 @@ def test_fifty_compactions_keep_the_task_and_pinned_items_verbatim(tmp_path: Pat
             position += 1
         if group:
             session.append(*group)
-        session.compact()
-        compactions += 1
+        # A compaction of a context already under the target may find nothing to make smaller.
+        compactions += session.compact().mode != "none"
         context = session.context()
         assert check(context) == []
         assert context[0].content == task and context[0].pinned

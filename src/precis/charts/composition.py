@@ -244,8 +244,13 @@ def _marker_title(m: Mapping[str, Any]) -> str:
 
 
 def what_it_did(mode: str) -> str:
-    """A compaction's mode as an operator reads it: a truncation summarized nothing."""
-    return "truncated (oldest dropped)" if mode == "truncate" else f"{mode} summary"
+    """A compaction's mode as an operator reads it, with its tier: a truncation and a masking
+    summarized nothing."""
+    if mode == "truncate":
+        return "truncated (oldest dropped)"
+    if mode == "mask":
+        return "masked old tool outputs (no summary)"
+    return f"{mode} summary"
 
 
 def _count(value: Any) -> str:

@@ -238,7 +238,7 @@ def run_red_line_demo(home: Path) -> None:
                 where = _red_line_holder(session, RED_LINE)
                 wrote = (
                     "no model call"
-                    if stats.mode == "truncate"
+                    if stats.mode in ("truncate", "mask")
                     else f"the summarizer wrote {summarizer.last!r}"
                 )
                 print(

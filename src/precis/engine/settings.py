@@ -27,6 +27,10 @@ MAX_SETTING_COUNT = 1_000_000_000
 MAX_RETRIES = 100
 # The longest wait a timeout may ask for: a week (the OS's own timeouts overflow far above it).
 MAX_SECONDS = 7 * 24 * 3600.0
+# Where the default policy compacts when no soft watermark is set: later than letta's 80 %, so
+# that, landing at the low watermark, each compaction frees more and they come less often
+# (letta's own threshold where it is later, in windows over about 109k).
+DEFAULT_SOFT_WATERMARK = 0.85
 # The system_alert JSON around a summary ("Note: N messages … hidden …", time, stats), in tokens.
 SUMMARY_WRAPPER_TOKENS = 64
 
@@ -61,16 +65,17 @@ class CompactionSettings:
     request carries besides the messages (system prompt, tool definitions) plus room for the
     summary itself, so the kept tail really fits and compaction stops sawing every few turns.
 
-    `soft_watermark` (a fraction of the window; None keeps letta's threshold) triggers a summary
-    compaction; `hard_watermark` an immediate truncation without a model call. A compaction
-    aims at `low_watermark` (a fraction of the window, default a half): it summarizes, or
-    drops, down to there, so that each one frees real room; `low_watermark=None` is letta's
-    policy (its sliding window, which keeps just under the threshold). `turn_limit` compacts
-    after that many turns since the last compaction. With `background_compaction` (the default)
-    an async session (the integrations, the service) makes that summary behind the turn, which
-    waits for it only over the hard watermark; a sync `Session` always compacts within the call.
-    Tool outputs longer than `tool_output_max_chars` are shown as head+tail lines (None: never
-    shortened);
+    `soft_watermark` (a fraction of the window) triggers a compaction; unset, it is 85 % of the
+    window (or letta's threshold where that is later), and letta's threshold under letta's
+    policy. `hard_watermark` triggers an immediate truncation without a model call. A
+    compaction aims at `low_watermark` (a fraction of the window, default 40 %): it masks old
+    tool outputs, or summarizes, or drops, down to there, so that each one frees real room;
+    `low_watermark=None` is letta's policy (its sliding window, which keeps just under the
+    threshold). `turn_limit` compacts after that many turns since the last compaction. With
+    `background_compaction` (the default) an async session (the integrations, the service) makes
+    that summary behind the turn, which waits for it only over the hard watermark; a sync
+    `Session` always compacts within the call. Tool outputs longer than `tool_output_max_chars`
+    are shown as head+tail lines (None: never shortened);
     `mask_after_turns` masks tool outputs older than that many turns before summarizing.
     Hooks are shell commands run before/after a compaction, each within `hook_timeout` seconds.
     `guard` appends the task and the users' red lines verbatim to a summary that dropped them;
@@ -91,7 +96,7 @@ class CompactionSettings:
     commit_retries: int = 1
     soft_watermark: float | None = None
     hard_watermark: float = 0.95
-    low_watermark: float | None = 0.5
+    low_watermark: float | None = 0.4
     background_compaction: bool = True
     turn_limit: int | None = None
     tool_output_max_chars: int | None = 20000
@@ -157,12 +162,19 @@ class CompactionSettings:
 
     @property
     def threshold(self) -> int | None:
-        """Tokens above which to summarize: floor(soft * W), else letta's W - min(16384, …)."""
-        if self.context_window is None:
+        """Tokens above which to compact: floor(soft * W); unset, letta's W - min(16384, …)
+        under letta's policy, else the later of that and `DEFAULT_SOFT_WATERMARK` (never past
+        the hard watermark)."""
+        window = self.context_window
+        if window is None:
             return None
         if self.soft_watermark is not None:
-            return math.floor(self.soft_watermark * self.context_window)
-        return letta_threshold(self.context_window)
+            return math.floor(self.soft_watermark * window)
+        letta = letta_threshold(window)
+        if self.low_watermark is None or letta is None:
+            return letta
+        later = max(letta, math.floor(DEFAULT_SOFT_WATERMARK * window))
+        return min(later, math.floor(self.hard_watermark * window))
 
     @property
     def target(self) -> int | None:

@@ -10,6 +10,7 @@ from typing import NamedTuple
 from precis.core.memo import Memo
 from precis.core.messages import Message
 from precis.core.tokens import TokenCounter
+from precis.engine.masking import masked_view
 from precis.engine.settings import CompactionSettings
 from precis.engine.views import display_message, fit_message, fit_turns, mask_observations
 
@@ -118,8 +119,7 @@ class Views:
         return displayed, budget, self._fit(displayed, budget)
 
     def _display(self, messages: Sequence[Message]) -> list[Message]:
-        """Each message as shown on its own: long tool outputs head+tail, any message too big
-        for half the window head+tail too."""
+        """Each message as shown: outputs before a mask marker stubbed, long ones head+tail."""
         s = self.settings
         limits = self._display_limits
         if limits is None or limits[0] is not s:
@@ -139,7 +139,7 @@ class Views:
             m = display_message(m, max_chars=for_tools, head_lines=head, tail_lines=tail, memo=memo)
             return fit_message(m, max_chars=fits, head_lines=head, tail_lines=tail, memo=memo)
 
-        return [m if len(m.content) <= short else shown(m) for m in messages]
+        return [m if len(m.content) <= short else shown(m) for m in masked_view(messages)]
 
     def _fit(self, displayed: list[Message], budget: int | None) -> list[Message]:
         """The displayed messages with each turn over `budget` cut to fit it."""

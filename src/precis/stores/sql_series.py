@@ -10,10 +10,10 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from precis.stores.dialect import Handle
+from precis.stores.rows import sample_from_row
 from precis.stores.samples import PARTS, Sample
 from precis.stores.series import MarkerRow
 from precis.stores.sql import SAMPLE_COLUMNS
-from precis.stores.sql import _sample_from_row as sample_from_row
 
 __all__ = ["SQLSeries"]
 
