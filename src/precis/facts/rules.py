@@ -201,10 +201,10 @@ def _prose_lines(text: str) -> list[str]:
     lines: list[str] = []
     wrapped = False  # whether the last line kept goes on in the next one
     for line in text.splitlines():
-        if _not_prose(line):
+        stripped = line.strip()
+        if not stripped or _not_prose(line):  # (a blank line holds no sentence, ends none)
             wrapped = False
             continue
-        stripped = line.strip()
         if wrapped and stripped[:1].islower():
             lines[-1] = f"{lines[-1]} {stripped}"
         else:
