@@ -131,6 +131,9 @@ def test_the_shared_key_sees_no_tenants_conversations(sql_store: ConversationSto
         page = client.get("/ui/", headers=SHARED)
         assert page.status_code == 200 and "/ui/c/own" in page.text and "c1" not in page.text
     assert sorted(sql_store.conversations()) == ["own", "team-a/c1"]
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "callers share the conversations made without a tenant, and see no tenant's." in readme
+    assert "no key reads every tenant's data" in readme
 
 
 # Three writers at once on one real server: two tenants using the same conversation name, and a
