@@ -247,7 +247,7 @@ EXTRACTORS: dict[str, Callable[[str], Any]] = {
     "terms.error_lines": terms.error_lines,
     "terms.basename": terms.basename,
     "text.one_line": text.one_line,
-    "text.shorten": lambda t: text.shorten(t, 80),
+    "text.shorten": lambda t: text.shorten(t, 80, t.split(".")),
     "text.compact": lambda t: text.compact(t, 80),
     "text.is_trivial": text.is_trivial,
     "text.forbids": text.forbids,
