@@ -1,14 +1,15 @@
-"""Hostile text: a megabyte run of one character class (or a short alternation) reaches every
-extractor and a whole compaction, and each finishes within the issue's bound; the linear
-rewrites of the scans find what the patterns they replace found."""
+"""Hostile text: a long run of one character class (or a short alternation) reaches every
+extractor and a whole compaction, and each scan grows linearly with it; the linear rewrites of
+the scans find what the patterns they replace found."""
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import Any
 
 import pytest
@@ -18,18 +19,20 @@ from hypothesis import strategies as st
 from precis.core import jscompat, textfeatures
 from precis.core.errors import InvalidMessage
 from precis.core.messages import (
-    MAX_MESSAGE_CHARS,
     Message,
     ToolCall,
     nested_too_deep,
     parse_json,
 )
+from precis.core.tokens import TextEstimator, TiktokenCounter, letta_chars
 from precis.engine.settings import CompactionSettings
 from precis.facts import (
     collect,
     decisions,
+    demos,
     digest,
     fixes,
+    language,
     model,
     patterns,
     progress,
@@ -39,23 +42,29 @@ from precis.facts import (
     text,
     verify,
 )
-from precis.facts.scan import offered
+from precis.facts.scan import offered, scan, task_scan
 from precis.session import Session
+from precis.stores import pg_terms, scoring
 from precis.stores.base import ConversationStore
 from precis.stores.memory import MemoryStore
-from precis.summarize import packaging
+from precis.summarize import packaging, transcript
 from precis.summarize.brief import labels, read, sections, state
 
-# Issue #28 asks for "≤ 2 s each" on a megabyte of hostile text. The project forbids timed
-# assertions in general; these are that explicit bound, held as deadlines (a quadratic scan takes
-# minutes on such a run), not measurements. Each extractor gets the issue's 2 s on a 100,000-
-# character run (the suite runs ~50 extractors on ~50 runs; value_tokens' quadratic scan took 9 s
-# on 40,000); a whole append + compaction + prompt gets a megabyte and 30 s a step: a linear
-# reading of a megabyte of prose is ~25 regex passes, 1-4 s on an idle machine and over 10 s on
-# this one under the full suite, so the issue's 2 s is not held there (see issue #28's notes).
-DEADLINE_SECONDS = 2.0
-COMPACTION_DEADLINE_SECONDS = 30.0
-EXTRACTOR_RUN = 100_000
+# Issue #28 asks for every scan to read a megabyte of hostile text in 2 s. The suite holds the
+# shape of that bound, not a time: each scan's CPU cost on a run of BIG characters against its
+# cost on GROWTH runs of BIG / GROWTH characters (the same characters in all). A linear scan
+# costs about the same both ways (the short runs pay more call overhead); a quadratic one costs
+# GROWTH (8) times more on the long run. The bound, MAX_RATIO, sits about a factor of 3 from
+# each. BIG is past the 4,300 digits Python parses into an int (a bounded quadratic, refused
+# beyond) and BIG / GROWTH past the lengths the extractors answer whole without scanning. The
+# figures on a megabyte, and the ratio t(1 MB) / t(250 KB), are bench/hostile.py's
+# (bench/README.md).
+GROWTH = 8
+BIG = 4_800
+MAX_RATIO = 3.0
+ATTEMPTS = 5
+# A hang guard, not a measure: a scan not done by then is stuck.
+HANG_SECONDS = 60.0
 MEGABYTE = 1_000_000
 
 # What each scan's patterns could hate: a long run of one class (no separator, no digit, no
@@ -89,12 +98,15 @@ RUNS: dict[str, str] = {
     "pipes": "|",
     "angles": "<",
     "CJK": "中",
+    "CJK stops": "中。",
     "emoji": "😀",
+    "replacement": "\ufffd",
     "a.": "a.",
     "a-": "a-",
     "a_": "a_",
     "a:": "a:",
     "a/": "a/",
+    "/a": "/a",
     "1.": "1.",
     "1.1 ": "1.1 ",
     "aA": "aA",
@@ -110,6 +122,9 @@ RUNS: dict[str, str] = {
     "$ ": "$ ",
     "a=1 ": "a=1 ",
     "x×": "x×",
+    "never ": "never ",
+    "must. ": "You must. ",
+    "不要": "不要",
 }
 
 
@@ -118,30 +133,79 @@ def run_of(unit: str, size: int = MEGABYTE) -> str:
     return (unit * (size // len(unit) + 1))[:size]
 
 
-def within_deadline(work: Callable[[], Any], seconds: float = DEADLINE_SECONDS) -> None:
-    """Run `work` on a thread and fail when it is not done by the deadline (see above)."""
-    failure: list[BaseException] = []
+def consume(work: Callable[[str], Any], hostile: str) -> None:
+    """Run `work` on `hostile` to the end (a generator too); a refusal is an answer."""
+    try:
+        result = work(hostile)
+        if isinstance(result, Iterable) and not isinstance(result, str | bytes | dict):
+            for _ in result:
+                pass
+    except Exception:  # the extractor may refuse the text; it must not take long over it
+        pass
 
-    def body() -> None:
-        try:
-            result = work()
-            if isinstance(result, Iterable) and not isinstance(result, str | bytes | dict):
-                for _ in result:
-                    pass
-        except Exception as exc:  # the extractor may refuse the text; it must not hang
-            failure.append(exc)
 
-    worker = threading.Thread(target=body, daemon=True)
+def cpu_seconds(work: Callable[[], None]) -> float:
+    """The CPU time this thread spends on `work` (no other thread's), the collector held off."""
+    gc.disable()
+    try:
+        start = time.thread_time()
+        work()
+        return time.thread_time() - start
+    finally:
+        gc.enable()
+
+
+def growth(work: Callable[[str], Any], unit: str, big: int = BIG, times: int = GROWTH) -> float:
+    """The cost of `work` on one run of `big` characters over its cost on `times` runs of
+    big / times: about 1 (or less) for a linear scan, about `times` for a quadratic one. Each
+    cost is the least of up to ATTEMPTS measures, taken again only while over the bound (a
+    measure is only ever too high: the thread was interrupted, a cache was cold)."""
+    long_run, short_run = run_of(unit, big), run_of(unit, big // times)
+    consume(work, short_run)  # warm: compiled patterns, first-call work
+    short = long = float("inf")
+    for _ in range(ATTEMPTS):
+        short = min(short, cpu_seconds(lambda: [consume(work, short_run) for _ in range(times)]))
+        long = min(long, cpu_seconds(lambda: consume(work, long_run)))
+        if long <= MAX_RATIO * short:
+            break
+    return long / max(short, 1e-9)
+
+
+def unhung(work: Callable[[], Any]) -> Any:
+    """`work()` on a thread, failing when it is still running after HANG_SECONDS."""
+    answer: list[Any] = []
+    worker = threading.Thread(target=lambda: answer.append(work()), daemon=True)
     worker.start()
-    worker.join(seconds)
-    assert not worker.is_alive(), f"still scanning after the bound of {seconds:g} s"
+    worker.join(HANG_SECONDS)
+    assert not worker.is_alive(), f"still running after {HANG_SECONDS:g} s"
+    assert answer, "the work raised"
+    return answer[0]
 
 
-# Every pure function that reads a message's text, by name.
+def _user(t: str) -> Any:
+    return scan(Message(role="user", content=t))
+
+
+def _assistant(t: str) -> Any:
+    return scan(Message(role="assistant", content=t))
+
+
+def _call(t: str) -> Any:
+    return scan(Message(role="assistant", tool_calls=(ToolCall("c1", "bash", t),)))
+
+
+def _tool(t: str) -> Any:
+    return scan(Message(role="tool", tool_call_id="c1", content=t))
+
+
+_TIKTOKEN = TiktokenCounter()
+
+# Every function that reads a message's text, by name.
 EXTRACTORS: dict[str, Callable[[str], Any]] = {
     "collect.spec_rules": collect.spec_rules,
     "decisions.decisions": decisions.decisions,
     "decisions.reasons": decisions.reasons,
+    "demos.request_part": demos.request_part,
     "digest.note_text": digest.note_text,
     "digest.value_tokens": digest.value_tokens,
     "digest.value_count": digest.value_count,
@@ -153,6 +217,7 @@ EXTRACTORS: dict[str, Callable[[str], Any]] = {
     "digest.task_gist": lambda t: digest.task_gist(t, 400),
     "digest.request_gist": digest.request_gist,
     "fixes.refusal": fixes.refusal,
+    "language.is_chinese": lambda t: language.is_chinese([t]),
     "model.state_subject": model.state_subject,
     "progress.shell_work": progress.shell_work,
     "progress.commit_lines": progress.commit_lines,
@@ -161,8 +226,14 @@ EXTRACTORS: dict[str, Callable[[str], Any]] = {
     "progress.push_target": progress.push_target,
     "progress.exit_failed": progress.exit_failed,
     "progress.titles": progress.titles,
+    "progress.children": lambda t: progress.children(t, "src"),
     "records.read_record": records.read_record,
     "scan.offered": offered,
+    "scan.scan user": _user,
+    "scan.scan assistant": _assistant,
+    "scan.scan call": _call,
+    "scan.scan tool": _tool,
+    "scan.task_scan": task_scan,
     "terms.clean_path": terms.clean_path,
     "terms.paths_in": lambda t: list(terms.paths_in(t, prose=True)),
     "terms.terms_in": lambda t: list(terms.terms_in(t)),
@@ -174,12 +245,16 @@ EXTRACTORS: dict[str, Callable[[str], Any]] = {
     "terms.error_names": terms.error_names,
     "terms.unnumbered": terms.unnumbered,
     "terms.error_lines": terms.error_lines,
+    "terms.basename": terms.basename,
     "text.one_line": text.one_line,
+    "text.shorten": lambda t: text.shorten(t, 80, t.split(".")),
+    "text.compact": lambda t: text.compact(t, 80),
     "text.is_trivial": text.is_trivial,
     "text.forbids": text.forbids,
     "rules.constraint_sentences": rules.constraint_sentences,
     "text.heading_rules": text.heading_rules,
     "text.injected_rules": text.injected_rules,
+    "text.listed_rules": lambda t: text.listed_rules(t, ()),
     "text.clean_user_text": text.clean_user_text,
     "text.fix_text": text.fix_text,
     "text.first_line": text.first_line,
@@ -189,33 +264,45 @@ EXTRACTORS: dict[str, Callable[[str], Any]] = {
     "brief.wanted_sections": sections.wanted_sections,
     "brief.subject_of": state.subject_of,
     "packaging.js_trim": packaging.js_trim,
+    "transcript.middle_truncate": lambda t: transcript.middle_truncate(t, 200),
     "jscompat.js_restringify": jscompat.js_restringify,
     "jscompat.utf16_len": jscompat.utf16_len,
     "textfeatures.text_features": textfeatures.text_features,
+    "tokens.estimate": TextEstimator().count_text,
+    "tokens.tiktoken": _TIKTOKEN.count_text,
+    "tokens.letta_chars": lambda t: letta_chars(Message(role="user", content=t)),
     "messages.nested_too_deep": nested_too_deep,
+    "scoring.search_text_of": lambda t: scoring.search_text_of(t, (ToolCall("c", "bash", t),)),
+    "scoring.query_terms": scoring.query_terms,
+    "scoring.term_score": lambda t: scoring.term_score(t, ["aa", "--", "中中"]),
+    "scoring.snippet": lambda t: scoring.snippet(t, ["zz", "a."]),
+    "pg_terms.caseless": pg_terms.caseless,
+    "pg_terms.doc_text": lambda t: pg_terms.doc_text(t, t),
+    "pg_terms.term_trigrams": pg_terms.term_trigrams,
 }
 
 
 @pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
-def test_every_extractor_reads_a_long_run_within_the_bound(run: str) -> None:
-    hostile = run_of(run, EXTRACTOR_RUN)
-    for name, extract in EXTRACTORS.items():
-        try:
-            within_deadline(partial(extract, hostile))
-        except AssertionError as exc:
-            raise AssertionError(f"{name} on a run of {run!r}: {exc}") from None
+def test_every_extractor_grows_linearly_on_a_long_run(run: str) -> None:
+    ratios = unhung(lambda: {name: growth(extract, run) for name, extract in EXTRACTORS.items()})
+    steep = {name: round(r, 1) for name, r in ratios.items() if r > MAX_RATIO}
+    assert not steep, f"super-linear on a run of {run!r} (cost ratio, linear ~1, quadratic ~16)"
 
 
 PLACES = ("user", "assistant", "arguments", "tool")
 
 
-def _conversation(hostile: str, place: str) -> list[dict[str, Any]]:
-    """A conversation with the run in one `place`: the user's words, the agent's prose, a tool
-    call's arguments (raw, not JSON) or the tool's output."""
+def _conversation(hostile: str, places: Iterable[str] = PLACES) -> list[dict[str, Any]]:
+    """A conversation with the run in each of `places`: the user's words, the agent's prose, a
+    tool call's arguments (raw, not JSON) or the tool's output."""
+
+    def at(place: str, plain: str) -> str:
+        return hostile if place in places else plain
+
     return [
         {"role": "user", "content": "Fix the failing build in /repo, port 8080."},
-        {"role": "user", "content": hostile if place == "user" else "go on"},
-        {"role": "assistant", "content": hostile if place == "assistant" else "On it."},
+        {"role": "user", "content": at("user", "go on")},
+        {"role": "assistant", "content": at("assistant", "On it.")},
         {
             "role": "assistant",
             "content": "",
@@ -223,36 +310,53 @@ def _conversation(hostile: str, place: str) -> list[dict[str, Any]]:
                 {
                     "id": "c1",
                     "type": "function",
-                    "function": {
-                        "name": "bash",
-                        "arguments": hostile if place == "arguments" else '{"cmd": "make"}',
-                    },
+                    "function": {"name": "bash", "arguments": at("arguments", '{"cmd": "make"}')},
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "c1", "content": hostile if place == "tool" else "ok"},
+        {"role": "tool", "tool_call_id": "c1", "content": at("tool", "ok")},
         {"role": "user", "content": "and now?"},
         {"role": "assistant", "content": "Done: the build passes."},
     ]
 
 
+def _places(hostile: str) -> tuple[str, ...]:
+    """Every place, but not the arguments when the run nests too deep (refused there)."""
+    return PLACES if not nested_too_deep(hostile) else PLACES[:2] + PLACES[3:]
+
+
+def compaction_over(hostile: str) -> Session:
+    """A whole append, compaction and prompt over a conversation holding `hostile`."""
+    session = Session(MemoryStore(), "c", settings=CompactionSettings(context_window=8_000_000))
+    session.append(*_conversation(hostile, _places(hostile)))
+    session.compact(trigger="manual")
+    session.prompt()
+    return session
+
+
+# A compaction pays a fixed cost per conversation, so its short runs are fewer and longer: a
+# quadratic compaction costs COMPACTION_GROWTH (8) times more on the long run, twice the bound.
+COMPACTION_GROWTH = 8
+COMPACTION_BIG = 4_800
+
+
 @pytest.mark.parametrize("run", RUNS.values(), ids=RUNS.keys())
-def test_a_compaction_over_a_megabyte_run_finishes_within_the_bound(run: str) -> None:
-    hostile = run_of(run, MAX_MESSAGE_CHARS - 10)  # under the size limit every entry enforces
-    for place in PLACES:
-        session = Session(MemoryStore(), "c", settings=CompactionSettings(context_window=8_000_000))
-        try:
-            bound = COMPACTION_DEADLINE_SECONDS
-            within_deadline(partial(session.append, *_conversation(hostile, place)), bound)
-            within_deadline(partial(session.compact, trigger="manual"), bound)
-            within_deadline(session.prompt, bound)
-        except AssertionError as exc:
-            raise AssertionError(f"a megabyte of {run!r} in the {place}: {exc}") from None
-        kinds = [m.kind for m in session.history()]
-        if place == "arguments" and nested_too_deep(hostile):  # refused, nothing written
-            assert kinds == []
-        else:
-            assert kinds.count("message") == 7 and kinds.count("summary") <= 1, kinds
+def test_a_whole_compaction_grows_linearly_on_a_long_run(run: str) -> None:
+    long_run = run_of(run, COMPACTION_BIG)
+    short_run = run_of(run, COMPACTION_BIG // COMPACTION_GROWTH)
+    sessions: list[Session] = []
+
+    def costs() -> tuple[float, float]:
+        short = cpu_seconds(lambda: [compaction_over(short_run) for _ in range(COMPACTION_GROWTH)])
+        long = cpu_seconds(lambda: sessions.append(compaction_over(long_run)))
+        return short, long
+
+    short, long = unhung(costs)
+    if long > MAX_RATIO * short:  # measured again before it fails
+        short, long = unhung(costs)
+    assert long <= MAX_RATIO * short, f"a compaction over {run!r}: cost ratio {long / short:.1f}"
+    kinds = [m.kind for m in sessions[-1].history()]
+    assert kinds.count("message") == 7 and kinds.count("summary") == 1, kinds
 
 
 # --- Arguments nested at any depth, lone surrogates -----------------------------------------

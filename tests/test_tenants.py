@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
+from live_server import serving
 from run_cli import run_precis
 
 from precis.cli.commands.serve import service_keys
@@ -126,3 +131,76 @@ def test_the_shared_key_sees_no_tenants_conversations(sql_store: ConversationSto
         page = client.get("/ui/", headers=SHARED)
         assert page.status_code == 200 and "/ui/c/own" in page.text and "c1" not in page.text
     assert sorted(sql_store.conversations()) == ["own", "team-a/c1"]
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "callers share the conversations made without a tenant, and see no tenant's." in readme
+    assert "no key reads every tenant's data" in readme
+
+
+# Three writers at once on one real server: two tenants using the same conversation name, and a
+# second conversation of one of them. Each message carries its writer's secret.
+WRITERS = (("team-a", KEY_A, "c1"), ("team-b", KEY_B, "c1"), ("team-a", KEY_A, "c2"))
+ROUNDS = 12
+
+
+def _secret(tenant: str, conversation: str) -> str:
+    return f"secret-{tenant}-{conversation}-sk"
+
+
+def test_two_tenants_appending_at_once_over_http_never_see_each_others_messages(
+    sql_store: ConversationStore,
+) -> None:
+    keys = ApiKeys.from_pairs(f"team-a={KEY_A},team-b={KEY_B}")
+    app = create_app(sql_store, settings=CompactionSettings(context_window=2000), api_keys=keys)
+    barrier = threading.Barrier(len(WRITERS), timeout=60)
+    secrets = {_secret(t, c) for t, _, c in WRITERS}
+
+    def write(writer: tuple[str, str, str]) -> list[str]:
+        """Append ROUNDS turns in step with the other writers; read the prompt and the context
+        after each; return every foreign secret any answer held."""
+        tenant, key, conversation = writer
+        own = _secret(tenant, conversation)
+        base = f"/v1/conversations/{conversation}"
+        leaked: list[str] = []
+        with httpx.Client(
+            base_url=url, timeout=60, headers={"Authorization": f"Bearer {key}"}
+        ) as client:
+            for n in range(ROUNDS):
+                barrier.wait()  # the writers' appends of round n go out together
+                turn = [
+                    {"role": "user", "content": f"round {n}: use {own} and port {5400 + n}"},
+                    {"role": "assistant", "content": f"round {n} done with {own}. " + "y" * 200},
+                ]
+                added = client.post(base + "/messages", json={"messages": turn})
+                assert added.status_code == 201, added.text
+                if n % 4 == 3:  # and compactions, each over its own conversation only
+                    compacted = client.post(base + "/compact", json={})
+                    assert compacted.status_code == 200, compacted.text
+                for path in ("/prompt", "/context", "/history?limit=500"):
+                    answer = client.get(base + path)
+                    assert answer.status_code == 200, (path, answer.text)
+                    seen = json.dumps(answer.json())
+                    assert own in seen, (tenant, conversation, path)
+                    leaked += [s for s in secrets - {own} if s in seen]
+        return leaked
+
+    with serving(app) as url:
+        for _, key, conversation in WRITERS:
+            made = httpx.post(
+                f"{url}/v1/conversations",
+                json={"id": conversation},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert made.status_code == 201, made.text
+        with ThreadPoolExecutor(len(WRITERS)) as pool:
+            leaks = list(pool.map(write, WRITERS))
+    assert leaks == [[], [], []]
+    for tenant, _, conversation in WRITERS:
+        stored = sql_store.history(f"{tenant}/{conversation}")
+        said = [m.content for m in stored if m.kind == "message" and m.role == "user"]
+        own = _secret(tenant, conversation)
+        assert said == [f"round {n}: use {own} and port {5400 + n}" for n in range(ROUNDS)]
+        assert any(m.kind == "summary" for m in stored), "no compaction ran"
+        assert all(s not in (m.content or "") for m in stored for s in secrets - {own}), (
+            f"{tenant}/{conversation}"
+        )
+    assert sorted(sql_store.conversations()) == ["team-a/c1", "team-a/c2", "team-b/c1"]

@@ -22,9 +22,11 @@ _SENTENCE_SPLIT_RE: Final = re.compile(
     r"(?<=[.!?])(?<!\b[Ee]\.g\.)(?<!\b[Ii]\.e\.)(?<!\b[Vv]s\.)(?<!\b[Ee]tc\.)(?<!\b[Cc]f\.)\s+"
     r"|(?<=[。！？])"
 )
-# How a line opens that holds code, a schema, a docstring or a log, not anyone's words.
+# How a line opens that holds code, a schema, a docstring or a log, not anyone's words. The
+# indent is taken whole (`\s*+`): given back a space at a time, each option that may open on
+# spaces of its own would rescan the rest, quadratic on a line of blanks, and none needs it back.
 _NOT_PROSE_START_RE: Final = re.compile(
-    r"\s*(?:"
+    r"\s*+(?:"
     # code and its comments
     r"raise \w|assert \w|return\b|def \w|class \w+[(:]|throw new|(?:const|let|var) \w+ =|"
     r"export (?:type|const|default|function)|import \w|from [\w.]+ import|"
@@ -210,10 +212,10 @@ def _prose_lines(text: str) -> list[str]:
     lines: list[str] = []
     wrapped = False  # whether the last line kept goes on in the next one
     for line in text.splitlines():
-        if _not_prose(line):
+        stripped = line.strip()
+        if not stripped or _not_prose(line):  # (a blank line holds no sentence, ends none)
             wrapped = False
             continue
-        stripped = line.strip()
         if wrapped and stripped[:1].islower():
             lines[-1] = f"{lines[-1]} {stripped}"
         else:

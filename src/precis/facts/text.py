@@ -69,9 +69,14 @@ def shorten(text: str, units: int, keep: Sequence[str] = ()) -> str:
         return text
     if units < 12:
         return head(text, units)
-    kept = [k for k in keep if k and k in text]
-    while kept and sum(utf16_len(k) + 3 for k in kept) > units // 2:
-        kept.pop()
+    kept: list[str] = []  # the longest run of `keep` (those in the text) in half the room
+    room = units // 2
+    for k in keep:
+        if k and k in text:
+            room -= utf16_len(k) + 3
+            if room < 0:
+                break
+            kept.append(k)
     kept.sort(key=text.find)
     spare = units - sum(utf16_len(k) for k in kept) - utf16_len(ELLIPSIS) * (len(kept) + 1)
     head_units = (spare * 2) // 3
