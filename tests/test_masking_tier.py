@@ -119,3 +119,11 @@ def test_instructions_ask_for_a_summary() -> None:
     session.append(*agent_turns(0, 9))
     stats = session.compact(instructions="keep the module numbers")
     assert stats.mode == "sliding_window" and summarizer.calls == 1
+
+
+def test_a_mode_asked_for_by_name_is_that_mode() -> None:
+    summarizer = CountingSummarizer()
+    session, _ = session_of(summarizer)
+    session.append(*agent_turns(0, 9))
+    stats = session.compact("sliding_window")
+    assert stats.mode == "sliding_window" and summarizer.calls == 1

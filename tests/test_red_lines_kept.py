@@ -57,7 +57,7 @@ def test_a_truncation_keeps_the_red_line_a_kept_summary_left_to_a_message_it_dro
     step(s, 14, f"\nThe repository's README says: {RED_LINE}")  # the words again, in an output
     for n in range(15, 17):
         step(s, n)
-    assert s.compact().mode == "sliding_window"
+    assert s.compact("sliding_window").mode == "sliding_window"  # a summary, not a masking
     context = s.context()
     (summary,) = [m for m in context if m.kind == KIND_SUMMARY]
     # What sets the trap: the summary leaves the red line to the tool output kept beside it.

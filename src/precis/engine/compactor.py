@@ -230,7 +230,8 @@ class Compactor(CandidateMaker):
         originals = [*snapshot.messages, *job.pending]
         work = Work(messages, counts, self.counter, ahead, originals, self.memo)
         failures: list[str] = []
-        cheap = job.mode in (None, "sliding_window") and self.settings.low_watermark is not None
+        # A mode asked for by name is that mode; the policy's own choice tries the cheap tier.
+        cheap = job.mode is None and self.settings.low_watermark is not None
         if cheap and not job.instructions:
             # Cheap tiers first: a summary only when masking old tool outputs cannot reach the
             # target (or when the caller asked the summary for something).
