@@ -6,7 +6,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import Any, cast
 
@@ -177,19 +177,6 @@ class Message:
 
     def with_id(self, message_id: str) -> Message:
         return replace(self, id=message_id)
-
-    def restamped(self, **changes: Any) -> Message:
-        """`dataclasses.replace` that changes only what `__post_init__` does not check (id,
-        kind, flags, data): the rest was checked when this message was made, so it is not
-        checked again (a store stamps and an audit annotates every summary)."""
-        if type(self) is not Message or not changes.keys() <= _UNCHECKED_FIELDS:
-            return replace(self, **changes)
-        copy = object.__new__(Message)
-        for name in _FIELDS:
-            object.__setattr__(
-                copy, name, changes[name] if name in changes else getattr(self, name)
-            )
-        return copy
 
     @classmethod
     def from_openai(
@@ -552,10 +539,3 @@ def _tool_input(call: ToolCall) -> Any:
     except json.JSONDecodeError:
         return {"_raw_arguments": call.arguments}
     return value if isinstance(value, dict) else {"value": value}
-
-
-# Message's fields, and those `Message.__post_init__` does not look at.
-_FIELDS = tuple(f.name for f in fields(Message))
-_UNCHECKED_FIELDS = frozenset(
-    {"id", "kind", "pinned", "metadata", "created_at", "reasoning", "images", "openai_extra"}
-)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import is_not
 from typing import cast
 
@@ -64,19 +64,8 @@ class Candidate:
     plain_ledger: bool = False
 
     def with_summary(self, summary: Message) -> Candidate:
-        """The candidate with another summary (its audited one): `dataclasses.replace`, made
-        directly, as every compaction does it once."""
-        return Candidate(
-            self.mode,
-            summary,
-            self.context,
-            self.stats,
-            self.required,
-            self.ledger,
-            self.whole,
-            self.runs,
-            self.plain_ledger,
-        )
+        """The candidate with another summary (its audited one)."""
+        return replace(self, summary=summary)
 
 
 def capped_ledger(ledger: Ledger) -> Ledger:
