@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import peers_digest  # noqa: E402
+import peers_digest
 
 # bench/peers_digest.py --window 2000, and for all four windows (`all:`)
 # e2df85452cf5bfc702c60cf55bc6e43c6dde0d0d4d39ea677984ee0e2e80362e.
