@@ -8,18 +8,32 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
-from typing import Any, cast
+from typing import Any, Final, TypedDict, cast
 
 from precis.core.errors import InvalidMessage, MessageTooLarge
-from precis.core.types import Role
+from precis.core.types import MessageKind, Role
 
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
 # Kinds of message precis itself writes into a conversation.
-KIND_MESSAGE = "message"
-KIND_SUMMARY = "summary"
-KIND_MARKER = "marker"
-KIND_TASK = "task"
+KIND_MESSAGE: Final[MessageKind] = "message"
+KIND_SUMMARY: Final[MessageKind] = "summary"
+KIND_MARKER: Final[MessageKind] = "marker"
+KIND_TASK: Final[MessageKind] = "task"
+
+
+class SummaryMetadata(TypedDict, total=False):
+    """What precis writes in the metadata of a summary or a truncation marker. A reader still
+    checks each value's type: a stored message may come from an import or an older version."""
+
+    summary: str  # the summary's own text, without the system_alert JSON around it
+    mode: str  # what the plan did (`PlanMode`)
+    summarizer: str  # the summarizer's `name`
+    phase: str  # the phase that ended, when one did
+    ledger: list[dict[str, str]]  # the facts carried forward (`Ledger.to_json`)
+    stats: dict[str, Any]  # `CompactionStats.as_dict`
+    audit: dict[str, Any]  # what the compaction checked (`engine.audit`)
+
 
 # OpenAI roles that map onto ours; the original spelling is kept for the round trip.
 _ROLE_ALIASES = {"developer": "system"}
@@ -137,7 +151,7 @@ class Message:
     id: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
-    kind: str = KIND_MESSAGE
+    kind: MessageKind = KIND_MESSAGE
     pinned: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: str | None = None
@@ -186,7 +200,7 @@ class Message:
         index: int | None = None,
         id: str = "",
         pinned: bool = False,
-        kind: str = KIND_MESSAGE,
+        kind: MessageKind = KIND_MESSAGE,
     ) -> Message:
         """Build a message from one OpenAI chat-completions message dict."""
         if not isinstance(data, Mapping):

@@ -8,9 +8,14 @@ from typing import Final, Literal, get_args
 from precis.core.errors import InvalidInput
 
 Role = Literal["system", "user", "assistant", "tool"]
+# What a stored message is: one of the conversation's, or one precis wrote (a summary, a
+# truncation marker, the pinned task).
+MessageKind = Literal["message", "summary", "marker", "task"]
 # What a planner (and so a summary) can do; a compaction may also truncate, with no model call.
 PlanMode = Literal["sliding_window", "all"]
 CompactionMode = Literal["sliding_window", "all", "truncate"]
+# What a compaction's stats report it did: a compaction mode, or "none" (a no-op).
+StatsMode = Literal["sliding_window", "all", "truncate", "none"]
 Trigger = Literal[
     "manual",
     "context_window_limit",
@@ -39,6 +44,7 @@ FactKind = Literal[
 ]
 
 COMPACTION_MODES: Final[tuple[CompactionMode, ...]] = get_args(CompactionMode)
+MESSAGE_KINDS: Final[tuple[MessageKind, ...]] = get_args(MessageKind)
 TRIGGERS: Final[tuple[Trigger, ...]] = get_args(Trigger)
 SUMMARY_STYLES: Final[tuple[SummaryStyle, ...]] = get_args(SummaryStyle)
 MERGE_POLICIES: Final[tuple[MergePolicy, ...]] = get_args(MergePolicy)

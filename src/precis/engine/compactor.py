@@ -14,11 +14,11 @@ from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
 from precis.core.memo import Memo
-from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message, SummaryMetadata
 from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window, plan_to_target
 from precis.core.steps import Steps
 from precis.core.tokens import TextEstimator, TokenCounter, count_all
-from precis.core.types import CompactionMode, Trigger
+from precis.core.types import CompactionMode, PlanMode, Trigger
 from precis.core.validity import check
 from precis.engine.audit import audited, committed_summary, plain_metadata
 from precis.engine.fallback import Summaries
@@ -75,7 +75,7 @@ class CompactionJob:
     """What one call asks for; `floor_tokens` is what each request carries besides messages,
     and `summaries` writes its summaries (the summarizer's, or the stand-in's once it failed)."""
 
-    trigger: str
+    trigger: Trigger
     mode: CompactionMode | None
     summaries: Summaries
     instructions: str | None = None
@@ -425,7 +425,7 @@ class Compactor:
             room = guard_budget(required, clip, clip_room(s.effective_clip_chars, plan.pinned))
             text = apply_guard(text, needed, clip_chars=room, memo=self.memo).text
         self._step("summarized")
-        metadata: dict[str, Any] = {
+        metadata: SummaryMetadata = {
             "summary": text,
             "mode": plan.mode,
             "summarizer": job.summaries.name,
@@ -451,9 +451,9 @@ class Compactor:
 
     def _packed(
         self,
-        mode: str,
+        mode: PlanMode,
         text: str,
-        metadata: dict[str, Any],
+        metadata: SummaryMetadata,
         pinned: Sequence[Message],
         keep: Sequence[Message],
         messages: Sequence[Message],
@@ -507,7 +507,7 @@ class Compactor:
             id=summary_id,
             kind=KIND_SUMMARY,
             created_at=now,
-            metadata={**metadata, "stats": stats.as_dict()},
+            metadata=SummaryMetadata(**metadata, stats=stats.as_dict()),
         )
         plain = remember_ledger(
             summary, ledger, self.memo

@@ -17,6 +17,7 @@ from precis.core.memo import Memo
 from precis.core.messages import Message
 from precis.core.planning import first_cut
 from precis.core.tokens import TokenCounter
+from precis.core.types import CompactionMode
 from precis.engine.results import CompactionStats
 from precis.facts import folded_parts
 from precis.facts.extract import Replay
@@ -50,7 +51,7 @@ REQUIRED_KINDS = ("task", "constraint")
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    mode: str
+    mode: CompactionMode
     summary: Message
     context: list[Message]
     stats: CompactionStats
