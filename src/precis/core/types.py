@@ -1,4 +1,5 @@
-"""The vocabulary, defined once: modes, triggers, styles, merge policies, dialects, fact kinds."""
+"""The vocabulary, defined once: modes, triggers, styles, merge policies, chat formats, fact
+kinds."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ Trigger = Literal[
 SummaryStyle = Literal["letta", "brief", "notes"]
 # An earlier summary is rebuilt from scratch, or kept section by section with new items added.
 MergePolicy = Literal["regenerate", "anchored"]
-# Whose tool-pairing rules a context must satisfy.
-Dialect = Literal["openai", "anthropic"]
+# Whose chat format a context is held to (its tool-pairing rules) or tools are written in; a
+# store's SQL dialect is `stores.dialect.Dialect`.
+ChatFormat = Literal["openai", "anthropic"]
 # What a fact is, most vital first: a short budget keeps the head of this order.
 FactKind = Literal[
     "constraint",
