@@ -6,14 +6,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import add, attrgetter, floordiv, mul
+from operator import attrgetter, floordiv, mul
 from typing import Any, Protocol, runtime_checkable
 
 from precis.core.errors import TokenizerUnavailable
 from precis.core.jscompat import js_restringified_lengths, utf16_len
 from precis.core.memo import Bounded
 from precis.core.messages import Message
-from precis.core.textfeatures import CLASSES, text_features
+from precis.core.textfeatures import text_features
 
 # Short texts whose features a `TextEstimator` remembers, at most.
 SHORT_MEMO_SIZE = 4096
@@ -344,11 +344,6 @@ def _estimate_text(text: str, known: Bounded[bytes, tuple[int, ...]] | None = No
     return max(1, round(cost))
 
 
-# ASCII characters of class "p" (`CLASSES`' default): neither letter, digit, space nor newline.
-_ASCII_PUNCT = frozenset(chr(b) for b in range(128) if CLASSES[b] == ord("p"))
-_ASCII_DIGITS = frozenset("0123456789")
-
-
 class TextEstimator(_CachedCounter):
     """The default: o200k-calibrated estimate, honest for prose, CJK, code and JSON alike.
 
@@ -358,36 +353,15 @@ class TextEstimator(_CachedCounter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._head: tuple[str, tuple[int, ...]] = ("", ())
         # The features of short texts met before (`text_features`), by their class string.
         self._short: Bounded[bytes, tuple[int, ...]] = Bounded(SHORT_MEMO_SIZE)
 
     def count_text(self, text: str) -> int:
         return _estimate_text(text, self._short)
 
-    def count_text_split(self, text: str, split: int) -> int:
-        """`count_text(text)`, where `text[:split]` is usually the head of the last call's text
-        (a summary whose stats alone change): the head's features are read once.
-
-        Exact: where the head ends in ASCII punctuation and the rest starts with a digit, no
-        piece `text_features` counts can run across the cut (each pattern that holds a digit
-        has a letter, space or digit before it, and none opens on one), and the rest starts no
-        run the start-of-text checks count, so the features of the whole are those of the two
-        parts added up."""
-        head, rest = text[:split], text[split:]
-        if not head or head[-1] not in _ASCII_PUNCT or not rest or rest[0] not in _ASCII_DIGITS:
-            return _estimate_text(text, self._short)
-        known, features = self._head
-        if known != head:
-            features = text_features(head, self._short)
-            self._head = (head, features)
-        both = map(add, features, text_features(rest, self._short))
-        cost: float = sum(map(mul, _FEATURE_WEIGHTS, both))
-        return max(1, round(cost))
-
     def remember(self, message: Message, count: int) -> None:
         """Note a count the caller made of `message` exactly as `count` would (a summary sized
-        while it was packed), so counting it again is a look-up."""
+        while it was packaged), so counting it again is a look-up."""
         if message.id:
             if self._unfiled:
                 self._file()

@@ -23,7 +23,6 @@ from precis.core.validity import check
 from precis.engine.audit import audited, committed_summary, plain_metadata
 from precis.engine.fallback import Summaries
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
-from precis.engine.packing import settle_tokens_after
 from precis.engine.requests import Call, Request
 from precis.engine.results import CompactionResult, CompactionStats, prompt_cache, unchanged
 from precis.engine.settings import SUMMARY_WRAPPER_TOKENS, CompactionSettings
@@ -55,7 +54,13 @@ from precis.summarize.guard import (
     apply_guard,
     extract_facts,
 )
-from precis.summarize.packaging import MIN_CLIP_CHARS, clip_summary, packed_head, with_stats
+from precis.summarize.packaging import (
+    MIN_CLIP_CHARS,
+    clip_summary,
+    packed_head,
+    settle_tokens_after,
+    with_stats,
+)
 
 __all__ = ["CompactionJob", "CompactionResult", "CompactionStats", "Compactor", "NoOp"]
 
