@@ -46,7 +46,6 @@ FactKind = Literal[
 ]
 
 COMPACTION_MODES: Final[tuple[CompactionMode, ...]] = get_args(CompactionMode)
-MESSAGE_KINDS: Final[tuple[MessageKind, ...]] = get_args(MessageKind)
 TRIGGERS: Final[tuple[Trigger, ...]] = get_args(Trigger)
 SUMMARY_STYLES: Final[tuple[SummaryStyle, ...]] = get_args(SummaryStyle)
 MERGE_POLICIES: Final[tuple[MergePolicy, ...]] = get_args(MergePolicy)

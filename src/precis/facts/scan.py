@@ -46,7 +46,6 @@ from precis.facts.progress import (
     action_text,
     commit_lines,
     is_action,
-    is_lookup,
     push_ok,
     push_target,
     shell_work,
@@ -105,8 +104,6 @@ class CallScan:
     todo_items: tuple[str, ...] | None
     # A read of a log or a saved command output (not source code): its errors were seen.
     reads_log: bool = False
-    # A lookup by name (get_…, search_…): what it found is not progress.
-    looks_up: bool = False
     # A "think" tool's thought: the agent talking to itself, a progress note of its own.
     thought: str = ""
     # Code names in the code the call writes: for the brief to rank, not the guard.
@@ -444,7 +441,6 @@ def _call(call: ToolCall) -> CallScan:
         reads_only=reads_only,
         todo_items=_todo_items(lname, fields),
         reads_log=reads_log,
-        looks_up=not quiet and is_lookup(name),
         thought=_thought(lname, fields),
         symbols=code_symbols(data, shell_text),
         work=shell_work(shell_text) if shell_text else None,
