@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from json_texts import PIECES, argument_texts
 
 from precis.core.messages import Message, ToolCall
-from precis.core.tokens import LettaEstimator, TextEstimator, letta_chars, letta_chars_many
+from precis.core.tokens import LettaEstimator, TextEstimator, letta_chars
 
 texts = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=5).map("".join))
 plain_texts = texts.filter(lambda t: "\x00" not in t)
@@ -51,12 +51,6 @@ def messages(draw: st.DrawFn) -> Message:
             tool_calls=tuple(ToolCall(f"c{i}", n, a) for i, (n, a) in enumerate(calls)),
         )
     return message
-
-
-@pytest.mark.property
-@given(st.lists(messages(), max_size=12))
-def test_column_count_equals_the_one_message_count(batch: list[Message]) -> None:
-    assert letta_chars_many(batch) == [letta_chars(m) for m in batch]
 
 
 def with_ids(batch: list[Message], copies: list[int]) -> list[Message]:
@@ -108,9 +102,8 @@ def test_one_call_per_message_and_several_are_summed_to_their_owner() -> None:
     )
     two = replace(one, id="b", tool_calls=(ToolCall("c1", "Read", "{}"), ToolCall("c2", "Ls", "x")))
     # "ab" 2 + "Read" 4 + '{"p":1}' 7; and 2 + "Read" 4 + "{}" 2 + "Ls" 2 + '"x"' 3
-    assert letta_chars_many([one]) == [13]
-    assert letta_chars_many([one, two]) == [13, 13]
-    assert letta_chars_many([two, one]) == [13, 13]
+    assert [letta_chars(one), letta_chars(two)] == [13, 13]
+    assert LettaEstimator().count_many([one, two]) == [4, 4]
 
 
 def test_a_batch_filed_later_is_not_spoiled_by_changes_to_the_lists() -> None:

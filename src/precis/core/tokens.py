@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter, floordiv, mul
+from operator import attrgetter, mul
 from typing import Any, Protocol, runtime_checkable
 
 from precis.core.errors import TokenizerUnavailable
@@ -166,10 +165,6 @@ class LettaEstimator(_CachedCounter):
     def _count(self, message: Message) -> int:
         return math.ceil(letta_chars(message) / 4)
 
-    def _count_many(self, messages: Sequence[Message]) -> list[int]:
-        # ceil(c / 4) as (c + 3) // 4: the same for every count below 2**53.
-        return list(map(floordiv, _letta_chars_plus(messages, 3), repeat(4)))
-
     def tokens_at_least(self, messages: Sequence[Message]) -> int:
         """A lower bound on the sum of `count`, from content lengths alone: letta counts at
         least the content of a message whose content is one string (tool calls, reasoning and
@@ -194,41 +189,6 @@ def letta_chars(message: Message) -> int:
         chars += sum(js_restringified_lengths([call.arguments for call in calls]))
     else:
         chars += IMAGE_CHARS * message.images
-    return chars
-
-
-def letta_chars_many(messages: Sequence[Message]) -> list[int]:
-    """`letta_chars` of each message. One pass reads each message once (list content,
-    reasoning or images send it to `letta_chars`); the arguments of all tool calls are then
-    measured together."""
-    return _letta_chars_plus(messages, 0)
-
-
-def _letta_chars_plus(messages: Sequence[Message], plus: int) -> list[int]:
-    """`letta_chars` of each message, plus `plus` (so that ceil(c / 4) is one division)."""
-    chars: list[int] = []
-    append = chars.append
-    owners: list[int] = []
-    arguments: list[str] = []
-    i = -1
-    for message in messages:
-        i += 1
-        if message.openai_extra or message.reasoning or message.images:
-            append(letta_chars(message) + plus)
-            continue
-        content = message.content
-        size = (len(content) if content.isascii() else utf16_len(content)) + plus
-        calls = message.tool_calls  # only an assistant message has calls
-        if calls:
-            for call in calls:
-                name = call.name
-                size += len(name) if name.isascii() else utf16_len(name)
-                arguments.append(call.arguments)
-                owners.append(i)
-        append(size)
-    if arguments:
-        for i, length in zip(owners, js_restringified_lengths(arguments), strict=True):
-            chars[i] += length
     return chars
 
 
