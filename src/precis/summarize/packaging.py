@@ -90,9 +90,8 @@ def packed_head(
             " constraints."
         )
     message = f"{note}\nThe following is a summary of the previous messages:\n {summary}"
-    # js_json_stringify of {"type": "system_alert", "message": message, "time": time}, left open
-    # for the stats.
-    return f'{{"type":"system_alert","message":{quote(message)},"time":{js_json_stringify(time)}'
+    alert = {"type": "system_alert", "message": message, "time": time}
+    return js_json_stringify(alert)[:-1]  # left open for the stats
 
 
 def with_stats(head: str, stats: Mapping[str, Any] | None) -> str:
