@@ -9,7 +9,9 @@ events and every composition sample, at each window given (default 2000 4000 800
 
 `--src` imports precis from another tree (e.g. an export of main), so two versions are compared
 on the same conversations. Prints one digest per window and one over all; equal digests, same
-behaviour.
+behaviour. The clock and the ids run on from one window to the next, so a window's digest is the
+one printed when it comes first: `tests/test_peers_digest.py` holds window 2000's (the window
+with the most compactions) to its committed value.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -39,8 +43,10 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _fix_clock_and_ids() -> None:
-    """A clock that ticks one microsecond per reading and ids that count, both deterministic."""
+@contextmanager
+def fixed_clock_and_ids() -> Iterator[None]:
+    """A clock that ticks one microsecond per reading and ids that count, both deterministic,
+    from their start; the store's own clock and ids are back once the block ends."""
     import datetime as real
 
     from precis.stores import base
@@ -54,14 +60,20 @@ def _fix_clock_and_ids() -> None:
             ticks[0] += 1
             return start + real.timedelta(microseconds=ticks[0])
 
-    base.datetime = Clock  # type: ignore[misc]
     counter = [0]
 
     def new(self: Any) -> str:
         counter[0] += 1
         return f"msg_{counter[0]:029x}"
 
+    clock, ids = base.datetime, base.MessageIds.new
+    base.datetime = Clock  # type: ignore[misc]
     base.MessageIds.new = new  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        base.datetime = clock  # type: ignore[misc]
+        base.MessageIds.new = ids  # type: ignore[method-assign]
 
 
 def digest(window: int) -> str:
@@ -120,12 +132,12 @@ def main() -> int:
     import precis
 
     print(f"precis from {Path(precis.__file__).parent}")
-    _fix_clock_and_ids()
     total = hashlib.sha256()
-    for window in args.window or WINDOWS:
-        one = digest(window)
-        total.update(one.encode())
-        print(f"window {window}: {one}")
+    with fixed_clock_and_ids():
+        for window in args.window or WINDOWS:
+            one = digest(window)
+            total.update(one.encode())
+            print(f"window {window}: {one}")
     print(f"all: {total.hexdigest()}")
     return 0
 

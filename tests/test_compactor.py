@@ -19,10 +19,7 @@ from precis.core.messages import KIND_SUMMARY, Message, messages_from_openai
 from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
 from precis.engine.compactor import Compactor
-from precis.engine.results import CompactionStats
 from precis.engine.settings import CompactionSettings
-from precis.engine.work import Candidate
-from precis.facts import Ledger
 from precis.session import AsyncSession, Session, acompact_messages, compact_messages, drive
 from precis.stores.base import ConversationStore
 from precis.stores.memory import MemoryStore
@@ -528,10 +525,3 @@ def test_the_ledger_read_ahead_is_the_ledger_replayed_at_the_compaction(
         if item.get("role") != "tool":
             session.maybe_compact()
     assert len(used) >= 3 and max(used) > 2
-
-
-def test_a_candidate_with_another_summary_is_the_replaced_one() -> None:
-    summary, other = Message(role="user", content="s"), Message(role="user", content="t")
-    stats = CompactionStats("manual", "all", 9, 3, None, 4, 2, 2)
-    candidate = Candidate("all", summary, [summary], stats, (), Ledger(()), lambda: "s", ("s",))
-    assert candidate.with_summary(other) == replace(candidate, summary=other)

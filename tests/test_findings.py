@@ -15,12 +15,12 @@ from precis.core.jscompat import utf16_len
 from precis.core.messages import Message, ToolCall
 from precis.eval.replay import load_conversation
 from precis.facts import Collector, Fact, extract_facts
-from precis.facts.digest import (
+from precis.facts.gist import (
     code_outline,
     file_held,
-    json_digest,
+    json_gist,
     note_text,
-    output_digest,
+    output_gist,
     request_gist,
     task_gist,
 )
@@ -56,7 +56,7 @@ def section(text: str, heading: str) -> str:
     return match.group(1) if match else ""
 
 
-# -- a turn's note, a result's digest ---------------------------------------------------------
+# -- a turn's note, a result's gist ---------------------------------------------------------
 
 
 def test_a_note_keeps_the_sentences_that_carry_values_not_the_preamble() -> None:
@@ -98,23 +98,23 @@ def test_a_json_result_is_kept_by_its_values() -> None:
         "insurance": None,
         "paid": True,
     }
-    digest = json_digest(json.dumps(record))
-    assert digest == "WUNA5K economy flights: HAT271 2024-05-10"
-    assert json_digest("[]") == "[]"
-    assert json_digest("not json") is None
+    gist = json_gist(json.dumps(record))
+    assert gist == "WUNA5K economy flights: HAT271 2024-05-10"
+    assert json_gist("[]") == "[]"
+    assert json_gist("not json") is None
 
 
-def test_an_output_digest_skips_a_progress_meter_and_a_file_shown_back() -> None:
+def test_an_output_gist_skips_a_progress_meter_and_a_file_shown_back() -> None:
     meter = (
         "  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current\n"
         "                                 Dload  Upload   Total   Spent    Left  Speed\n"
         "100    22  100    22    0     0    257      0 --:--:-- --:--:-- --:--:--   268\n"
         "Hello World from Perl!"
     )
-    assert output_digest(meter) == "Hello World from Perl!"
-    assert output_digest("1:from z3 import *\n2:s = Solver()") == ""
+    assert output_gist(meter) == "Hello World from Perl!"
+    assert output_gist("1:from z3 import *\n2:s = Solver()") == ""
     long_output = "Decompilation Found!\n" + "seed = _hash(flag); " * 20
-    assert output_digest(long_output).startswith("Decompilation Found! seed = _hash(flag);")
+    assert output_gist(long_output).startswith("Decompilation Found! seed = _hash(flag);")
 
 
 def test_an_edit_is_shown_by_what_it_added() -> None:

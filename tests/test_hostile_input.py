@@ -30,8 +30,8 @@ from precis.facts import (
     collect,
     decisions,
     demos,
-    digest,
     fixes,
+    gist,
     language,
     model,
     patterns,
@@ -206,16 +206,16 @@ EXTRACTORS: dict[str, Callable[[str], Any]] = {
     "decisions.decisions": decisions.decisions,
     "decisions.reasons": decisions.reasons,
     "demos.request_part": demos.request_part,
-    "digest.note_text": digest.note_text,
-    "digest.value_tokens": digest.value_tokens,
-    "digest.value_count": digest.value_count,
-    "digest.output_digest": digest.output_digest,
-    "digest.file_held": digest.file_held,
-    "digest.json_digest": digest.json_digest,
-    "digest.calls_made": digest.calls_made,
-    "digest.code_outline": digest.code_outline,
-    "digest.task_gist": lambda t: digest.task_gist(t, 400),
-    "digest.request_gist": digest.request_gist,
+    "gist.note_text": gist.note_text,
+    "gist.value_tokens": gist.value_tokens,
+    "gist.value_count": gist.value_count,
+    "gist.output_gist": gist.output_gist,
+    "gist.file_held": gist.file_held,
+    "gist.json_gist": gist.json_gist,
+    "gist.calls_made": gist.calls_made,
+    "gist.code_outline": gist.code_outline,
+    "gist.task_gist": lambda t: gist.task_gist(t, 400),
+    "gist.request_gist": gist.request_gist,
     "fixes.refusal": fixes.refusal,
     "language.is_chinese": lambda t: language.is_chinese([t]),
     "model.state_subject": model.state_subject,
@@ -422,7 +422,7 @@ def test_parsers_of_message_text_never_recurse_out_of_the_stack(
 ) -> None:
     for hostile in (DEEP, "{" + '"a":{' * 100_000, "[" * MEGABYTE):
         parser(hostile)  # no RecursionError: too deep is not JSON here
-    assert digest.json_digest(DEEP) is None
+    assert gist.json_gist(DEEP) is None
     assert records.read_record('{"id": "a", "x": ' + "[" * 3000 + "]" * 3000 + "}") is None
 
 
@@ -493,7 +493,7 @@ def _spans(pattern: re.Pattern[str], text_: str) -> list[tuple[tuple[int, int], 
 @pytest.mark.property
 @given(SHORT_TEXTS)
 def test_the_linear_scans_find_what_the_old_patterns_found(sample: str) -> None:
-    assert OLD_TOKEN_RE.findall(sample) == digest._TOKEN_RE.findall(sample)
+    assert OLD_TOKEN_RE.findall(sample) == gist._TOKEN_RE.findall(sample)
     assert _spans(OLD_REDIRECT_RE, sample) == _spans(progress._REDIRECT_RE, sample)
     assert _spans(OLD_HEADING_ROOT_RE, sample) == _spans(labels.HEADING_ROOT_RE, sample)
     assert (OLD_PUSH_OK_RE.search(sample) is None) == (progress._PUSH_OK_RE.search(sample) is None)
@@ -509,4 +509,4 @@ def test_the_linear_scans_find_what_the_old_patterns_found(sample: str) -> None:
     assert quoted == [q or "" for q in terms._quoted_texts(sample)]
     # The sentence splitter: the same sentences once each piece is a line (blank ones dropped).
     old = [p for p in map(text.one_line, OLD_SENTENCE_RE.split(sample)) if p]
-    assert old == [p for p in map(text.one_line, digest._SENTENCE_RE.split(sample)) if p]
+    assert old == [p for p in map(text.one_line, gist._SENTENCE_RE.split(sample)) if p]

@@ -11,9 +11,7 @@ from hypothesis import strategies as st
 from json_texts import PIECES, argument_texts
 
 from precis.core.messages import Message, ToolCall
-from precis.core.tokens import LettaEstimator, TextEstimator, letta_chars, letta_chars_many
-from precis.engine.packing import settle_tokens_after
-from precis.summarize.packaging import packed_head, with_stats
+from precis.core.tokens import LettaEstimator, TextEstimator, letta_chars
 
 texts = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=5).map("".join))
 plain_texts = texts.filter(lambda t: "\x00" not in t)
@@ -53,12 +51,6 @@ def messages(draw: st.DrawFn) -> Message:
             tool_calls=tuple(ToolCall(f"c{i}", n, a) for i, (n, a) in enumerate(calls)),
         )
     return message
-
-
-@pytest.mark.property
-@given(st.lists(messages(), max_size=12))
-def test_column_count_equals_the_one_message_count(batch: list[Message]) -> None:
-    assert letta_chars_many(batch) == [letta_chars(m) for m in batch]
 
 
 def with_ids(batch: list[Message], copies: list[int]) -> list[Message]:
@@ -110,9 +102,8 @@ def test_one_call_per_message_and_several_are_summed_to_their_owner() -> None:
     )
     two = replace(one, id="b", tool_calls=(ToolCall("c1", "Read", "{}"), ToolCall("c2", "Ls", "x")))
     # "ab" 2 + "Read" 4 + '{"p":1}' 7; and 2 + "Read" 4 + "{}" 2 + "Ls" 2 + '"x"' 3
-    assert letta_chars_many([one]) == [13]
-    assert letta_chars_many([one, two]) == [13, 13]
-    assert letta_chars_many([two, one]) == [13, 13]
+    assert [letta_chars(one), letta_chars(two)] == [13, 13]
+    assert LettaEstimator().count_many([one, two]) == [4, 4]
 
 
 def test_a_batch_filed_later_is_not_spoiled_by_changes_to_the_lists() -> None:
@@ -152,49 +143,6 @@ def test_the_lower_bound_is_close_for_plain_text_and_ignores_list_content() -> N
     counter = LettaEstimator()
     assert counter.tokens_at_least(plain) == 20 and sum(counter.count_many(plain)) == 24
     assert counter.tokens_at_least([listed]) == 0  # its content "ab\n\nc" is not what is counted
-
-
-@pytest.mark.property
-@given(texts, st.sampled_from(':,"{}[]-/.'), st.sampled_from("0123456789"), texts, texts)
-def test_a_text_counted_in_two_parts_counts_as_the_whole(
-    head: str, end: str, digit: str, rest: str, other: str
-) -> None:
-    """`count_text_split` is `count_text` wherever it cuts, its head read once across calls."""
-    counter = TextEstimator()
-    for text, split in (
-        (head + end + digit + rest, len(head) + 1),  # punctuation | digit: counted apart
-        (head + end + digit + other, len(head) + 1),  # the same head again
-        (head + rest, len(head)),  # any other cut: counted whole
-        (other, len(other) // 2),
-    ):
-        assert counter.count_text_split(text, split) == counter.count_text(text)
-
-
-@pytest.mark.property
-@given(texts, st.integers(0, 10**7), st.integers(0, 99))
-def test_the_tokens_after_settle_where_counting_the_whole_summary_does(
-    text: str, kept: int, evicted: int
-) -> None:
-    """`settle_tokens_after` finds what packing and counting the summary round by round finds."""
-    head = packed_head(
-        text, {"messages_count_before": 9, "messages_count_after": 2}, "sliding_window", time="t"
-    )
-
-    def stats_of(after: int) -> dict[str, int]:
-        return {"context_tokens_after": after, "messages_count_before": evicted}
-
-    def total(after: int) -> int:
-        content = with_stats(head, stats_of(after))
-        return kept + TextEstimator().count(Message(role="user", content=content))
-
-    after, settled = total(kept), False
-    for _ in range(3):
-        again = total(after)
-        if again == after:
-            settled = True
-            break
-        after = again
-    assert settle_tokens_after(TextEstimator(), head, stats_of, kept) == (after, settled)
 
 
 def test_a_remembered_count_is_what_count_gives_back() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -230,25 +229,3 @@ def test_anthropic_results_may_answer_calls_stored_earlier() -> None:
     ]
     (result,) = messages_from_anthropic(later, issued={"tu9"})
     assert (result.role, result.tool_call_id, result.content) == ("tool", "tu9", "ok")
-
-
-def test_a_restamped_message_is_the_replaced_one_and_checked_fields_are_still_checked() -> None:
-    call = ToolCall("c1", "read_file", '{"path": "a.py"}')
-    message = Message(role="assistant", content="x", tool_calls=(call,), metadata={"a": 1})
-    changes: dict[str, Any] = {
-        "id": "m1",
-        "kind": "summary",
-        "pinned": True,
-        "metadata": {"b": [2]},
-        "created_at": "2026-01-01T00:00:00.000000Z",
-        "reasoning": "why",
-        "images": 2,
-        "openai_extra": {"name": "n"},
-    }
-    for name, value in changes.items():
-        assert message.restamped(**{name: value}) == replace(message, **{name: value})
-    assert message.restamped(**changes) == replace(message, **changes)
-    with pytest.raises(InvalidMessage):
-        message.restamped(content="\x00")
-    with pytest.raises(InvalidMessage):
-        message.restamped(role="tool", id="m2")

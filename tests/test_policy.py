@@ -10,17 +10,10 @@ from typing import Any
 import pytest
 from run_cli import Ran, run_precis
 
+from precis.cli.loading import LoadedSettings, env_name, load_settings, trust
 from precis.core.errors import InvalidSetting, SettingsError
 from precis.core.tokens import letta_threshold
-from precis.engine.settings import (
-    MAX_SECONDS,
-    MAX_SETTING_COUNT,
-    CompactionSettings,
-    LoadedSettings,
-    env_name,
-    load_settings,
-    trust,
-)
+from precis.engine.settings import MAX_SECONDS, MAX_SETTING_COUNT, CompactionSettings
 
 
 def write_toml(directory: Path, text: str) -> Path:

@@ -46,7 +46,7 @@ def test_anthropic_definitions() -> None:
 def test_definitions_are_fresh_copies() -> None:
     tool_definitions("openai")[0]["function"]["parameters"]["required"].append("oops")
     assert tool_definitions("openai")[0]["function"]["parameters"]["required"] == ["query"]
-    with pytest.raises(ValueError, match="dialect"):
+    with pytest.raises(ValueError, match="chat format"):
         tool_definitions("gemini")  # type: ignore[arg-type]
 
 

@@ -65,7 +65,7 @@ def test_pending_call_at_the_end() -> None:
 def test_reused_call_id_across_turns_is_openai_ok_but_not_anthropic() -> None:
     messages = [user(), call("a"), result("a"), call("a"), result("a")]
     assert check(messages) == []
-    assert rules(messages, dialect="anthropic") == [(3, DUPLICATE_CALL)]
+    assert rules(messages, chat_format="anthropic") == [(3, DUPLICATE_CALL)]
 
 
 def test_anthropic_layout_rules() -> None:
@@ -75,7 +75,7 @@ def test_anthropic_layout_rules() -> None:
         result("a"),
         Message(role="system", content="late"),
     ]
-    assert rules(messages, dialect="anthropic") == [(1, FIRST_NOT_USER), (3, SYSTEM_NOT_FIRST)]
+    assert rules(messages, chat_format="anthropic") == [(1, FIRST_NOT_USER), (3, SYSTEM_NOT_FIRST)]
 
 
 def test_violation_text_names_place_and_rule() -> None:

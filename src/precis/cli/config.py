@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from precis.cli.errors import CliFailure, CliUsageError
 
 if TYPE_CHECKING:
-    from precis.engine.settings import LoadedSettings
+    from precis.cli.loading import LoadedSettings
     from precis.providers.base import ChatProvider
     from precis.session import Session
     from precis.stores.base import ConversationStore
@@ -77,7 +77,7 @@ class CliConfig:
 
 def resolve_settings(home: Path, options: Mapping[str, Any]) -> LoadedSettings:
     """precis.toml and PRECIS_* under the given options; the CLI's window when none is set."""
-    from precis.engine.settings import LoadedSettings, load_settings
+    from precis.cli.loading import LoadedSettings, load_settings
 
     overrides = {name: value for name, value in options.items() if value is not None}
     loaded = load_settings(

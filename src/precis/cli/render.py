@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from precis.cli.loading import LoadedSettings
     from precis.core.messages import Message
     from precis.engine.results import CompactionStats
-    from precis.engine.settings import LoadedSettings
     from precis.session import Session
     from precis.stores.base import CompactionEvent
 

@@ -6,20 +6,34 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
-from typing import Any, cast
+from typing import Any, Final, TypedDict, cast
 
 from precis.core.errors import InvalidMessage, MessageTooLarge
-from precis.core.types import Role
+from precis.core.types import MessageKind, Role
 
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
 # Kinds of message precis itself writes into a conversation.
-KIND_MESSAGE = "message"
-KIND_SUMMARY = "summary"
-KIND_MARKER = "marker"
-KIND_TASK = "task"
+KIND_MESSAGE: Final[MessageKind] = "message"
+KIND_SUMMARY: Final[MessageKind] = "summary"
+KIND_MARKER: Final[MessageKind] = "marker"
+KIND_TASK: Final[MessageKind] = "task"
+
+
+class SummaryMetadata(TypedDict, total=False):
+    """What precis writes in the metadata of a summary or a truncation marker. A reader still
+    checks each value's type: a stored message may come from an import or an older version."""
+
+    summary: str  # the summary's own text, without the system_alert JSON around it
+    mode: str  # what the plan did (`PlanMode`)
+    summarizer: str  # the summarizer's `name`
+    phase: str  # the phase that ended, when one did
+    ledger: list[dict[str, str]]  # the facts carried forward (`Ledger.to_json`)
+    stats: dict[str, Any]  # `CompactionStats.as_dict`
+    audit: dict[str, Any]  # what the compaction checked (`engine.audit`)
+
 
 # OpenAI roles that map onto ours; the original spelling is kept for the round trip.
 _ROLE_ALIASES = {"developer": "system"}
@@ -137,7 +151,7 @@ class Message:
     id: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
-    kind: str = KIND_MESSAGE
+    kind: MessageKind = KIND_MESSAGE
     pinned: bool = False
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: str | None = None
@@ -178,19 +192,6 @@ class Message:
     def with_id(self, message_id: str) -> Message:
         return replace(self, id=message_id)
 
-    def restamped(self, **changes: Any) -> Message:
-        """`dataclasses.replace` that changes only what `__post_init__` does not check (id,
-        kind, flags, data): the rest was checked when this message was made, so it is not
-        checked again (a store stamps and an audit annotates every summary)."""
-        if type(self) is not Message or not changes.keys() <= _UNCHECKED_FIELDS:
-            return replace(self, **changes)
-        copy = object.__new__(Message)
-        for name in _FIELDS:
-            object.__setattr__(
-                copy, name, changes[name] if name in changes else getattr(self, name)
-            )
-        return copy
-
     @classmethod
     def from_openai(
         cls,
@@ -199,7 +200,7 @@ class Message:
         index: int | None = None,
         id: str = "",
         pinned: bool = False,
-        kind: str = KIND_MESSAGE,
+        kind: MessageKind = KIND_MESSAGE,
     ) -> Message:
         """Build a message from one OpenAI chat-completions message dict."""
         if not isinstance(data, Mapping):
@@ -552,10 +553,3 @@ def _tool_input(call: ToolCall) -> Any:
     except json.JSONDecodeError:
         return {"_raw_arguments": call.arguments}
     return value if isinstance(value, dict) else {"value": value}
-
-
-# Message's fields, and those `Message.__post_init__` does not look at.
-_FIELDS = tuple(f.name for f in fields(Message))
-_UNCHECKED_FIELDS = frozenset(
-    {"id", "kind", "pinned", "metadata", "created_at", "reasoning", "images", "openai_extra"}
-)

@@ -5,15 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import add, attrgetter, floordiv, mul
+from operator import attrgetter, mul
 from typing import Any, Protocol, runtime_checkable
 
 from precis.core.errors import TokenizerUnavailable
 from precis.core.jscompat import js_restringified_lengths, utf16_len
 from precis.core.memo import Bounded
 from precis.core.messages import Message
-from precis.core.textfeatures import CLASSES, text_features
+from precis.core.textfeatures import text_features
 
 # Short texts whose features a `TextEstimator` remembers, at most.
 SHORT_MEMO_SIZE = 4096
@@ -166,10 +165,6 @@ class LettaEstimator(_CachedCounter):
     def _count(self, message: Message) -> int:
         return math.ceil(letta_chars(message) / 4)
 
-    def _count_many(self, messages: Sequence[Message]) -> list[int]:
-        # ceil(c / 4) as (c + 3) // 4: the same for every count below 2**53.
-        return list(map(floordiv, _letta_chars_plus(messages, 3), repeat(4)))
-
     def tokens_at_least(self, messages: Sequence[Message]) -> int:
         """A lower bound on the sum of `count`, from content lengths alone: letta counts at
         least the content of a message whose content is one string (tool calls, reasoning and
@@ -194,41 +189,6 @@ def letta_chars(message: Message) -> int:
         chars += sum(js_restringified_lengths([call.arguments for call in calls]))
     else:
         chars += IMAGE_CHARS * message.images
-    return chars
-
-
-def letta_chars_many(messages: Sequence[Message]) -> list[int]:
-    """`letta_chars` of each message. One pass reads each message once (list content,
-    reasoning or images send it to `letta_chars`); the arguments of all tool calls are then
-    measured together."""
-    return _letta_chars_plus(messages, 0)
-
-
-def _letta_chars_plus(messages: Sequence[Message], plus: int) -> list[int]:
-    """`letta_chars` of each message, plus `plus` (so that ceil(c / 4) is one division)."""
-    chars: list[int] = []
-    append = chars.append
-    owners: list[int] = []
-    arguments: list[str] = []
-    i = -1
-    for message in messages:
-        i += 1
-        if message.openai_extra or message.reasoning or message.images:
-            append(letta_chars(message) + plus)
-            continue
-        content = message.content
-        size = (len(content) if content.isascii() else utf16_len(content)) + plus
-        calls = message.tool_calls  # only an assistant message has calls
-        if calls:
-            for call in calls:
-                name = call.name
-                size += len(name) if name.isascii() else utf16_len(name)
-                arguments.append(call.arguments)
-                owners.append(i)
-        append(size)
-    if arguments:
-        for i, length in zip(owners, js_restringified_lengths(arguments), strict=True):
-            chars[i] += length
     return chars
 
 
@@ -344,11 +304,6 @@ def _estimate_text(text: str, known: Bounded[bytes, tuple[int, ...]] | None = No
     return max(1, round(cost))
 
 
-# ASCII characters of class "p" (`CLASSES`' default): neither letter, digit, space nor newline.
-_ASCII_PUNCT = frozenset(chr(b) for b in range(128) if CLASSES[b] == ord("p"))
-_ASCII_DIGITS = frozenset("0123456789")
-
-
 class TextEstimator(_CachedCounter):
     """The default: o200k-calibrated estimate, honest for prose, CJK, code and JSON alike.
 
@@ -358,36 +313,15 @@ class TextEstimator(_CachedCounter):
 
     def __init__(self) -> None:
         super().__init__()
-        self._head: tuple[str, tuple[int, ...]] = ("", ())
         # The features of short texts met before (`text_features`), by their class string.
         self._short: Bounded[bytes, tuple[int, ...]] = Bounded(SHORT_MEMO_SIZE)
 
     def count_text(self, text: str) -> int:
         return _estimate_text(text, self._short)
 
-    def count_text_split(self, text: str, split: int) -> int:
-        """`count_text(text)`, where `text[:split]` is usually the head of the last call's text
-        (a summary whose stats alone change): the head's features are read once.
-
-        Exact: where the head ends in ASCII punctuation and the rest starts with a digit, no
-        piece `text_features` counts can run across the cut (each pattern that holds a digit
-        has a letter, space or digit before it, and none opens on one), and the rest starts no
-        run the start-of-text checks count, so the features of the whole are those of the two
-        parts added up."""
-        head, rest = text[:split], text[split:]
-        if not head or head[-1] not in _ASCII_PUNCT or not rest or rest[0] not in _ASCII_DIGITS:
-            return _estimate_text(text, self._short)
-        known, features = self._head
-        if known != head:
-            features = text_features(head, self._short)
-            self._head = (head, features)
-        both = map(add, features, text_features(rest, self._short))
-        cost: float = sum(map(mul, _FEATURE_WEIGHTS, both))
-        return max(1, round(cost))
-
     def remember(self, message: Message, count: int) -> None:
         """Note a count the caller made of `message` exactly as `count` would (a summary sized
-        while it was packed), so counting it again is a look-up."""
+        while it was packaged), so counting it again is a look-up."""
         if message.id:
             if self._unfiled:
                 self._file()

@@ -1,4 +1,5 @@
-"""The vocabulary, defined once: modes, triggers, styles, merge policies, dialects, fact kinds."""
+"""The vocabulary, defined once: modes, triggers, styles, merge policies, chat formats, fact
+kinds."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ from typing import Final, Literal, get_args
 from precis.core.errors import InvalidInput
 
 Role = Literal["system", "user", "assistant", "tool"]
+# What a stored message is: one of the conversation's, or one precis wrote (a summary, a
+# truncation marker, the pinned task).
+MessageKind = Literal["message", "summary", "marker", "task"]
 # What a planner (and so a summary) can do; a compaction may also truncate, with no model call.
 PlanMode = Literal["sliding_window", "all"]
 CompactionMode = Literal["sliding_window", "all", "truncate"]
+# What a compaction made: a compaction mode, or "mask" (the cheap tier: old outputs stubbed).
+MadeMode = Literal["sliding_window", "all", "truncate", "mask"]
+# What a compaction's stats report it did: what it made, or "none" (a no-op).
+StatsMode = Literal["sliding_window", "all", "truncate", "mask", "none"]
 Trigger = Literal[
     "manual",
     "context_window_limit",
@@ -23,8 +31,9 @@ Trigger = Literal[
 SummaryStyle = Literal["letta", "brief", "notes"]
 # An earlier summary is rebuilt from scratch, or kept section by section with new items added.
 MergePolicy = Literal["regenerate", "anchored"]
-# Whose tool-pairing rules a context must satisfy.
-Dialect = Literal["openai", "anthropic"]
+# Whose chat format a context is held to (its tool-pairing rules) or tools are written in; a
+# store's SQL dialect is `stores.dialect.Dialect`.
+ChatFormat = Literal["openai", "anthropic"]
 # What a fact is, most vital first: a short budget keeps the head of this order.
 FactKind = Literal[
     "constraint",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from precis.core.messages import Message
-from precis.core.types import Dialect
+from precis.core.types import ChatFormat
 
 ORPHAN_RESULT = "orphan_tool_result"
 UNKNOWN_CALL = "unknown_tool_call_id"
@@ -31,7 +31,7 @@ class Violation:
 
 def check(
     messages: Sequence[Message],
-    dialect: Dialect = "openai",
+    chat_format: ChatFormat = "openai",
     *,
     allow_pending: bool = True,
     start: int = 0,
@@ -92,14 +92,14 @@ def check(
                         Violation(i, DUPLICATE_CALL, f"call id {tc.id!r} twice in one message")
                     )
                     continue
-                if tc.id in seen_calls and dialect == "anthropic":
+                if tc.id in seen_calls and chat_format == "anthropic":
                     out.append(Violation(i, DUPLICATE_CALL, f"call id {tc.id!r} used again"))
                 open_calls[tc.id] = i
                 seen_calls.add(tc.id)
     if not allow_pending:
         close_turn(start + len(messages))
 
-    if dialect == "anthropic":
+    if chat_format == "anthropic":
         out.extend(_anthropic_rules(messages, start))
     if len(out) > 1:
         out.sort(key=lambda v: v.index)

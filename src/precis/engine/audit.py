@@ -8,6 +8,7 @@ verification found, and every attempt that was rolled back before it and why.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from operator import attrgetter
 from typing import Any, Final
 
@@ -50,7 +51,7 @@ def audited(
         "attempts": list(attempts),
     }
     metadata = {**summary.metadata, "audit": audit}
-    return summary.restamped(metadata=HandedOver(metadata) if handed else metadata)
+    return replace(summary, metadata=HandedOver(metadata) if handed else metadata)
 
 
 def audit_of(summary: Message) -> dict[str, Any]:

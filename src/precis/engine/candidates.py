@@ -11,12 +11,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from precis.core.memo import Memo
-from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
+from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message, SummaryMetadata
 from precis.core.tokens import TextEstimator, TokenCounter
-from precis.core.types import CompactionMode
+from precis.core.types import CompactionMode, PlanMode, Trigger
 from precis.engine.fallback import Summaries
 from precis.engine.masking import MASK_MODE, plan_masking
-from precis.engine.packing import settle_tokens_after
 from precis.engine.results import CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.truncation import plan_truncation
@@ -31,7 +30,7 @@ from precis.engine.work import (
 from precis.facts import missing_from_folded, remember_ledger
 from precis.stores.base import MessageIds
 from precis.summarize.guard import Fact, Ledger, extract_facts
-from precis.summarize.packaging import packed_head, with_stats
+from precis.summarize.packaging import packed_head, settle_tokens_after, with_stats
 
 __all__ = ["CandidateMaker", "CompactionJob"]
 
@@ -41,7 +40,7 @@ class CompactionJob:
     """What one call asks for; `floor_tokens` is what each request carries besides messages,
     and `summaries` writes its summaries (the summarizer's, or the stand-in's once it failed)."""
 
-    trigger: str
+    trigger: Trigger
     mode: CompactionMode | None
     summaries: Summaries
     instructions: str | None = None
@@ -73,9 +72,9 @@ class CandidateMaker:
 
     def _packed(
         self,
-        mode: str,
+        mode: PlanMode,
         text: str,
-        metadata: dict[str, Any],
+        metadata: SummaryMetadata,
         pinned: Sequence[Message],
         keep: Sequence[Message],
         messages: Sequence[Message],
@@ -129,7 +128,7 @@ class CandidateMaker:
             id=summary_id,
             kind=KIND_SUMMARY,
             created_at=now,
-            metadata={**metadata, "stats": stats.as_dict()},
+            metadata=SummaryMetadata(**metadata, stats=stats.as_dict()),
         )
         plain = remember_ledger(
             summary, ledger, self.memo

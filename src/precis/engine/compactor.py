@@ -10,11 +10,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from precis.core.errors import CompactionError, CompactionVetoed, PlanningError, VersionConflict
 from precis.core.memo import Memo
-from precis.core.messages import Message
+from precis.core.messages import Message, SummaryMetadata
 from precis.core.planning import CompactionPlan, plan_all, plan_sliding_window, plan_to_target
 from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, count_all
@@ -408,7 +407,7 @@ class Compactor(CandidateMaker):
             room = guard_budget(required, clip, clip_room(s.effective_clip_chars, plan.pinned))
             text = apply_guard(text, needed, clip_chars=room, memo=self.memo).text
         self._step("summarized")
-        metadata: dict[str, Any] = {
+        metadata: SummaryMetadata = {
             "summary": text,
             "mode": plan.mode,
             "summarizer": job.summaries.name,

@@ -42,16 +42,9 @@ def measure(
     tool_tokens: int = 0,
 ) -> Sample:
     """The sample for these messages (a whole context, or an append's new messages)."""
-    pinned = summary = plain = tool_outputs = 0
+    parts = dict.fromkeys(("pinned", "summary", "messages", "tool_outputs"), 0)
     for message, tokens in zip(messages, count_all(counter, messages), strict=True):
-        if message.pinned:  # `kind_of`, a call fewer per message
-            pinned += tokens
-        elif message.kind in _SUMMARIES:
-            summary += tokens
-        elif message.role == "tool":
-            tool_outputs += tokens
-        else:
-            plain += tokens
+        parts[kind_of(message)] += tokens
     return Sample(
         kind=kind,
         at=at,
@@ -60,8 +53,8 @@ def measure(
         reserved=settings.planner_reserve(0),
         system=system_tokens,
         tools=tool_tokens,
-        pinned=pinned,
-        summary=summary,
-        messages=plain,
-        tool_outputs=tool_outputs,
+        pinned=parts["pinned"],
+        summary=parts["summary"],
+        messages=parts["messages"],
+        tool_outputs=parts["tool_outputs"],
     )

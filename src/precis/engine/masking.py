@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from precis.core.messages import KIND_MARKER, Message
 from precis.core.planning import pinned_mask
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 # The mode a masking compaction reports (its tier): no summary, tool outputs masked.
-MASK_MODE = "mask"
+MASK_MODE: Final = "mask"
 # The marker's metadata key: how many tool outputs before it are masked, in all.
 MASKED_KEY = "masked_outputs"
 

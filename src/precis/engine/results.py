@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from precis.core.messages import Message
+from precis.core.types import StatsMode, Trigger
 
 # What stood in for a summarizer that failed: the extractive brief, or (when no brief could
 # make the context fit) truncation.
@@ -26,8 +27,8 @@ class CompactionStats:
     `as_dict`) when the summarizer answered.
     """
 
-    trigger: str
-    mode: str
+    trigger: Trigger
+    mode: StatsMode
     context_tokens_before: int
     context_tokens_after: int
     context_window: int | None
@@ -98,10 +99,10 @@ def _prompt_order(messages: Sequence[Message]) -> list[Message]:
 
 
 # The mode a no-op compaction reports in its stats.
-NO_OP_MODE = "none"
+NO_OP_MODE: Final[StatsMode] = "none"
 
 
-def unchanged(trigger: str, tokens: int, messages: int, window: int | None) -> CompactionStats:
+def unchanged(trigger: Trigger, tokens: int, messages: int, window: int | None) -> CompactionStats:
     """The stats of a no-op: the same size before and after, nothing summarized."""
     return CompactionStats(
         trigger=trigger,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import is_not
 from typing import cast
 
@@ -17,6 +17,7 @@ from precis.core.memo import Memo
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.core.planning import first_cut
 from precis.core.tokens import TokenCounter
+from precis.core.types import MadeMode
 from precis.engine.results import CompactionStats
 from precis.facts import folded_parts, stored_ledger
 from precis.facts.extract import Replay
@@ -24,10 +25,10 @@ from precis.summarize.guard import BODY_FLOOR_SHARE, Fact, Ledger
 from precis.summarize.packaging import MIN_CLIP_CHARS
 
 __all__ = [
+    "CARRIED_KINDS",
     "LEDGER_LIMIT",
     "REQUIRED_KINDS",
     "REQUIRED_SHARE",
-    "VITAL_KINDS",
     "Candidate",
     "LedgerAhead",
     "NoOp",
@@ -41,9 +42,9 @@ __all__ = [
 ]
 
 # Fact kinds a summary always carries forward, and the bound on the ledger it carries.
-VITAL_KINDS = frozenset({"constraint", "task", "pinned"})
+CARRIED_KINDS = frozenset({"constraint", "task", "pinned"})
 LEDGER_LIMIT = 200
-# Share of the summary budget that the task and red lines may claim as must-keep text.
+# Share of the summary budget that the task and red lines may claim as required text.
 REQUIRED_SHARE = 0.6
 # Fact kinds a compaction must keep verbatim (else it is rolled back).
 REQUIRED_KINDS = ("task", "constraint")
@@ -51,7 +52,7 @@ REQUIRED_KINDS = ("task", "constraint")
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    mode: str
+    mode: MadeMode
     summary: Message
     context: list[Message]
     stats: CompactionStats
@@ -65,27 +66,16 @@ class Candidate:
     plain_ledger: bool = False
 
     def with_summary(self, summary: Message) -> Candidate:
-        """The candidate with another summary (its audited one): `dataclasses.replace`, made
-        directly, as every compaction does it once."""
-        return Candidate(
-            self.mode,
-            summary,
-            self.context,
-            self.stats,
-            self.required,
-            self.ledger,
-            self.whole,
-            self.runs,
-            self.plain_ledger,
-        )
+        """The candidate with another summary (its audited one)."""
+        return replace(self, summary=summary)
 
 
 def capped_ledger(ledger: Ledger) -> Ledger:
     """Bound what a summary carries forward: every rule, the task and pins, the newest rest."""
-    vital = [f for f in ledger.facts if f.kind in VITAL_KINDS]
-    rest = [f for f in ledger.facts if f.kind not in VITAL_KINDS]
-    room = max(0, LEDGER_LIMIT - len(vital))
-    return Ledger((*vital, *(rest[-room:] if room else ())))
+    carried = [f for f in ledger.facts if f.kind in CARRIED_KINDS]
+    rest = [f for f in ledger.facts if f.kind not in CARRIED_KINDS]
+    room = max(0, LEDGER_LIMIT - len(carried))
+    return Ledger((*carried, *(rest[-room:] if room else ())))
 
 
 class Work:
@@ -163,7 +153,7 @@ def clip_room(clip: int, pinned: Sequence[Message]) -> int:
 
 def guard_budget(required: Sequence[Fact], clip: int, widest: int) -> int:
     """Room for summary + retained facts: the clip, widened (up to `widest`, the configured
-    clip) only when the must-keeps would not fit beside the body's least share."""
+    clip) only when the required facts would not fit beside the body's least share."""
     need = sum(len(f.text) + 4 for f in required) + 40
     if need <= clip * (1 - BODY_FLOOR_SHARE):
         return clip

@@ -15,8 +15,8 @@ from precis.facts.collect import (
     SummaryReader,
     read_ahead,
 )
-from precis.facts.digest import Note
 from precis.facts.extract import extract_facts, remember_ledger, stored_ledger
+from precis.facts.gist import Note
 from precis.facts.kept import KeptFacts
 from precis.facts.language import (
     earlier_summary_text,

@@ -18,8 +18,8 @@ from precis.core.jscompat import utf16_len
 from precis.core.memo import Memo
 from precis.core.messages import Message
 from precis.facts.demos import request_part
-from precis.facts.digest import Note, calls_made, code_outline, file_held, value_count, value_tokens
 from precis.facts.fixes import FIX_CHANGE_MESSAGES, fixed_by, refusal
+from precis.facts.gist import Note, calls_made, code_outline, file_held, value_count, value_tokens
 from precis.facts.patterns import (
     MAX_SYSTEM_CONSTRAINTS,
     PATH_EXT_RE,
@@ -113,7 +113,7 @@ class Facts:
     spec_constraints: dict[str, str] = field(default_factory=dict)
     # The tracker item each of those rules came from, when one did (by the rule, lowercased).
     spec_sources: dict[str, str] = field(default_factory=dict)
-    # What each source file the agent read defines (`digest.code_outline`), newest read last.
+    # What each source file the agent read defines (`gist.code_outline`), newest read last.
     outlines: dict[str, str] = field(default_factory=dict)
     # The functions the source files read call without defining them, with how often.
     calls_read: dict[str, int] = field(default_factory=dict)

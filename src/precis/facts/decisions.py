@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from precis.facts.digest import value_count
+from precis.facts.gist import value_count
 from precis.facts.patterns import DECISION_RE, PLAN_AFTER_RE, REASON_RE, SENTENCE_SPLIT_RE
 from precis.facts.terms import basename
 from precis.facts.text import one_line, shorten

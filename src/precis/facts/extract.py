@@ -19,7 +19,7 @@ from precis.core.memo import Memo, Table
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, KIND_TASK, Message
 from precis.core.types import FactKind
 from precis.facts.collect import Collector, Facts
-from precis.facts.digest import request_gist
+from precis.facts.gist import request_gist
 from precis.facts.model import Fact, Ledger, dedupe, newest_states
 from precis.facts.tally import W_OUTPUT, W_SPOKEN, Tally
 from precis.facts.terms import project_root

@@ -15,7 +15,7 @@ from typing import Final
 from precis.core.memo import Memo
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message
 from precis.facts.model import Fact
-from precis.facts.verify import PROBED, _Probed, _probed, folded_parts
+from precis.facts.verify import _Probed, _probed, folded_parts
 
 # What `KeptFacts` remembers of a fact: the index of a part that holds it, or one of these.
 _ABSENT: Final = -1
@@ -97,13 +97,12 @@ class KeptFacts:
         found: dict[int, _Found] = {}
         missing: list[Fact] = []
         probes: list[_Probed] = []
-        remembered, was = self.memo[PROBED].get, old_found.get
+        was = old_found.get
         starts: list[int] | None = None
         for fact in facts:
             entry = was(id(fact))  # the old facts live while `last` does: an id is theirs
             if entry is None:  # not asked about last time
-                hit = remembered(id(fact))  # `_probed`, inline: this runs for every new fact
-                probe = hit[1] if hit is not None and hit[0] is fact else _probed(fact, self.memo)
+                probe = _probed(fact, self.memo)
                 spread = False
             else:
                 state, probe = entry

@@ -316,11 +316,6 @@ _TITLED_RE: Final = re.compile(
 )
 
 
-def is_lookup(name: str) -> bool:
-    """A named call that only looks something up (get_…, search_…, think)."""
-    return _LOOKUP_RE.match(name) is not None
-
-
 def is_action(name: str) -> bool:
     """A named domain call that changes something, `verb_object` or `verbObject`
     (`cancel_reservation`, `sendEmail`): not a lookup, and not a one-word harness tool (Task)."""
@@ -403,7 +398,6 @@ class WorkItem:
     commit: str = ""
     subject: str = ""
     reason: str = ""
-    done_at: int = -1
     pushed: bool = False
 
 
@@ -435,7 +429,6 @@ class Progress:
     changed: dict[str, int] = field(default_factory=dict)
     git: bool = False
     last_test: TestRun | None = None
-    last_failing: TestRun | None = None
     todo: tuple[tuple[str, str], ...] = ()
     actions: list[tuple[str, bool, int]] = field(default_factory=list)
     carried: list[str] = field(default_factory=list)
@@ -455,7 +448,6 @@ class Progress:
             entry.reason = reason
         if status != "done":
             return
-        entry.done_at = at
         last = self.commits[-1] if self.commits else None
         # Closed right after a commit that changed nothing since: the work is in that commit.
         if not entry.commit and last is not None and not self.changed and last.at >= entry.first:
@@ -500,8 +492,6 @@ class Progress:
     def tested(self, command: str, tally: str, failed: bool, at: int) -> None:
         run = TestRun(command, tally, failed, at)
         self.last_test = run
-        if failed:
-            self.last_failing = run
 
     def acted(self, call: str, ok: bool, at: int) -> None:
         self.actions.append((call, ok, at))
@@ -513,15 +503,3 @@ class Progress:
             entry = self.items.get(key)
             if entry is not None and not entry.title:
                 entry.title = title
-
-    @property
-    def empty(self) -> bool:
-        return not (
-            self.items
-            or self.commits
-            or self.failed_commits
-            or self.last_test
-            or self.todo
-            or self.actions
-            or self.carried
-        )

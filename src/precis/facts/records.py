@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import parse_json
-from precis.facts.digest import json_leaves
+from precis.facts.gist import json_leaves
 from precis.facts.text import shorten
 
 # A field that names the record (`id`, `reservation_id`, `orderId`).

@@ -21,7 +21,7 @@ from precis.core.memo import Memo, Table
 from precis.core.messages import Message, ToolCall
 from precis.facts.args import ArgTerm, arg_terms, code_symbols
 from precis.facts.decisions import about_files, decisions, reasons
-from precis.facts.digest import note_text, output_digest, value_count, value_tokens
+from precis.facts.gist import note_text, output_gist, value_count, value_tokens
 from precis.facts.language import earlier_summary_text
 from precis.facts.patterns import (
     CODE_BLOCK_RE,
@@ -46,7 +46,6 @@ from precis.facts.progress import (
     action_text,
     commit_lines,
     is_action,
-    is_lookup,
     push_ok,
     push_target,
     shell_work,
@@ -105,8 +104,6 @@ class CallScan:
     todo_items: tuple[str, ...] | None
     # A read of a log or a saved command output (not source code): its errors were seen.
     reads_log: bool = False
-    # A lookup by name (get_…, search_…): what it found is not progress.
-    looks_up: bool = False
     # A "think" tool's thought: the agent talking to itself, a progress note of its own.
     thought: str = ""
     # Code names in the code the call writes: for the brief to rank, not the guard.
@@ -162,9 +159,9 @@ class AssistantScan:
     # The turn's prose, code blocks aside, cut to its first sentences: a progress note.
     note: str = ""
     symbols: tuple[Term, ...] = ()
-    # The values it says or calls with (`digest.value_tokens`): what earlier results gave it.
+    # The values it says or calls with (`gist.value_tokens`): what earlier results gave it.
     tokens: frozenset[str] = frozenset()
-    # How many values its note states (`digest.value_count`): what the turn found.
+    # How many values its note states (`gist.value_count`): what the turn found.
     note_values: int = 0
 
 
@@ -264,7 +261,7 @@ class ToolScan:
         """What came back, in a line: the first error, else the first line that says something."""
         if self._outcome is None:
             signatures = self.signatures()
-            self._outcome = signatures[0][1] if signatures else output_digest(self.text)
+            self._outcome = signatures[0][1] if signatures else output_gist(self.text)
         return self._outcome
 
 
@@ -444,7 +441,6 @@ def _call(call: ToolCall) -> CallScan:
         reads_only=reads_only,
         todo_items=_todo_items(lname, fields),
         reads_log=reads_log,
-        looks_up=not quiet and is_lookup(name),
         thought=_thought(lname, fields),
         symbols=code_symbols(data, shell_text),
         work=shell_work(shell_text) if shell_text else None,

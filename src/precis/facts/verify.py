@@ -287,7 +287,7 @@ def _probed(fact: Fact, memo: Memo | None) -> _Probed:
     key = (fact.kind, fact.text)
     if memo is None:
         return (key, *_probe(*key))
-    by_fact = memo[PROBED]
+    by_fact = memo[_PROBED]
     hit = by_fact.get(id(fact))
     if hit is not None and hit[0] is fact:
         return hit[1]
@@ -300,7 +300,7 @@ def _probed(fact: Fact, memo: Memo | None) -> _Probed:
 
 # `_probed` by the fact's identity (the entry holds the fact, so its id is not reused while
 # remembered), and `_probe` by (kind, text).
-PROBED: Final = Table[int, tuple[Fact, _Probed]]("probed facts", 8192)
+_PROBED: Final = Table[int, tuple[Fact, _Probed]]("probed facts", 8192)
 _PROBES: Final = Table[tuple[str, str], tuple[Callable[[str], bool], str, int]](
     "presence tests", 8192
 )

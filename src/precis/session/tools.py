@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from precis.core.errors import UnknownMessage
 from precis.core.messages import Message, parse_json
-from precis.core.types import Dialect
+from precis.core.types import ChatFormat
 from precis.engine.views import read_section, sections
 from precis.stores.base import RecallHit
 
@@ -118,13 +118,13 @@ READ_ORIGINAL = ToolDefinition(
 TOOLS: tuple[ToolDefinition, ...] = (SEARCH_HISTORY, READ_ORIGINAL)
 
 
-def tool_definitions(dialect: Dialect) -> list[dict[str, Any]]:
+def tool_definitions(chat_format: ChatFormat) -> list[dict[str, Any]]:
     """Both tools in the shape the provider's API expects."""
-    if dialect == "openai":
+    if chat_format == "openai":
         return [t.openai() for t in TOOLS]
-    if dialect == "anthropic":
+    if chat_format == "anthropic":
         return [t.anthropic() for t in TOOLS]
-    raise ValueError(f"unknown dialect {dialect!r}; expected 'openai' or 'anthropic'")
+    raise ValueError(f"unknown chat format {chat_format!r}; expected 'openai' or 'anthropic'")
 
 
 class MessageReader(Protocol):

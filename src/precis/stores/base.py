@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol, Self, cast, runtime_checkable
 
@@ -452,7 +452,8 @@ def normalize_message(
     """The message as the store will keep it: id and created_at set, JSON fields plain data."""
     message_id = message.id or ids.new()
     where = f"message {message_id!r} of conversation {conversation_id!r}"
-    return message.restamped(
+    return replace(
+        message,
         id=message_id,
         created_at=message.created_at if message.created_at is not None else now,
         metadata=json_safe(message.metadata, f"metadata of {where}"),

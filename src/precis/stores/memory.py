@@ -230,10 +230,7 @@ class MemoryStore(StoreBase):
             conv.in_context = None
             conv.version += 1
             conv.prompt_stale = True
-            event = compaction.event
-            conv.events.append(
-                CompactionEvent(event.trigger, event.mode, stats, stored.id, event.at)
-            )
+            conv.events.append(replace(compaction.event, stats=stats, summary_id=stored.id))
             return self._snapshot(conv)
 
     def events(self, conversation_id: str) -> list[CompactionEvent]:

@@ -27,7 +27,6 @@ SampleKind = Literal["append", "compaction"]
 SAMPLE_KINDS: Final = ("append", "compaction")
 # The parts a sample counts, bottom of the stack first; their sum is the sample's total.
 PARTS: Final = ("system", "tools", "pinned", "summary", "messages", "tool_outputs")
-_INT: Final = frozenset({int})
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +82,7 @@ class Sample:
         return max(0, self.window - self.total - self.reserved_shown)
 
     def as_dict(self) -> dict[str, Any]:
-        """The sample as plain data: its parts, their total, the reserve and the free room (the
-        total summed once: a chart reads thousands of these)."""
-        parts = self.parts
-        total = sum(parts.values())
-        window = self.window
-        reserved = 0 if window is None else max(0, min(self.reserved, window - total))
-        free = 0 if window is None else max(0, window - total - reserved)
+        """The sample as plain data: its parts, their total, the reserve and the free room."""
         return {
             "turn": self.turn,
             "kind": self.kind,
@@ -97,25 +90,15 @@ class Sample:
             "version": self.version,
             "in_context": self.in_context,
             "window": self.window,
-            "parts": parts,
-            "total": total,
-            "reserved": reserved,
-            "free": free,
+            "parts": self.parts,
+            "total": self.total,
+            "reserved": self.reserved_shown,
+            "free": self.free,
         }
 
 
 def check_sample(conversation_id: str, sample: Sample) -> None:
     """Refuse a sample no chart could draw: an unknown kind, a negative count or window."""
-    s = sample
-    numbers = (s.system, s.tools, s.pinned, s.summary, s.messages, s.tool_outputs, s.in_context)
-    window = s.window
-    if (
-        s.kind in SAMPLE_KINDS
-        and set(map(type, (*numbers, s.reserved))) == _INT
-        and min(*numbers, s.reserved) >= 0
-        and (window is None or (type(window) is int and window >= 1))
-    ):
-        return  # the usual sample, seen whole at once
     where = f"sample for conversation {conversation_id!r}"
     if sample.kind not in SAMPLE_KINDS:
         raise StoreError(f"{where}: kind must be one of {SAMPLE_KINDS}, got {sample.kind!r}")
@@ -129,24 +112,8 @@ def check_sample(conversation_id: str, sample: Sample) -> None:
 
 
 def numbered(sample: Sample, turn: int, version: int) -> Sample:
-    """The sample with the store's turn and version: `dataclasses.replace`, made directly (the
-    store keeps one per turn)."""
-    s = sample
-    return Sample(
-        s.kind,
-        s.at,
-        s.in_context,
-        s.window,
-        s.reserved,
-        s.system,
-        s.tools,
-        s.pinned,
-        s.summary,
-        s.messages,
-        s.tool_outputs,
-        turn,
-        version,
-    )
+    """The sample with the store's turn and version."""
+    return replace(sample, turn=turn, version=version)
 
 
 def grown(previous: Sample, added: Sample) -> Sample:

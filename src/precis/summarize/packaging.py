@@ -1,11 +1,14 @@
-"""Clipping a summary and wrapping it as letta-code's `system_alert` message."""
+"""Clipping a summary and wrapping it as letta-code's `system_alert` message (its packaging),
+and the tokens a context holds once that message is in it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from precis.core.jscompat import js_json_stringify, js_number, quote, utf16_len, utf16_slice
+from precis.core.messages import Message
+from precis.core.tokens import TokenCounter
 
 NO_MESSAGES_SUMMARY = "No prior conversation messages."
 SUMMARY_TRUNCATION_SUFFIX = "... [summary truncated to fit]"
@@ -87,9 +90,8 @@ def packed_head(
             " constraints."
         )
     message = f"{note}\nThe following is a summary of the previous messages:\n {summary}"
-    # js_json_stringify of {"type": "system_alert", "message": message, "time": time}, left open
-    # for the stats.
-    return f'{{"type":"system_alert","message":{quote(message)},"time":{js_json_stringify(time)}'
+    alert = {"type": "system_alert", "message": message, "time": time}
+    return js_json_stringify(alert)[:-1]  # left open for the stats
 
 
 def with_stats(head: str, stats: Mapping[str, Any] | None) -> str:
@@ -119,3 +121,30 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+# Packagings tried past the first before the count is taken as it stands.
+_SETTLE_ROUNDS = 3
+
+
+def settle_tokens_after(
+    counter: TokenCounter,
+    head: str,
+    stats_of: Callable[[int], dict[str, Any]],
+    kept_tokens: int,
+) -> tuple[int, bool]:
+    """(the context's tokens after a compaction, whether the count settled): the kept messages'
+    tokens plus the summary's, packaged from `head` with the stats `stats_of` gives for that
+    total. The stats carry that very count, so it is found as a fixed point."""
+
+    def total(tokens_after: int) -> int:
+        content = with_stats(head, stats_of(tokens_after))
+        return kept_tokens + counter.count(Message(role="user", content=content))
+
+    after = total(kept_tokens)
+    for _ in range(_SETTLE_ROUNDS):
+        settled = total(after)
+        if settled == after:
+            return after, True
+        after = settled
+    return after, False

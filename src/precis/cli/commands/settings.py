@@ -10,8 +10,8 @@ import typer
 
 from precis.cli.config import config_settings
 from precis.cli.errors import CliFailure
+from precis.cli.loading import SETTINGS_FILE, trust
 from precis.cli.render import print_settings
-from precis.engine.settings import SETTINGS_FILE, trust
 
 
 def config_command(

@@ -19,7 +19,7 @@ from typing import Final
 
 from precis.core.jscompat import utf16_len
 from precis.facts import Fact, fold, present, shorten
-from precis.facts.digest import fit_sentences
+from precis.facts.gist import fit_sentences
 from precis.facts.text import ELLIPSIS
 from precis.summarize.brief.items import Item
 from precis.summarize.brief.labels import (

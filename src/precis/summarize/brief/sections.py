@@ -22,8 +22,8 @@ from precis.facts import (
     project_root,
     shorten,
 )
-from precis.facts.digest import note_text, request_gist, task_gist
 from precis.facts.extract import REQUEST_UNITS
+from precis.facts.gist import note_text, request_gist, task_gist
 from precis.facts.patterns import CODE_BLOCK_RE, ERROR_CLASS_RE, STRONG_CONSTRAINT_RE
 from precis.summarize.brief.items import Item, display_path
 from precis.summarize.brief.labels import (

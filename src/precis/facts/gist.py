@@ -1,4 +1,4 @@
-"""What a turn said and what a call returned, in a line: the values, not the packaging.
+"""What a turn said and what a call returned, in a line: the values, not the wrapping (its gist).
 
 A progress note keeps the agent's sentences that carry something (a number, a name in code,
 a quoted string, a path), not its "Let's now …" preamble; a tool's output is kept by its
@@ -49,7 +49,7 @@ _WHY_RE: Final = re.compile(rf"(?i)^since\b|{REASON_RE.pattern.removeprefix('(?i
 _HEADING_RE: Final = re.compile(r"^(?:#+\s*)?[\w ]{1,30}:$")
 _NOTE_UNITS: Final = 220
 _MIN_CUT: Final = 60
-_DIGEST_UNITS: Final = 160
+_GIST_UNITS: Final = 160
 _SHORT_OUTPUT: Final = 120
 _HELD_LINES: Final = 2
 _MAX_VALUE: Final = 40
@@ -135,14 +135,14 @@ def _weight(sentence: str, index: int) -> float:
     return density - (2.0 if preamble else 0.0) + (0.5 if index == 0 else 0.0) + why
 
 
-def output_digest(text: str, units: int = _DIGEST_UNITS) -> str:
+def output_gist(text: str, units: int = _GIST_UNITS) -> str:
     """A tool's output in a line: a JSON value by its values, a short output whole, else the
     first line that says something."""
     stripped = text.strip()
     if stripped[:1] in {"{", "["}:
-        digest = json_digest(stripped, units)
-        if digest is not None:
-            return digest
+        gist = json_gist(stripped, units)
+        if gist is not None:
+            return gist
     lines = [
         ln
         for ln in stripped.splitlines()
@@ -170,7 +170,7 @@ def file_held(text: str) -> str:
     return line if utf16_len(line) <= _SHORT_OUTPUT else ""
 
 
-def json_digest(text: str, units: int = _DIGEST_UNITS) -> str | None:
+def json_gist(text: str, units: int = _GIST_UNITS) -> str | None:
     """A JSON value's leaves without keys, quotes or braces: a record's fields in order, a list's
     items apart ("(…), (…)"); an empty list is "[]". None when the text is not JSON."""
     try:
