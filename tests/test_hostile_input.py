@@ -329,7 +329,8 @@ def compaction_over(hostile: str) -> Session:
     """A whole append, compaction and prompt over a conversation holding `hostile`."""
     session = Session(MemoryStore(), "c", settings=CompactionSettings(context_window=8_000_000))
     session.append(*_conversation(hostile, _places(hostile)))
-    session.compact(trigger="manual")
+    session.compact(trigger="manual")  # the policy's own choice: the masking tier first
+    session.compact("sliding_window", trigger="manual")  # a summary
     session.prompt()
     return session
 

@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import peers_digest
 
 # bench/peers_digest.py --window 2000, and for all four windows (`all:`)
-# e2df85452cf5bfc702c60cf55bc6e43c6dde0d0d4d39ea677984ee0e2e80362e.
-WINDOW_2000 = "3c1d6b147fc87064a8169f450c52a1a78f5a48d525a8a1ab17e7f104f919fcb0"
+# 387932791beeec2391aeb9c2aade3e4e601d7efc50577a7f1acd6cb8f6630ab7 (after the masking tier,
+# the 85 %/40 % policy and the newest-first guard, 2026-12-06).
+WINDOW_2000 = "dada8f5639aa5a3715a09131490e901ac622c5a6a6286e40be06ae5ea973f075"
 
 
 def test_the_peers_digest_at_window_2000_is_the_committed_one() -> None:

@@ -74,14 +74,15 @@ def test_sessions_and_memos_stay_bounded_however_many_conversations(store: SQLit
 
 
 def test_next_request_finds_what_the_last_remembered(store: SQLiteStore) -> None:
-    """An append's session is kept for the conversation's next request, with its memo: the
-    compaction that follows reads the facts the append found, not a cold memo."""
+    """A request's session is kept for the conversation's next request, with its memo: the
+    next compaction reads the facts the last one found, not a cold memo."""
     app = create_app(store, settings=SETTINGS, limits=ServiceLimits(idle_sessions=KEPT))
     service = _service(app)
     with serving(app) as url, httpx.Client(base_url=url, timeout=60) as client:
         assert client.post("/v1/conversations", json={"id": "warm"}).status_code == 201
         path = "/v1/conversations/warm/messages"
         assert client.post(path, json={"messages": _turn(1)}).status_code == 201
+        assert client.post("/v1/conversations/warm/compact", json={}).status_code == 200
         kept = service.idle.take("warm")
         assert kept is not None and kept.memo.entries() > 0
         service.idle.give(kept)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from precis.core.errors import StoreError
 from precis.stores.base import utc_now
 from precis.stores.dialect import Dialect, Handle
-from precis.stores.sql import SAMPLE_COLUMNS
+from precis.stores.rows import SAMPLE_COLUMNS
 
 __all__ = ["MIGRATIONS", "bind", "counted_steps", "migrate", "migration", "pending_migrations"]
 

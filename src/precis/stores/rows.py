@@ -12,6 +12,17 @@ from precis.core.messages import Message, ToolCall
 from precis.core.types import Role
 from precis.stores.samples import PARTS, Sample
 
+# The token columns of a samples row: the reserve, then one per part (stores.samples.PARTS).
+SAMPLE_COLUMNS = ("reserved_tokens", *(f"{part}_tokens" for part in PARTS))
+SAMPLE_SELECT = (
+    "SELECT turn, kind, at, version, in_context, context_window, "
+    f"{', '.join(SAMPLE_COLUMNS)} FROM samples WHERE conversation_id = ?"
+)
+SAMPLE_INSERT = (
+    "INSERT INTO samples (conversation_id, turn, kind, at, version, in_context, context_window, "
+    f"{', '.join(SAMPLE_COLUMNS)}) VALUES ({', '.join('?' * (7 + len(SAMPLE_COLUMNS)))})"
+)
+
 # The columns every message read selects, in the order `message_from_row` expects.
 MESSAGE_COLUMNS = (
     "id, role, content, tool_calls, tool_call_id, kind, pinned, metadata, created_at, "

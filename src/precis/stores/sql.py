@@ -33,28 +33,20 @@ from precis.stores.recall import CANDIDATES
 from precis.stores.rows import (
     INSERT_COLUMNS,
     MESSAGE_COLUMNS,
+    SAMPLE_INSERT,
+    SAMPLE_SELECT,
     apply_pins,
     message_from_row,
     message_values,
     sample_from_row,
     sample_values,
 )
-from precis.stores.samples import PARTS, Sample, check_sample, grown, numbered
+from precis.stores.samples import Sample, check_sample, grown, numbered
 
-__all__ = ["SAMPLE_COLUMNS", "Dialect", "Handle", "Rows", "SQLStore", "context_sql"]
+__all__ = ["Dialect", "Handle", "Rows", "SQLStore", "context_sql"]
 
 # Ids per IN (...) list: SQLite's default cap on host parameters is 999 in old builds.
 IN_CHUNK = 500
-# The token columns of a samples row: the reserve, then one per part (stores.samples.PARTS).
-SAMPLE_COLUMNS = ("reserved_tokens", *(f"{part}_tokens" for part in PARTS))
-_SAMPLE_SELECT = (
-    "SELECT turn, kind, at, version, in_context, context_window, "
-    f"{', '.join(SAMPLE_COLUMNS)} FROM samples WHERE conversation_id = ?"
-)
-_SAMPLE_INSERT = (
-    "INSERT INTO samples (conversation_id, turn, kind, at, version, in_context, context_window, "
-    f"{', '.join(SAMPLE_COLUMNS)}) VALUES ({', '.join('?' * (7 + len(SAMPLE_COLUMNS)))})"
-)
 
 
 class _Row(NamedTuple):
@@ -570,7 +562,7 @@ class SQLStore(StoreBase):
 
     def _latest_sample(self, db: Handle, conversation_id: str) -> Sample | None:
         row = db.execute(
-            self._q(f"{_SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
+            self._q(f"{SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
         ).fetchone()
         return None if row is None else sample_from_row(row)
 
@@ -584,7 +576,7 @@ class SQLStore(StoreBase):
     ) -> Sample:
         """Record `sample` as the turn after `latest`."""
         stored = numbered(sample, 1 if latest is None else latest.turn + 1, compactions)
-        db.execute(self._q(_SAMPLE_INSERT), sample_values(conversation_id, stored))
+        db.execute(self._q(SAMPLE_INSERT), sample_values(conversation_id, stored))
         return stored
 
     def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
@@ -592,7 +584,7 @@ class SQLStore(StoreBase):
         with self._transaction(write=False) as db:
             self._conversation_row(db, conversation_id)
             rows = db.execute(
-                self._q(f"{_SAMPLE_SELECT} AND turn > ? ORDER BY turn"), (conversation_id, since)
+                self._q(f"{SAMPLE_SELECT} AND turn > ? ORDER BY turn"), (conversation_id, since)
             ).fetchall()
         return [sample_from_row(row) for row in rows]
 

@@ -10,10 +10,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from precis.stores.dialect import Handle
-from precis.stores.rows import sample_from_row
+from precis.stores.rows import SAMPLE_COLUMNS, sample_from_row
 from precis.stores.samples import PARTS, Sample
 from precis.stores.series import MarkerRow
-from precis.stores.sql import SAMPLE_COLUMNS
 
 __all__ = ["SQLSeries"]
 
