@@ -4,6 +4,8 @@ reach the low watermark."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from precis.core.messages import KIND_MARKER, Message, ToolCall
 from precis.core.tokens import LettaEstimator
 from precis.core.validity import check
@@ -127,3 +129,20 @@ def test_a_mode_asked_for_by_name_is_that_mode() -> None:
     session.append(*agent_turns(0, 9))
     stats = session.compact("sliding_window")
     assert stats.mode == "sliding_window" and summarizer.calls == 1
+
+
+def test_a_later_summary_carries_the_facts_of_the_outputs_masked_before_it() -> None:
+    """A masked output's error reaches the next summary's ledger through the marker, though the
+    summary itself only saw its stub."""
+    summarizer = CountingSummarizer()
+    session, _ = session_of(summarizer)
+    turns = agent_turns(0, 9)
+    error = "ModuleNotFoundError: No module named 'zeta_quark'"
+    turns[2] = replace(turns[2], content=f"Traceback (most recent call last):\n{error}\n")
+    session.append(*turns)
+    assert session.compact().mode == "mask"
+    assert error not in "".join(m.content for m in session.view())
+    session.append(*agent_turns(9, 12))
+    assert session.compact("sliding_window").mode == "sliding_window"
+    (summary,) = [m for m in session.context() if m.kind == "summary"]
+    assert "zeta_quark" in str(summary.metadata.get("ledger"))

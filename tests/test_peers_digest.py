@@ -19,7 +19,7 @@ import peers_digest
 # bench/peers_digest.py --window 2000, and for all four windows (`all:`)
 # 387932791beeec2391aeb9c2aade3e4e601d7efc50577a7f1acd6cb8f6630ab7 (after the masking tier,
 # the 85 %/40 % policy and the newest-first guard, 2026-12-06).
-WINDOW_2000 = "dada8f5639aa5a3715a09131490e901ac622c5a6a6286e40be06ae5ea973f075"
+WINDOW_2000 = "b820c66f52cd8044a7ee519d0c0e93f3fe5edff8223949f636da435e8c4cf16e"
 
 
 def test_the_peers_digest_at_window_2000_is_the_committed_one() -> None:

@@ -15,7 +15,7 @@ from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message, SummaryMeta
 from precis.core.tokens import TextEstimator, TokenCounter
 from precis.core.types import CompactionMode, PlanMode, Trigger
 from precis.engine.fallback import Summaries
-from precis.engine.masking import MASK_MODE, plan_masking
+from precis.engine.masking import MASK_MODE, is_mask_marker, plan_masking
 from precis.engine.results import CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.engine.truncation import plan_truncation
@@ -244,7 +244,16 @@ class CandidateMaker:
         )
         if plan is None:
             return None
-        ledger = Ledger(())
+        # The marker carries the facts of the outputs it masks (and of the marker it replaces),
+        # as a truncation marker does those of what it drops: a later summary reads them there.
+        shown = {m.id: m for m in plan.context}
+        span = [
+            m
+            for m in messages
+            if (m.id not in shown and is_mask_marker(m))
+            or (shown.get(m.id, m).metadata.get("masked") and not m.metadata.get("masked"))
+        ]
+        ledger = self._ledger(span, job, work) if span else Ledger(())
         now = self._clock()
         marker = replace(
             plan.marker,
