@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import peers_digest
 
 # bench/peers_digest.py --window 2000, and for all four windows (`all:`)
-# 387932791beeec2391aeb9c2aade3e4e601d7efc50577a7f1acd6cb8f6630ab7 (after the masking tier,
-# the 85 %/40 % policy and the newest-first guard, 2026-12-06).
+# 9cb30203535f1dee42eeef314a31c26753b8afd2cbbb3668b88dbf7eaee94c32 (after the masking tier,
+# its ledger, the 85 %/40 % policy and the newest-first guard, 2026-12-06).
 WINDOW_2000 = "b820c66f52cd8044a7ee519d0c0e93f3fe5edff8223949f636da435e8c4cf16e"
 
 
