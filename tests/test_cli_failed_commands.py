@@ -13,7 +13,6 @@ from typing import Any, cast
 import pytest
 from run_cli import run_precis
 
-import precis.session._base
 from precis.cli.config import CreatedOnFirstWrite
 from precis.core.errors import InvalidMessage
 from precis.providers.mock import MockProvider
@@ -63,8 +62,14 @@ def test_an_interrupt_after_the_import_committed_says_what_is_stored(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dump = write_jsonl(tmp_path / "dump.jsonl")
-    # Right after the append's transaction: the session notes what the new messages hold.
-    monkeypatch.setattr(precis.session._base, "remember", _interrupt)
+    # Right after the append's transaction committed, before the session goes on.
+    append = SQLiteStore.append
+
+    def committed_then_interrupted(self: SQLiteStore, *args: Any, **kwargs: Any) -> Any:
+        append(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SQLiteStore, "append", committed_then_interrupted)
     result = run_precis(home, "-c", "imported", "import", str(dump), check=False)
     monkeypatch.undo()
     assert result.returncode == 130, result.stderr

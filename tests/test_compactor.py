@@ -183,7 +183,14 @@ def test_failing_summarizer_falls_back_to_the_extractive_brief(
 
 
 def test_slow_summarizer_times_out_and_the_brief_stands_in(store: ConversationStore) -> None:
-    class Hanging(ScriptedSummarizer):
+    class Hanging:
+        """A model that never answers (not a `LocalSummarizer`: a model call is awaited)."""
+
+        name = "scripted"
+
+        def summarize(self, request: SummaryRequest) -> str:
+            raise AssertionError("an AsyncSession awaits a model's summary")
+
         async def asummarize(self, request: SummaryRequest) -> str:
             await asyncio.Event().wait()  # never set: only the timeout ends this
             return ""

@@ -211,13 +211,14 @@ class CreatedOnFirstWrite:
                 return getattr(self._empty, name)(conversation_id, *args, **kwargs)
             from precis.core.errors import ConversationNotFound
 
-            try:  # a SQL store's append creates the conversation in its own transaction
-                done = method(conversation_id, *args, **kwargs)
-            except ConversationNotFound:
-                self.store.create(conversation_id)
-                done = method(conversation_id, *args, **kwargs)
-            self.pending = False
-            return done
+            try:
+                try:  # a SQL store's append creates the conversation in its own transaction
+                    return method(conversation_id, *args, **kwargs)
+                except ConversationNotFound:
+                    self.store.create(conversation_id)
+                    return method(conversation_id, *args, **kwargs)
+            finally:  # written, or interrupted once the write committed: reads go to the store
+                self.pending = not self.store.exists(conversation_id)
 
         return call
 
