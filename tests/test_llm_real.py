@@ -111,7 +111,11 @@ def chat_until_two_compactions(provider: ChatProvider, db: Path) -> Session:
         "real-model",
         None,
         LLMSummarizer(provider),
-        CompactionSettings(context_window=WINDOW, summary_timeout=600),
+        # Compacting from half the window to 30 %: the model's short answers still bring two
+        # summaries within the fifteen questions (the default's 85 % may make only one).
+        CompactionSettings(
+            context_window=WINDOW, summary_timeout=600, soft_watermark=0.5, low_watermark=0.3
+        ),
     )
     session.set_system_prompt("You are a concise assistant. Answer in at most three sentences.")
     compactions = []
