@@ -13,7 +13,7 @@ from typing import Any
 from precis.core.memo import Memo
 from precis.core.messages import KIND_MARKER, KIND_SUMMARY, Message, SummaryMetadata
 from precis.core.tokens import TextEstimator, TokenCounter
-from precis.core.types import CompactionMode, PlanMode, Trigger
+from precis.core.types import CompactionMode, MadeMode, PlanMode, Trigger
 from precis.engine.fallback import Summaries
 from precis.engine.masking import MASK_MODE, is_mask_marker, plan_masking
 from precis.engine.results import CompactionStats
@@ -185,40 +185,11 @@ class CandidateMaker:
         ledger = with_red_lines_of(self._ledger(plan.dropped, job, work), plan.kept, self.memo)
         if plan.marker is None or {m.id for m in plan.dropped} & {m.id for m in job.pending}:
             return None  # nothing to drop, or only this turn's own messages
-        now = self._clock()
-        marker = replace(
-            plan.marker,
-            id=self._ids.new(),
-            created_at=now,
-            metadata={
-                **plan.marker.metadata,
-                "summary": plan.marker.content,
-                "ledger": ledger.to_json(),
-            },
-        )
-        context = [marker if m is plan.marker else m for m in plan.kept]
-        after = work.tokens(context)
-        stats = CompactionStats(
-            trigger=job.trigger,
-            mode="truncate",
-            context_tokens_before=before,
-            context_tokens_after=after,
-            context_window=self.settings.context_window,
-            messages_count_before=len(messages),
-            messages_count_after=len(context),
-            summarized=len(plan.dropped),
-            fallback=job.summaries.fallback(truncated=True),
-            fallback_reason=job.summaries.failure,
-            threshold=self.settings.threshold,
-            hard_limit=self.settings.hard_limit,
-        )
-        marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
-        context = [marker if m.id == marker.id else m for m in context]
-        assert marker.kind == KIND_MARKER
-        plain = remember_ledger(marker, ledger, self.memo)
         required = required_facts(ledger, job.task is not None, self.settings.effective_clip_chars)
-        made = (marker, context, stats, required, ledger, lambda: work.folded(context))
-        return Candidate("truncate", *made, plain_ledger=plain)
+        made = (messages, before, job, work)
+        return self._marked(
+            "truncate", plan.marker, plan.kept, ledger, required, len(plan.dropped), *made
+        )
 
     def _masked(
         self,
@@ -254,32 +225,49 @@ class CandidateMaker:
             or (shown.get(m.id, m).metadata.get("masked") and not m.metadata.get("masked"))
         ]
         ledger = self._ledger(span, job, work) if span else Ledger(())
-        now = self._clock()
+        made = (messages, before, job, work)
+        return self._marked(MASK_MODE, plan.marker, plan.context, ledger, (), plan.masked, *made)
+
+    def _marked(
+        self,
+        mode: MadeMode,
+        planned: Message,
+        kept: Sequence[Message],
+        ledger: Ledger,
+        required: tuple[Fact, ...],
+        summarized: int,
+        messages: Sequence[Message],
+        before: int,
+        job: CompactionJob,
+        work: Work,
+    ) -> Candidate:
+        """The context `kept` with its planned marker made real: a new id, the span's ledger, and
+        the stats of the compaction (a truncation, or a masking: no summary was asked for)."""
+        truncated = mode == "truncate"
         marker = replace(
-            plan.marker,
+            planned,
             id=self._ids.new(),
-            created_at=now,
-            metadata={
-                **plan.marker.metadata,
-                "summary": plan.marker.content,
-                "ledger": ledger.to_json(),
-            },
+            created_at=self._clock(),
+            metadata={**planned.metadata, "summary": planned.content, "ledger": ledger.to_json()},
         )
-        context = [marker if m is plan.marker else m for m in plan.context]
+        context = [marker if m is planned else m for m in kept]
         stats = CompactionStats(
             trigger=job.trigger,
-            mode=MASK_MODE,
+            mode=mode,
             context_tokens_before=before,
             context_tokens_after=work.tokens(context),
             context_window=self.settings.context_window,
             messages_count_before=len(messages),
             messages_count_after=len(context),
-            summarized=plan.masked,
+            summarized=summarized,
+            fallback=job.summaries.fallback(truncated=True) if truncated else None,
+            fallback_reason=job.summaries.failure if truncated else None,
             threshold=self.settings.threshold,
             hard_limit=self.settings.hard_limit,
         )
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]
+        assert marker.kind == KIND_MARKER
         plain = remember_ledger(marker, ledger, self.memo)
-        made = (marker, context, stats, (), ledger, lambda: work.folded(context))
-        return Candidate(MASK_MODE, *made, plain_ledger=plain)
+        made = (marker, context, stats, required, ledger, lambda: work.folded(context))
+        return Candidate(mode, *made, plain_ledger=plain)
