@@ -58,13 +58,14 @@ def anchor(text: str) -> float:
 
 
 def compaction(text: str, place: str) -> None:
-    """An append, a compaction and a prompt over a conversation holding `text` in `place`."""
+    """An append, a masking, a summary and a prompt over a conversation with `text` in `place`."""
     places = hostile._places(text) if place == "all" else (place,)
     if "arguments" in places and hostile.nested_too_deep(text):  # refused there, unwritten
         places = tuple(p for p in places if p != "arguments")
     session = Session(MemoryStore(), "c", settings=CompactionSettings(context_window=8_000_000))
     session.append(*hostile._conversation(text, places))
-    session.compact(trigger="manual")
+    session.compact(trigger="manual")  # the policy's own choice: the masking tier first
+    session.compact("sliding_window", trigger="manual")  # a summary, whatever masking freed
     session.prompt()
 
 

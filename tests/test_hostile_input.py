@@ -511,3 +511,76 @@ def test_the_linear_scans_find_what_the_old_patterns_found(sample: str) -> None:
     # The sentence splitter: the same sentences once each piece is a line (blank ones dropped).
     old = [p for p in map(text.one_line, OLD_SENTENCE_RE.split(sample)) if p]
     assert old == [p for p in map(text.one_line, gist._SENTENCE_RE.split(sample)) if p]
+
+
+_TOKENS = st.sampled_from(
+    [
+        "1.1",
+        "a.",
+        "port",
+        "is",
+        "8080",
+        ":8080",
+        "issue",
+        "#12",
+        "[main",
+        "abc1234]",
+        "src/a.py",
+        "x@y.io",
+        "PR-7",
+        "v2.0.1",
+        "1100",
+        "\n",
+        "a=1",
+        "端口",
+        "日本1.2",
+    ]
+)
+
+
+@pytest.mark.property
+@given(st.lists(_TOKENS, max_size=60), st.booleans())
+def test_the_per_call_memo_of_terms_in_yields_what_reading_every_token_yields(
+    words: list[str], prose: bool
+) -> None:
+    """The memo that reads a repeated token once answers as reading each token afresh does."""
+    text = " ".join(words)
+    assert list(terms._token_terms(text, prose, {})) == list(terms._token_terms(text, prose, None))
+
+
+_SENTENCES = st.sampled_from(
+    ["Thanks!", "Thank you.", "Great, thanks.", "Use uv.", "a.", "Fix  the\\nbug.", "", "  ", "?"]
+)
+
+
+@pytest.mark.property
+@given(st.lists(_SENTENCES, max_size=40), st.sampled_from([" ", "\n", "  "]))
+def test_request_gist_reading_a_repeated_sentence_once_keeps_what_reading_each_keeps(
+    sentences: list[str], joint: str
+) -> None:
+    """The gist's memo of sentences met before drops and keeps what the plain rule does."""
+    joined = joint.join(sentences)
+    lines = [text.one_line(p) for p in gist._SENTENCE_RE.split(joined)]
+    kept = [line for line in lines if line and not gist._is_courtesy(line)]
+    assert gist.request_gist(joined) == (" ".join(kept) if kept else text.one_line(joined))
+
+
+_RULE_SENTENCES = st.sampled_from(
+    ["You must.", "Never use npm.", "Use uv.", "ok", "It must be done.", "Do not push!", "a.", "\n"]
+)
+
+
+@pytest.mark.property
+@given(st.lists(_RULE_SENTENCES, max_size=40))
+def test_constraint_sentences_judging_a_repeated_sentence_once_finds_what_judging_each_finds(
+    sentences: list[str],
+) -> None:
+    """The rule finder's memo of sentences judged before finds the rules the plain rule finds."""
+    joined = " ".join(sentences)
+    plain = [
+        sentence
+        for line in rules._prose_lines(joined)
+        for sentence in map(rules._clean, rules._SENTENCE_SPLIT_RE.split(line))
+        if len(sentence) >= 6 and rules.is_rule(sentence)
+    ]
+    assert rules.constraint_sentences(joined) == plain

@@ -37,7 +37,6 @@ from precis.facts.scan import (
     CallScan,
     SummaryScan,
     SystemScan,
-    Term,
     ToolScan,
     UserScan,
     offered,
@@ -45,7 +44,7 @@ from precis.facts.scan import (
     task_scan,
 )
 from precis.facts.tally import W_ARGS, W_CARRIED, W_OUTPUT, W_SPOKEN, W_USER, Tally
-from precis.facts.terms import terms_in, unnumbered
+from precis.facts.terms import Term, terms_in, unnumbered
 from precis.facts.text import (
     by_strength,
     forbids,

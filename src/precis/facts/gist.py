@@ -325,9 +325,22 @@ _WORD_RE: Final = re.compile(r"[a-z']+")
 def request_gist(text: str) -> str:
     """A request without its courtesies ("Thank you!", "Great, thanks.", "I understand."), on
     one line; the request itself is left as written."""
-    sentences = [one_line(p) for p in _SENTENCE_RE.split(text)]
-    kept = [s for s in sentences if s and not _is_courtesy(s)]
+    kept: list[str] = []
+    seen: dict[str, str] = {}  # a sentence met before in this text: its line, "" if a courtesy
+    for part in _SENTENCE_RE.split(text):
+        line = seen.get(part)
+        if line is None:
+            if len(seen) >= _SEEN_SENTENCES:
+                seen.clear()
+            line = one_line(part)
+            line = seen[part] = "" if _is_courtesy(line) else line
+        if line:
+            kept.append(line)
     return " ".join(kept) if kept else one_line(text)
+
+
+# Distinct sentences one call of `request_gist` remembers before starting over.
+_SEEN_SENTENCES: Final = 4096
 
 
 def _is_courtesy(sentence: str) -> bool:

@@ -60,7 +60,7 @@ ACK_RE: Final = re.compile(
 # Where one sentence ends: after . ! ? and a space (not after e.g. / i.e. / vs. / etc.), after
 # 。！？ (a ；or ，joins clauses of one sentence), or at a line break.
 SENTENCE_SPLIT_RE: Final = re.compile(
-    r"(?<!\b[Ee]\.g\.)(?<!\b[Ii]\.e\.)(?<!\b[Vv]s\.)(?<!\b[Ee]tc\.)(?<!\b[Cc]f\.)(?<=[.!?])\s+"
+    r"(?<=[.!?])(?<!\b[Ee]\.g\.)(?<!\b[Ii]\.e\.)(?<!\b[Vv]s\.)(?<!\b[Ee]tc\.)(?<!\b[Cc]f\.)\s+"
     r"|(?<=[。！？])|\n+"
 )
 CJK_RE: Final = re.compile(r"[\u3400-\u9fff]")

@@ -227,11 +227,23 @@ def _prose_lines(text: str) -> list[str]:
 def constraint_sentences(text: str) -> list[str]:
     """The sentences of `text` that state a rule (don't / never / must / 不要 …), verbatim."""
     found: list[str] = []
+    judged: dict[str, bool] = {}  # a sentence met before in this text: whether it is a rule
     if "```" in text:
         text = CODE_BLOCK_RE.sub("\n", text)  # an example's comments set no rule
     for line in _prose_lines(text):
         for piece in _SENTENCE_SPLIT_RE.split(line):
             sentence = _clean(piece)
-            if len(sentence) >= 6 and is_rule(sentence):
+            if len(sentence) < 6:
+                continue
+            rule = judged.get(sentence)
+            if rule is None:
+                if len(judged) >= _JUDGED_SENTENCES:
+                    judged.clear()
+                rule = judged[sentence] = is_rule(sentence)
+            if rule:
                 found.append(sentence)
     return found
+
+
+# Distinct sentences one call of `constraint_sentences` remembers before starting over.
+_JUDGED_SENTENCES: Final = 4096

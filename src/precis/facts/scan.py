@@ -54,6 +54,7 @@ from precis.facts.progress import (
 )
 from precis.facts.rules import constraint_sentences
 from precis.facts.terms import (
+    Term,
     clean_path,
     error_key,
     error_lines,
@@ -78,8 +79,6 @@ from precis.facts.text import (
     shorten,
 )
 
-# (kind, key, label): a path ("path") or an identifier (URL, port, ticket, hash …).
-Term = tuple[str, str, str]
 # Messages whose scans are remembered; a compaction's span beyond this is scanned again.
 MEMO_SIZE: Final = 4096
 _SWE_EDITS: Final = frozenset({"edit", "insert", "append"})

@@ -92,7 +92,11 @@ def paths_in(text: str, *, prose: bool = False) -> Iterator[str]:
             yield key
 
 
-def _port(number: str) -> Iterator[tuple[str, str, str]]:
+# (kind, key, label): what every finder here yields.
+Term = tuple[str, str, str]
+
+
+def _port(number: str) -> Iterator[Term]:
     if 0 < int(number) <= 65535:
         yield "port", f"port {number}", f"port {number}"
 
@@ -105,7 +109,7 @@ _HOST_PORT_RE: Final = re.compile(
 )
 
 
-def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, str]]:
+def _token_identifiers(token: str, previous: str) -> Iterator[Term]:
     """`(kind, key, label)` for an identifier a whitespace token holds, given the word before."""
     if token.startswith(":"):
         bare = token[1:].rstrip(TOKEN_STRIP)
@@ -149,7 +153,7 @@ def _token_identifiers(token: str, previous: str) -> Iterator[tuple[str, str, st
         yield kind, core, core
 
 
-def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]:
+def terms_in(text: str, *, prose: bool = True) -> Iterator[Term]:
     """`(kind, key, label)` for each path ("path") and identifier (URL, port, ticket, hash …)."""
     if "://" in text:
         for match in URL_RE.finditer(text):
@@ -163,6 +167,14 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
     if "端口" in text:
         for match in ZH_PORT_RE.finditer(text):
             yield from _port(match.group(1))
+    yield from _token_terms(text, prose, {})
+
+
+def _token_terms(
+    text: str, prose: bool, memo: dict[tuple[str, str], tuple[Term, ...]] | None
+) -> Iterator[Term]:
+    """The terms of each whitespace token of `text`; `memo` (one per call, bounded) answers a
+    token seen before after the same word, so a megabyte of "1.1 1.1 …" reads one token once."""
     previous = ""
     for raw in _tokens(text):
         if raw is _LINE:
@@ -176,20 +188,35 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[tuple[str, str, str]]
                 if token not in _LINKING or previous.lower().strip(TOKEN_STRIP) not in PORT_WORDS:
                     previous = token
                 continue
-            if "/" in token or "." in token:
-                for match in PATH_RE.finditer(token):
-                    cleaned = clean_path(match.group(0), prose=prose)
-                    if cleaned is not None:
-                        yield "path", cleaned, cleaned
-            if "@" in token:
-                email = next((m.group(0) for m in EMAIL_RE.finditer(token) if m.group(1)), None)
-                if email is not None:
-                    yield "email", email, email
-            if DIGIT_RE.search(token) is not None:
-                yield from _token_identifiers(token, previous)
+            if memo is None:
+                yield from _terms_of_token(token, previous, prose)
+            else:
+                found = memo.get((token, previous))
+                if found is None:
+                    if len(memo) >= _MEMO_TOKENS:
+                        memo.clear()
+                    found = memo[token, previous] = tuple(_terms_of_token(token, previous, prose))
+                yield from found
             previous = token
 
 
+def _terms_of_token(token: str, previous: str, prose: bool) -> Iterator[Term]:
+    """The paths, e-mail addresses and identifiers one non-word token holds."""
+    if "/" in token or "." in token:
+        for match in PATH_RE.finditer(token):
+            cleaned = clean_path(match.group(0), prose=prose)
+            if cleaned is not None:
+                yield "path", cleaned, cleaned
+    if "@" in token:
+        email = next((m.group(0) for m in EMAIL_RE.finditer(token) if m.group(1)), None)
+        if email is not None:
+            yield "email", email, email
+    if DIGIT_RE.search(token) is not None:
+        yield from _token_identifiers(token, previous)
+
+
+# Distinct (token, word before) pairs one call of `terms_in` remembers before starting over.
+_MEMO_TOKENS: Final = 4096
 _LINE = "\n"
 # Words between a port's name and its number.
 _LINKING = frozenset({"is", "was", "remains", "stays"})
@@ -209,7 +236,7 @@ def _tokens(text: str) -> Iterator[str]:
 _ELIDED = ("...", "…", "→", "⎿")
 
 
-def symbols_in(text: str, *, code: bool = False) -> Iterator[tuple[str, str, str]]:
+def symbols_in(text: str, *, code: bool = False) -> Iterator[Term]:
     """`("symbol", name, name)` for each code name a text writes: a `span` (no path), a
     snake_case, CamelCase or Dotted.Module name, a host name; in code the agent wrote, also
     quoted "x-header-names", "/routes/:id" and "dotted.span.names". Each once, in order."""
