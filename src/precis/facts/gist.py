@@ -53,6 +53,8 @@ _GIST_UNITS: Final = 160
 _SHORT_OUTPUT: Final = 120
 _HELD_LINES: Final = 2
 _MAX_VALUE: Final = 40
+# How much of a sentence its weight reads (a few hundred words: far past what a note keeps).
+_WEIGHED_CHARS: Final = 4000
 
 
 @dataclass(slots=True)
@@ -125,6 +127,8 @@ def value_count(text: str) -> int:
 
 
 def _weight(sentence: str, index: int) -> float:
+    # A sentence is weighed by its opening: a megabyte without a stop costs no more than a page.
+    sentence = sentence[:_WEIGHED_CHARS]
     values = len(_VALUE_RE.findall(sentence))
     preamble = _PREAMBLE_RE.match(sentence) is not None
     # Per character, so one long sentence does not crowd out two that say as much.
