@@ -580,7 +580,7 @@ def test_constraint_sentences_judging_a_repeated_sentence_once_finds_what_judgin
     plain = [
         sentence
         for line in rules._prose_lines(joined)
-        for sentence in map(rules._clean, rules._SENTENCE_SPLIT_RE.split(line))
+        for sentence in map(rules._clean, patterns.SENTENCE_SPLIT_RE.split(line))
         if len(sentence) >= 6 and rules.is_rule(sentence)
     ]
     assert rules.constraint_sentences(joined) == plain
