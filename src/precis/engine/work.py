@@ -62,8 +62,6 @@ class Candidate:
     # when needed, and folded texts of runs of its messages: a fact a run holds, it holds.
     whole: Callable[[], str]
     runs: tuple[str, ...] = ()
-    # The ledger's facts are plain strings throughout (`remember_ledger` said so).
-    plain_ledger: bool = False
 
     def with_summary(self, summary: Message) -> Candidate:
         """The candidate with another summary (its audited one)."""
