@@ -393,7 +393,7 @@ class Compactor(CandidateMaker):
         required = required_facts(ledger, job.task is not None, clip)
         ends: list[int] = []
         kept = self.kept.parts_of(stays, len(plan.pinned), ends)  # as the check just saw them
-        kept = work.folded_parts(stays, ends) if kept is None else kept
+        kept = work.folded_text_parts(stays, ends) if kept is None else kept
         cut = ends[len(plan.pinned) - 1] if plan.pinned else 0
         pinned_text, keep_text = " ".join(kept[:cut]), " ".join(kept[cut:])
         if s.guard:
