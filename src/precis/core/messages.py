@@ -381,10 +381,6 @@ def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
     return out
 
 
-def messages_to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    return [m.to_openai() for m in messages]
-
-
 # --- Anthropic Messages API -------------------------------------------------------------------
 
 
