@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.settings import CompactionSettings
 from precis.eval.retention import Retention, facts_of, measure
-from precis.eval.strategies import STRATEGY_NAMES, Strategy, strategy
+from precis.eval.strategies import STRATEGIES, STRATEGY_NAMES, Strategy, strategy
 from precis.facts import context_text
 from precis.session import Session
 from precis.stores.base import CompactionEvent
@@ -271,6 +271,17 @@ class EvalReport:
             retention=sum((r.retention for r in runs), Retention()),
             errors=sum(len(r.errors) for r in runs),
         )
+
+
+def compacting_runs(reports: Sequence[EvalReport]) -> Iterator[tuple[str, int, list[RunResult]]]:
+    """Each compacting strategy's runs at each window, strategies in the order they ran
+    (masking only changes the view; it has no compaction to judge)."""
+    for name in dict.fromkeys(s for r in reports for s in r.strategies):
+        if STRATEGIES[name].compacts:
+            for report in reports:
+                runs = [r for r in report.runs if r.strategy == name]
+                if runs:
+                    yield name, report.window, runs
 
 
 def mean(values: Iterable[int]) -> float | None:
