@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from precis.engine.results import NO_OP_MODE
+from precis.eval.judge import as_data
 from precis.eval.replay import EvalReport, compacting_runs
 
 if TYPE_CHECKING:
@@ -41,17 +42,9 @@ class BudgetCell:
         return self.failed == 0 and self.over == 0 and peak_ok
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy,
-            "window": self.window,
-            "conversations": self.conversations,
-            "compactions": self.compactions,
-            "failed": self.failed,
-            "no_ops": self.no_ops,
-            "over": self.over,
-            "peak_after": self.peak_after,
-            "holds": self.holds,
-        }
+        return as_data(
+            self, "strategy window conversations compactions failed no_ops over peak_after holds"
+        )
 
 
 def budget_cells(reports: Sequence[EvalReport]) -> list[BudgetCell]:

@@ -117,6 +117,21 @@ def answered(reply: str, answers: Sequence[str]) -> bool:
     return any(a and a in text for a in (normalise(x) for x in answers))
 
 
+def as_data(obj: object, names: str) -> dict[str, Any]:
+    """`obj`'s attributes `names` (space-separated; "key=attribute" names one otherwise) as plain
+    data: a value with an `as_dict` by it, a tuple as a list (of theirs, or of the values)."""
+    out: dict[str, Any] = {}
+    for name in names.split():
+        key, _, attribute = name.partition("=")
+        value = getattr(obj, attribute or key)
+        if isinstance(value, tuple):
+            value = [v.as_dict() if hasattr(v, "as_dict") else v for v in value]
+        elif hasattr(value, "as_dict"):
+            value = value.as_dict()
+        out[key] = value
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Tally:
     """Facts counted and facts kept, per kind: counts, so points, runs and sessions pool exactly."""
