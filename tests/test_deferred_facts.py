@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from precis import CompactionSettings, Session
 from precis.core.messages import Message
 from precis.eval import load_conversation
-from precis.facts import folded_parts, prepare, read_ahead
+from precis.facts import folded_text_parts, prepare, read_ahead
 from precis.session import drive
 from precis.stores.memory import MemoryStore
 from precis.summarize.extractive import ExtractiveSummarizer
@@ -41,7 +41,7 @@ class EagerSession(Session):
         for message in shown:
             prepare(message, self.memo)
             self.counter.count(message)
-            folded_parts(message, self.memo)
+            folded_text_parts(message, self.memo)
         read_ahead(turn, shown, self.memo)
         if self.settings.guard:
             self.compactor.kept.observe_more(shown)

@@ -267,7 +267,7 @@ def test_kept_facts_look_across_a_join_an_eviction_made() -> None:
 
 def test_kept_facts_observed_as_messages_come_see_across_their_joins() -> None:
     """A fact that the last message and the one appended after it hold between them is held."""
-    from precis.facts import KeptFacts, folded_parts
+    from precis.facts import KeptFacts, folded_text_parts
 
     fact = Fact("constraint", "never use npm", "s")
     older = [Message(role="user", content=f"step {i}", id=f"o{i}") for i in range(3)]
@@ -277,7 +277,7 @@ def test_kept_facts_observed_as_messages_come_see_across_their_joins() -> None:
     kept.observe([*older, said])
     added = Message(role="user", content="NPM here.", id="s2")
     kept.observe_more([added])
-    parts = [part for m in (*older, said, added) for part in folded_parts(m) if part]
+    parts = [part for m in (*older, said, added) for part in folded_text_parts(m) if part]
     assert kept.missing([fact], parts) == []
 
 
@@ -343,7 +343,7 @@ def test_the_kept_messages_parts_are_read_off_those_observed(
 ) -> None:
     """What `parts_of` reads off the messages last observed is what folding the kept messages
     gives: the first observed and the last, with a run cut out between them; None for others."""
-    from precis.facts import KeptFacts, folded_parts
+    from precis.facts import KeptFacts, folded_text_parts
 
     messages = [Message(role="user", content=t, id=f"k{i}") for i, t in enumerate(texts)]
     kept = KeptFacts()
@@ -353,10 +353,10 @@ def test_the_kept_messages_parts_are_read_off_those_observed(
     stays = messages[:first] + messages[min(len(messages), first + cut) :]
     ends: list[int] = []
     parts = kept.parts_of(stays, first, ends)
-    plain = [p for m in stays for p in folded_parts(m) if p]
+    plain = [p for m in stays for p in folded_text_parts(m) if p]
     assert parts == plain
     assert ends == [
-        sum(1 for m in stays[: i + 1] for p in folded_parts(m) if p) for i in range(len(stays))
+        sum(1 for m in stays[: i + 1] for p in folded_text_parts(m) if p) for i in range(len(stays))
     ]
     other = [Message(role="user", content="a b", id="other"), *stays]
     assert kept.parts_of(other, 1, []) is None

@@ -478,10 +478,6 @@ OLD_HEADING_ROOT_RE = re.compile(r"\s*\((?:in|目录) ([^)]*)\)\s*$")
 OLD_COUNT_RE = re.compile(r"([^\s,×]+)×(\d+)")
 OLD_NUMBER_PREFIX_RE = re.compile(r"(?m)^\s*\d+(?:→|\t)")
 OLD_QUOTED_RE = re.compile(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'')
-OLD_SENTENCE_RE = re.compile(
-    r"(?<=[.!?。！？])\s+|(?<=[a-z)`'\"][.!?])(?=[A-Z])|(?<=[a-z][.:])(?=\d{1,2}\.\s)"
-    r"|\n+(?:\s*[-*•]\s+)?"
-)
 PIECES = [*"aZ1٣\u0661 \t\n\r.@-_%+>&,×()\"'\\*", "in ", "目录 ", "->", "up-to-date", "→"]
 PIECES += ["abcdef1..", "x.com", "(in ", "b c", "1. ", "x:", "A"]
 SHORT_TEXTS = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
@@ -508,9 +504,6 @@ def test_the_linear_scans_find_what_the_old_patterns_found(sample: str) -> None:
     assert OLD_NUMBER_PREFIX_RE.sub("", sample) == terms.unnumbered(sample)
     quoted = [m.group(1) or m.group(2) or "" for m in OLD_QUOTED_RE.finditer(sample)]
     assert quoted == [q or "" for q in terms._quoted_texts(sample)]
-    # The sentence splitter: the same sentences once each piece is a line (blank ones dropped).
-    old = [p for p in map(text.one_line, OLD_SENTENCE_RE.split(sample)) if p]
-    assert old == [p for p in map(text.one_line, gist._SENTENCE_RE.split(sample)) if p]
 
 
 _TOKENS = st.sampled_from(
@@ -560,7 +553,7 @@ def test_request_gist_reading_a_repeated_sentence_once_keeps_what_reading_each_k
 ) -> None:
     """The gist's memo of sentences met before drops and keeps what the plain rule does."""
     joined = joint.join(sentences)
-    lines = [text.one_line(p) for p in gist._SENTENCE_RE.split(joined)]
+    lines = [text.one_line(p) for p in patterns.SENTENCE_SPLIT_RE.split(joined)]
     kept = [line for line in lines if line and not gist._is_courtesy(line)]
     assert gist.request_gist(joined) == (" ".join(kept) if kept else text.one_line(joined))
 
@@ -580,7 +573,7 @@ def test_constraint_sentences_judging_a_repeated_sentence_once_finds_what_judgin
     plain = [
         sentence
         for line in rules._prose_lines(joined)
-        for sentence in map(rules._clean, rules._SENTENCE_SPLIT_RE.split(line))
+        for sentence in map(rules._clean, patterns.SENTENCE_SPLIT_RE.split(line))
         if len(sentence) >= 6 and rules.is_rule(sentence)
     ]
     assert rules.constraint_sentences(joined) == plain

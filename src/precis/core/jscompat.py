@@ -13,7 +13,7 @@ from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
-from precis.core.messages import parse_json
+from precis.core.messages import SURROGATE_RE, parse_json
 
 
 def utf16_len(text: str) -> int:
@@ -98,7 +98,6 @@ def js_number(x: float | int) -> str:
 # `json.dumps(text, ensure_ascii=False)` of a str, without the encoder object json.dumps makes on
 # every call: JSON.stringify's quoting except for lone surrogates, which it leaves raw.
 _encode_basestring: Callable[[str], str] = json.encoder.encode_basestring
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # A surrogate that is not half of a pair, as JavaScript sees the string (UTF-16 code units).
 _LONE_SURROGATE = re.compile(
     "[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]"
@@ -143,7 +142,7 @@ def js_json_stringify(value: Any) -> str:
 def js_restringify(text: str) -> str:
     """`JSON.stringify(JSON.parse(text))`; a text that is not JSON stays the string it is, which
     JSON.stringify quotes. (letta holds tool-call arguments parsed and measures them this way.)"""
-    if not text.isascii() and _SURROGATE.search(text) is not None:
+    if not text.isascii() and SURROGATE_RE.search(text) is not None:
         # JavaScript sees code units: a high and a low surrogate side by side are one character
         # (so "\ud83d\ude00" and "😀" are the same key). Python only after a UTF-16 round trip.
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
@@ -210,7 +209,7 @@ def _already_compact(joined: str, values: list[Any]) -> bool:
     """Whether each of the texts joined here, parsed whole into its value with no float, is
     already the value's JSON.stringify: no escape and no surrogate in it; no whitespace, -0 or
     integer past 15 digits outside its strings; and no key given twice in an object."""
-    if "\\" in joined or not (joined.isascii() or _SURROGATE.search(joined) is None):
+    if "\\" in joined or not (joined.isascii() or SURROGATE_RE.search(joined) is None):
         return False
     # With no escapes, every quote opens or closes a string. When nothing to refuse is anywhere
     # in the texts, it is not outside their strings either; else look at the outside alone.
@@ -258,7 +257,7 @@ def _plain(encoded: str) -> bool:
     """No lone surrogate and no run of 16 digits: Python's JSON is JavaScript's here."""
     if encoded.isascii():
         raw = encoded.encode("ascii")
-    elif _SURROGATE.search(encoded) is None:
+    elif SURROGATE_RE.search(encoded) is None:
         raw = encoded.encode("utf-8")
     else:
         return False

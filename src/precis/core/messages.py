@@ -50,7 +50,7 @@ MAX_NESTING = 64
 
 # A UTF-16 surrogate code point: alone in a str, it is no UTF-8 text (SQLite, PostgreSQL and
 # every JSON encoder writing UTF-8 refuse it).
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+SURROGATE_RE = re.compile("[\ud800-\udfff]")
 # A JSON string, escapes included, or an unterminated one to the end: a pattern that cannot fail
 # once it has begun, so a scan with it stays linear on any text.
 _JSON_STRING_RE = re.compile(r'"(?:[^"\\]+|\\[\s\S]?)*(?:"|\Z)')
@@ -108,7 +108,7 @@ def check_message(message: Message, index: int | None) -> Message:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if not item.isascii() and (found := _SURROGATE_RE.search(item)) is not None:
+            if not item.isascii() and (found := SURROGATE_RE.search(item)) is not None:
                 code = f"U+{ord(found.group()):04X}"
                 raise InvalidMessage(index, f"contains a lone surrogate ({code}), not UTF-8 text")
         elif isinstance(item, Mapping):
@@ -379,10 +379,6 @@ def messages_from_openai(items: Iterable[Mapping[str, Any]]) -> list[Message]:
         issued.update(tc.id for tc in msg.tool_calls)
         out.append(msg)
     return out
-
-
-def messages_to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    return [m.to_openai() for m in messages]
 
 
 # --- Anthropic Messages API -------------------------------------------------------------------

@@ -16,7 +16,7 @@ from operator import attrgetter, not_
 from precis.core.errors import PlanningError
 from precis.core.jscompat import js_round
 from precis.core.messages import Message
-from precis.core.tokens import TokenCounter
+from precis.core.tokens import TokenCounter, count_all
 from precis.core.types import PlanMode
 
 DEFAULT_PERCENTAGE = 0.3
@@ -68,20 +68,10 @@ def token_list(messages: Sequence[Message], tokens: Sequence[int] | TokenCounter
     """Per-message token counts, from a ready list or a counter."""
     # A plain list or tuple is no counter (it has no count_text): skip the slow protocol check.
     if type(tokens) is not list and type(tokens) is not tuple and isinstance(tokens, TokenCounter):
-        return _count_all(tokens, messages)
+        return count_all(tokens, messages)
     if len(tokens) != len(messages):
         raise ValueError(f"tokens has {len(tokens)} entries for {len(messages)} messages")
     return list(tokens)
-
-
-def _count_all(
-    counter: TokenCounter, messages: Sequence[Message], *, unseen: bool = False
-) -> list[int]:
-    count_many = getattr(counter, "count_many", None)
-    if count_many is None:
-        return [counter.count(m) for m in messages]
-    counts: list[int] = count_many(messages, unseen=True) if unseen else count_many(messages)
-    return counts
 
 
 class _TailCounts:
@@ -119,7 +109,7 @@ class _TailCounts:
         if start < self.start:
             assert self.counter is not None
             part = self.messages[start : self.start]
-            counted = _non_negative(_count_all(self.counter, part, unseen=self.unseen), start)
+            counted = _non_negative(count_all(self.counter, part, unseen=self.unseen), start)
             self.backwards.extend(reversed(counted))
             tokens = sum(counted)
             self.total += tokens
@@ -147,7 +137,7 @@ class _TailCounts:
         if self.counter is None:
             n = len(self.messages)
             return [self.backwards[n - 1 - i] for i in indices]
-        counted = _count_all(self.counter, [self.messages[i] for i in indices])
+        counted = count_all(self.counter, [self.messages[i] for i in indices])
         for i, count in zip(indices, counted, strict=True):
             _non_negative([count], i)
         return counted

@@ -192,13 +192,16 @@ def letta_chars(message: Message) -> int:
     return chars
 
 
-def count_all(counter: TokenCounter, messages: Sequence[Message]) -> list[int]:
+def count_all(
+    counter: TokenCounter, messages: Sequence[Message], *, unseen: bool = False
+) -> list[int]:
     """`counter.count` of each message; one pass over the memo when the counter can (the
-    cached counters' `count_many`), else message by message."""
+    cached counters' `count_many`, told `unseen` when the messages are new to it), else
+    message by message."""
     count_many = getattr(counter, "count_many", None)
     if count_many is None:
         return [counter.count(m) for m in messages]
-    counts: list[int] = count_many(messages)
+    counts: list[int] = count_many(messages, unseen=True) if unseen else count_many(messages)
     return counts
 
 

@@ -47,8 +47,6 @@ FactKind = Literal[
     "request",
 ]
 
-COMPACTION_MODES: Final[tuple[CompactionMode, ...]] = get_args(CompactionMode)
-TRIGGERS: Final[tuple[Trigger, ...]] = get_args(Trigger)
 SUMMARY_STYLES: Final[tuple[SummaryStyle, ...]] = get_args(SummaryStyle)
 MERGE_POLICIES: Final[tuple[MergePolicy, ...]] = get_args(MergePolicy)
 FACT_KINDS: Final[tuple[FactKind, ...]] = get_args(FactKind)

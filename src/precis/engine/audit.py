@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from operator import attrgetter
-from typing import Any, Final
+from typing import Any
 
 from precis.core.messages import Message
-from precis.facts.model import Ledger
-from precis.stores.base import HandedOver
 
-__all__ = ["AUDIT_IDS", "audit_of", "audited", "committed_summary", "plain_metadata"]
+__all__ = ["AUDIT_IDS", "audit_of", "audited"]
 
 # Most summarized ids an audit lists: the summary is read with every context read.
 AUDIT_IDS = 500
@@ -28,13 +25,8 @@ def audited(
     context: Sequence[Message],
     attempts: Sequence[str],
     verbatim: Sequence[str],
-    *,
-    handed: bool = False,
 ) -> Message:
-    """The summary with its audit: what left `before` for `context`, and what was checked.
-
-    `handed`: the summary's metadata, the ids of `before`, `attempts` and `verbatim` are plain
-    JSON data, and the metadata made here goes to the store whole (`HandedOver`)."""
+    """The summary with its audit: what left `before` for `context`, and what was checked."""
     kept = {m.id for m in context}
     gone = [m.id for m in before if m.id not in kept]
     stats = summary.metadata.get("stats", {})
@@ -50,8 +42,7 @@ def audited(
         },
         "attempts": list(attempts),
     }
-    metadata = {**summary.metadata, "audit": audit}
-    return replace(summary, metadata=HandedOver(metadata) if handed else metadata)
+    return replace(summary, metadata={**summary.metadata, "audit": audit})
 
 
 def audit_of(summary: Message) -> dict[str, Any]:
@@ -60,41 +51,3 @@ def audit_of(summary: Message) -> dict[str, Any]:
     if isinstance(found, dict):
         return found
     return {"summarized": {"count": None, "ids": []}, "verification": {}, "attempts": []}
-
-
-# The types of plain JSON data that are not containers.
-_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
-_FACT_FIELDS: Final = tuple(map(attrgetter, ("kind", "text", "source_id", "note")))
-_ID: Final = attrgetter("id")
-
-
-def plain_metadata(
-    summary: Message, ledger: Ledger, texts: Sequence[Sequence[Any]], plain_ledger: bool = False
-) -> bool:
-    """Whether the summary's metadata is plain JSON data throughout, as the engine made it: each
-    value a scalar but the ledger (the JSON of `ledger`'s facts, their strings, unless
-    `plain_ledger` says so already) and the stats (scalars); and the audit's too (the ids of the
-    messages before, the attempts, the texts)."""
-    types: set[type] = set()
-    for key, value in summary.metadata.items():
-        if key == "stats" and type(value) is dict:
-            types.update(map(type, value.values()))
-        elif key != "ledger":
-            types.add(type(value))
-    for field in () if plain_ledger else _FACT_FIELDS:
-        types.update(map(type, map(field, ledger.facts)))
-    before, *rest = texts
-    types.update(map(type, map(_ID, before)))
-    for items in rest:
-        types.update(map(type, items))
-    return types <= _SCALARS
-
-
-def committed_summary(summary: Message, context: Sequence[Message]) -> Message:
-    """The summary as the store keeps it, when the store holds its very metadata (handed over,
-    not copied), so the result shares nothing with the store that the store did not give out."""
-    ledger = summary.metadata.get("ledger")
-    for message in context:
-        if message.id == summary.id:
-            return message if message.metadata.get("ledger") is ledger else summary
-    return summary

@@ -130,9 +130,7 @@ class CandidateMaker:
             created_at=now,
             metadata=SummaryMetadata(**metadata, stats=stats.as_dict()),
         )
-        plain = remember_ledger(
-            summary, ledger, self.memo
-        )  # the next compaction reads it, unparsed
+        remember_ledger(summary, ledger, self.memo)  # the next compaction reads it, unparsed
         counter = self.counter
         if settled and type(counter) is TextEstimator:
             # Counted above as a reader counts it: the view after and the next check look it up.
@@ -148,7 +146,6 @@ class CandidateMaker:
             ledger,
             lambda: joined(pinned_text, work.folded([summary]), keep_text),
             kept_texts,
-            plain,
         )
 
     def _truncate(
@@ -268,6 +265,7 @@ class CandidateMaker:
         marker = replace(marker, metadata={**marker.metadata, "stats": stats.as_dict()})
         context = [marker if m.id == marker.id else m for m in context]
         assert marker.kind == KIND_MARKER
-        plain = remember_ledger(marker, ledger, self.memo)
-        made = (marker, context, stats, required, ledger, lambda: work.folded(context))
-        return Candidate(mode, *made, plain_ledger=plain)
+        remember_ledger(marker, ledger, self.memo)
+        return Candidate(
+            mode, marker, context, stats, required, ledger, lambda: work.folded(context)
+        )

@@ -19,7 +19,7 @@ from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter, count_all
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
-from precis.engine.audit import audited, committed_summary, plain_metadata
+from precis.engine.audit import audited
 from precis.engine.candidates import CandidateMaker, CompactionJob
 from precis.engine.fallback import Summaries
 from precis.engine.hooks import HookContext, Hooks, PostCompactContext
@@ -186,8 +186,9 @@ class Compactor(CandidateMaker):
                         trigger, conversation_id, candidate.stats.as_dict(), str(text)
                     )
                 )
-            summary = committed_summary(candidate.summary, committed.messages)
-            return CompactionResult(candidate.stats, summary, committed.messages, tuple(reports))
+            return CompactionResult(
+                candidate.stats, candidate.summary, committed.messages, tuple(reports)
+            )
         raise AssertionError("unreachable")
 
     def _no_op(
@@ -289,16 +290,11 @@ class Compactor(CandidateMaker):
         work: Work,
     ) -> Candidate:
         """The candidate with its summary's audit (what it dropped, checked and rolled back) and
-        its stats with what the provider's prompt cache keeps of the prompt.
-
-        Its metadata, made here of fresh containers, goes to the store uncopied when every
-        value in it is plain JSON data (the store would copy it only to make it so)."""
+        its stats with what the provider's prompt cache keeps of the prompt."""
         kept, rewritten = prompt_cache(shown, c.context, lambda m: work.tokens([m]), floor)
         c = replace(c, stats=replace(c.stats, cache_kept_tokens=kept, rewritten_tokens=rewritten))
         verbatim = [f.text for f in c.required]
-        handed = plain_metadata(c.summary, c.ledger, [before, tried, verbatim], c.plain_ledger)
-        summary = audited(c.summary, before, c.context, tried, verbatim, handed=handed)
-        return c.with_summary(summary)
+        return c.with_summary(audited(c.summary, before, c.context, tried, verbatim))
 
     def _plan_sliding(
         self, messages: Sequence[Message], counts: list[int], floor_tokens: int
@@ -397,7 +393,7 @@ class Compactor(CandidateMaker):
         required = required_facts(ledger, job.task is not None, clip)
         ends: list[int] = []
         kept = self.kept.parts_of(stays, len(plan.pinned), ends)  # as the check just saw them
-        kept = work.folded_parts(stays, ends) if kept is None else kept
+        kept = work.folded_text_parts(stays, ends) if kept is None else kept
         cut = ends[len(plan.pinned) - 1] if plan.pinned else 0
         pinned_text, keep_text = " ".join(kept[:cut]), " ".join(kept[cut:])
         if s.guard:

@@ -19,7 +19,7 @@ from precis.core.planning import first_cut
 from precis.core.tokens import TokenCounter
 from precis.core.types import MadeMode
 from precis.engine.results import CompactionStats
-from precis.facts import folded_parts, stored_ledger
+from precis.facts import folded_text_parts, stored_ledger
 from precis.facts.extract import Replay
 from precis.summarize.guard import BODY_FLOOR_SHARE, Fact, Ledger
 from precis.summarize.packaging import MIN_CLIP_CHARS
@@ -62,8 +62,6 @@ class Candidate:
     # when needed, and folded texts of runs of its messages: a fact a run holds, it holds.
     whole: Callable[[], str]
     runs: tuple[str, ...] = ()
-    # The ledger's facts are plain strings throughout (`remember_ledger` said so).
-    plain_ledger: bool = False
 
     def with_summary(self, summary: Message) -> Candidate:
         """The candidate with another summary (its audited one)."""
@@ -84,7 +82,7 @@ class Work:
     messages live for the search, and other entries hold their messages, so no id is reused
     while it is remembered."""
 
-    __slots__ = ("counter", "counts", "ledgers", "memo", "parts", "replay", "stored")
+    __slots__ = ("counter", "counts", "ledgers", "memo", "replay", "stored", "text_parts")
 
     def __init__(
         self,
@@ -96,12 +94,12 @@ class Work:
         memo: Memo | None = None,
     ):
         self.counter = counter
-        self.memo = memo  # the session's: each message's folded parts, made once
+        self.memo = memo  # the session's: each message's folded text parts, made once
         self.replay = replay  # the replay of the evicted span's first messages, read ahead
         # The context as stored, before the view cut its long outputs: by id, when any differs.
         self.stored = {m.id: m for m in stored if m.id}
         self.counts = dict(zip(map(id, messages), counts, strict=True))
-        self.parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
+        self.text_parts: dict[int, tuple[Message, tuple[str, ...]]] = {}
         self.ledgers: dict[tuple[int, ...], tuple[tuple[Message, ...], Ledger]] = {}
 
     def originals(self, messages: Sequence[Message]) -> tuple[Message, ...]:
@@ -120,18 +118,20 @@ class Work:
         return sum(count(m) if n is None else n for m, n in zip(messages, found, strict=True))
 
     def folded(self, messages: Sequence[Message]) -> str:
-        """`context_text(messages).folded`, from parts already folded."""
-        return " ".join(self.folded_parts(messages))
+        """`context_text(messages).folded`, from text parts already folded."""
+        return " ".join(self.folded_text_parts(messages))
 
-    def folded_parts(self, messages: Sequence[Message], ends: list[int] | None = None) -> list[str]:
-        """The messages' non-empty folded parts, which `folded` joins by spaces; with `ends`,
+    def folded_text_parts(
+        self, messages: Sequence[Message], ends: list[int] | None = None
+    ) -> list[str]:
+        """The messages' non-empty folded text parts, which `folded` joins by spaces; with `ends`,
         how many of them the messages up to each one have is appended to it."""
-        parts = self.parts
+        text_parts = self.text_parts
         out: list[str] = []
         for message in messages:
-            entry = parts.get(id(message))
+            entry = text_parts.get(id(message))
             if entry is None:
-                entry = parts[id(message)] = (message, folded_parts(message, self.memo))
+                entry = text_parts[id(message)] = (message, folded_text_parts(message, self.memo))
             out.extend(filter(None, entry[1]))
             if ends is not None:
                 ends.append(len(out))

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from precis.engine.results import NO_OP_MODE
-from precis.eval.replay import EvalReport
-from precis.eval.strategies import STRATEGIES
+from precis.eval.judge import as_data
+from precis.eval.replay import EvalReport, compacting_runs
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -42,42 +42,28 @@ class BudgetCell:
         return self.failed == 0 and self.over == 0 and peak_ok
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy,
-            "window": self.window,
-            "conversations": self.conversations,
-            "compactions": self.compactions,
-            "failed": self.failed,
-            "no_ops": self.no_ops,
-            "over": self.over,
-            "peak_after": self.peak_after,
-            "holds": self.holds,
-        }
+        return as_data(
+            self, "strategy window conversations compactions failed no_ops over peak_after holds"
+        )
 
 
 def budget_cells(reports: Sequence[EvalReport]) -> list[BudgetCell]:
     """A cell per compacting strategy and window, strategies in the order they ran."""
     cells: list[BudgetCell] = []
-    for name in dict.fromkeys(s for r in reports for s in r.strategies):
-        if not STRATEGIES[name].compacts:
-            continue  # masking only changes the view; it has no compaction to judge
-        for report in reports:
-            runs = [r for r in report.runs if r.strategy == name]
-            if not runs:
-                continue
-            records = [c for r in runs for c in r.compactions]
-            cells.append(
-                BudgetCell(
-                    strategy=name,
-                    window=report.window,
-                    conversations=len(runs),
-                    compactions=len(records),
-                    failed=sum(r.failed for r in runs),
-                    no_ops=sum(c.mode == NO_OP_MODE for c in records),
-                    over=sum(c.over for c in records),
-                    peak_after=max((c.tokens_after for c in records), default=None),
-                )
+    for name, window, runs in compacting_runs(reports):
+        records = [c for r in runs for c in r.compactions]
+        cells.append(
+            BudgetCell(
+                strategy=name,
+                window=window,
+                conversations=len(runs),
+                compactions=len(records),
+                failed=sum(r.failed for r in runs),
+                no_ops=sum(c.mode == NO_OP_MODE for c in records),
+                over=sum(c.over for c in records),
+                peak_after=max((c.tokens_after for c in records), default=None),
             )
+        )
     return cells
 
 

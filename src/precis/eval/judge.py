@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar, Self
 
 # The longest stretch of (normalised) text all of a fact's groups must fall inside.
 STRETCH_CHARS = 400
@@ -117,19 +117,37 @@ def answered(reply: str, answers: Sequence[str]) -> bool:
     return any(a and a in text for a in (normalise(x) for x in answers))
 
 
+def as_data(obj: object, names: str) -> dict[str, Any]:
+    """`obj`'s attributes `names` (space-separated; "key=attribute" names one otherwise) as plain
+    data: a value with an `as_dict` by it, a tuple as a list (of theirs, or of the values)."""
+    out: dict[str, Any] = {}
+    for name in names.split():
+        key, _, attribute = name.partition("=")
+        value = getattr(obj, attribute or key)
+        if isinstance(value, tuple):
+            value = [v.as_dict() if hasattr(v, "as_dict") else v for v in value]
+        elif hasattr(value, "as_dict"):
+            value = value.as_dict()
+        out[key] = value
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Tally:
-    """Facts judged and facts kept, per kind: counts, so points and conversations pool exactly."""
+    """Facts counted and facts kept, per kind: counts, so points, runs and sessions pool exactly."""
 
     total: Mapping[str, int] = field(default_factory=dict)
     kept: Mapping[str, int] = field(default_factory=dict)
+    # The kinds in the order tables show them, and the word `as_dict` gives the kept count.
+    ORDER: ClassVar[Sequence[str]] = KINDS
+    KEPT: ClassVar[str] = "kept"
 
-    def __add__(self, other: Tally) -> Tally:
+    def __add__(self, other: Self) -> Self:
         total = Counter(self.total)
         total.update(other.total)
         kept = Counter(self.kept)
         kept.update(other.kept)
-        return Tally(dict(total), dict(kept))
+        return type(self)(dict(total), dict(kept))
 
     @property
     def facts(self) -> int:
@@ -145,27 +163,28 @@ class Tally:
         return self.kept_count / self.facts if self.facts else None
 
     def share(self, kind: str) -> float | None:
+        """Share of that kind's facts kept; None when there were none."""
         n = self.total.get(kind, 0)
         return self.kept.get(kind, 0) / n if n else None
 
-    def kinds(self) -> list[str]:
-        """The kinds with facts, in `KINDS` order, then any others alphabetically."""
-        present = {k for k, n in self.total.items() if n}
-        return [k for k in KINDS if k in present] + sorted(present - set(KINDS))
-
     def as_dict(self) -> dict[str, Any]:
+        by_kind = {
+            k: {"facts": self.total[k], self.KEPT: self.kept.get(k, 0), "share": self.share(k)}
+            for k in ordered_kinds([self])
+        }
         return {
             "overall": self.overall,
             "facts": self.facts,
-            "kept": self.kept_count,
-            "by_kind": {
-                k: {"facts": self.total[k], "kept": self.kept.get(k, 0), "share": self.share(k)}
-                for k in self.kinds()
-            },
+            self.KEPT: self.kept_count,
+            "by_kind": by_kind,
         }
 
 
 def ordered_kinds(tallies: Iterable[Tally]) -> list[str]:
-    """Every kind any of the tallies has, in `KINDS` order."""
-    present = {k for t in tallies for k, n in t.total.items() if n}
-    return [k for k in KINDS if k in present] + sorted(present - set(KINDS))
+    """Every kind any of the tallies has facts of, in their `ORDER`, then others alphabetically."""
+    order: Sequence[str] = ()
+    present: set[str] = set()
+    for tally in tallies:
+        order = tally.ORDER
+        present.update(k for k, n in tally.total.items() if n)
+    return [k for k in order if k in present] + sorted(present - set(order))

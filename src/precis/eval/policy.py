@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from precis.engine.results import NO_OP_MODE
-from precis.eval.replay import EvalReport
-from precis.eval.strategies import STRATEGIES
+from precis.eval.replay import EvalReport, compacting_runs
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -80,31 +79,24 @@ def _quantile(ascending: Sequence[float], q: float) -> float | None:
 def policy_cells(reports: Sequence[EvalReport]) -> list[PolicyCell]:
     """A cell per compacting strategy and window, strategies in the order they ran."""
     cells: list[PolicyCell] = []
-    for name in dict.fromkeys(s for r in reports for s in r.strategies):
-        if not STRATEGIES[name].compacts:
-            continue
-        for report in reports:
-            runs = [r for r in report.runs if r.strategy == name]
-            if not runs:
-                continue
-            records = [c for r in runs for c in r.compactions if c.mode != NO_OP_MODE]
-            freed = [c.freed for c in records if c.freed is not None]
-            cells.append(
-                PolicyCell(
-                    strategy=name,
-                    window=report.window,
-                    model_calls=sum(r.model_calls for r in runs),
-                    compactions=len(records),
-                    summarizer_calls=sum(r.summarizer_calls for r in runs),
-                    freed=tuple(sorted(freed)),
-                    small=sum(
-                        c.freed is not None and c.freed < SMALL_FREED and not c.cramped
-                        for c in records
-                    ),
-                    cache_kept=sum(c.cache_kept for c in records),
-                    rewritten=sum(c.rewritten for c in records),
-                )
+    for name, window, runs in compacting_runs(reports):
+        records = [c for r in runs for c in r.compactions if c.mode != NO_OP_MODE]
+        freed = [c.freed for c in records if c.freed is not None]
+        cells.append(
+            PolicyCell(
+                strategy=name,
+                window=window,
+                model_calls=sum(r.model_calls for r in runs),
+                compactions=len(records),
+                summarizer_calls=sum(r.summarizer_calls for r in runs),
+                freed=tuple(sorted(freed)),
+                small=sum(
+                    c.freed is not None and c.freed < SMALL_FREED and not c.cramped for c in records
+                ),
+                cache_kept=sum(c.cache_kept for c in records),
+                rewritten=sum(c.rewritten for c in records),
             )
+        )
     return cells
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from precis.core.messages import Message
 from precis.core.validity import check
 from precis.engine.settings import CompactionSettings
+from precis.eval.judge import as_data
 from precis.eval.replay import load_conversation
 from precis.eval.retention import Retention, facts_of, measure
 from precis.facts import context_text
@@ -40,19 +41,11 @@ class ReferenceRow:
     violations: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "conversation": self.conversation,
-            "message_index": self.message_index,
-            "pre_tokens": self.pre_tokens,
-            "reference_chars": self.reference_chars,
-            "precis_chars": self.precis_chars,
-            "precis_context_chars": self.precis_context_chars,
-            "mode": self.mode,
-            "facts": self.facts,
-            "reference": self.reference.as_dict(),
-            "precis": self.precis.as_dict(),
-            "violations": self.violations,
-        }
+        return as_data(
+            self,
+            "conversation message_index pre_tokens reference_chars precis_chars "
+            "precis_context_chars mode facts reference precis violations",
+        )
 
 
 @dataclass(frozen=True, slots=True)

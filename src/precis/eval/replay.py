@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,9 @@ from precis.core.planning import call_groups
 from precis.core.types import CompactionMode, Trigger
 from precis.core.validity import check
 from precis.engine.settings import CompactionSettings
+from precis.eval.judge import as_data
 from precis.eval.retention import Retention, facts_of, measure
-from precis.eval.strategies import STRATEGY_NAMES, Strategy, strategy
+from precis.eval.strategies import STRATEGIES, STRATEGY_NAMES, Strategy, strategy
 from precis.facts import context_text
 from precis.session import Session
 from precis.stores.base import CompactionEvent
@@ -122,24 +123,11 @@ class CompactionRecord:
         return self.bound is not None and self.tokens_after > self.bound
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "trigger": self.trigger,
-            "mode": self.mode,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "bound": self.bound,
-            "seconds": self.seconds,
-            "evicted": self.evicted,
-            "violations": self.violations,
-            "retention": self.retention.as_dict(),
-            "window": self.window,
-            "target": self.target,
-            "least": self.least,
-            "freed": self.freed,
-            "cache_kept": self.cache_kept,
-            "rewritten": self.rewritten,
-        }
+        return as_data(
+            self,
+            "index trigger mode tokens_before tokens_after bound seconds evicted violations "
+            "retention window target least freed cache_kept rewritten",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,24 +177,12 @@ class RunResult:
         return sum(c.over for c in self.compactions)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "conversation": self.conversation,
-            "strategy": self.strategy,
-            "messages": self.messages,
-            "compactions": [c.as_dict() for c in self.compactions],
-            "violations": self.violations,
-            "final_violations": self.final_violations,
-            "summarizer_calls": self.summarizer_calls,
-            "seconds": self.seconds,
-            "peak_tokens": self.peak_tokens,
-            "peak_after": self.peak_after,
-            "over": self.over,
-            "tokens": list(self.tokens),
-            "retention": self.retention.as_dict(),
-            "errors": list(self.errors),
-            "failed": self.failed,
-            "model_calls": self.model_calls,
-        }
+        return as_data(
+            self,
+            "conversation strategy messages compactions violations final_violations "
+            "summarizer_calls seconds peak_tokens peak_after over tokens retention errors failed "
+            "model_calls",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,19 +202,11 @@ class StrategySummary:
     errors: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy,
-            "conversations": self.conversations,
-            "compactions": self.compactions,
-            "violations": self.violations,
-            "tokens_before_mean": self.tokens_before,
-            "tokens_after_mean": self.tokens_after,
-            "peak_tokens": self.peak_tokens,
-            "summarizer_calls": self.summarizer_calls,
-            "seconds": self.seconds,
-            "retention": self.retention.as_dict(),
-            "errors": self.errors,
-        }
+        return as_data(
+            self,
+            "strategy conversations compactions violations tokens_before_mean=tokens_before "
+            "tokens_after_mean=tokens_after peak_tokens summarizer_calls seconds retention errors",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +239,17 @@ class EvalReport:
             retention=sum((r.retention for r in runs), Retention()),
             errors=sum(len(r.errors) for r in runs),
         )
+
+
+def compacting_runs(reports: Sequence[EvalReport]) -> Iterator[tuple[str, int, list[RunResult]]]:
+    """Each compacting strategy's runs at each window, strategies in the order they ran
+    (masking only changes the view; it has no compaction to judge)."""
+    for name in dict.fromkeys(s for r in reports for s in r.strategies):
+        if STRATEGIES[name].compacts:
+            for report in reports:
+                runs = [r for r in report.runs if r.strategy == name]
+                if runs:
+                    yield name, report.window, runs
 
 
 def mean(values: Iterable[int]) -> float | None:

@@ -6,9 +6,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from precis.eval.judge import ordered_kinds
 from precis.eval.reference import ReferenceReport
 from precis.eval.replay import EvalReport, mean
-from precis.eval.retention import KIND_LABELS, Retention, ordered_kinds
+from precis.eval.retention import KIND_LABELS, Retention
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -23,7 +24,7 @@ def _tokens(value: float | None) -> str:
 
 
 def _kinds_of(retentions: Iterable[Retention]) -> list[str]:
-    return ordered_kinds(k for r in retentions for k in r.total)
+    return ordered_kinds(retentions)
 
 
 def render_table(report: EvalReport) -> Table:
@@ -42,7 +43,7 @@ def render_table(report: EvalReport) -> Table:
         table.add_column(KIND_LABELS.get(kind, kind), justify="right")
 
     def retention_cells(r: Retention) -> list[str]:
-        overall = f"{_share(r.overall)} ({r.kept}/{r.facts})"
+        overall = f"{_share(r.overall)} ({r.kept_count}/{r.facts})"
         return [overall, *(_share(r.share(k)) for k in kinds)]
 
     for run in report.runs:
@@ -129,8 +130,8 @@ def render_reference(ref: ReferenceReport) -> Table:
 
     def cells(reference: Retention, precis: Retention) -> list[str]:
         return [
-            f"{_share(reference.overall)} ({reference.kept})",
-            f"{_share(precis.overall)} ({precis.kept})",
+            f"{_share(reference.overall)} ({reference.kept_count})",
+            f"{_share(precis.overall)} ({precis.kept_count})",
             *(f"{_share(reference.share(k))}/{_share(precis.share(k))}" for k in kinds),
         ]
 

@@ -5,14 +5,14 @@ Facts and the presence test are `precis.facts`'s, the same the guard uses.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import ClassVar
 
 from precis.core.memo import Memo
 from precis.core.messages import Message
+from precis.eval.judge import Tally
 from precis.facts import Fact, extract_facts, retention
 
 # Fact kinds in the guard's priority order; the table abbreviates them to these headers.
@@ -32,59 +32,11 @@ KIND_LABELS: Mapping[str, str] = MappingProxyType(
 
 
 @dataclass(frozen=True, slots=True)
-class Retention:
-    """Facts found and facts kept, per kind: counts, so runs and sessions pool exactly."""
+class Retention(Tally):
+    """A `Tally` of the guard's own facts (`precis.facts`), its kinds in the guard's order."""
 
-    total: Mapping[str, int] = field(default_factory=dict)
-    retained: Mapping[str, int] = field(default_factory=dict)
-
-    def __add__(self, other: Retention) -> Retention:
-        total = Counter(self.total)
-        total.update(other.total)
-        retained = Counter(self.retained)
-        retained.update(other.retained)
-        return Retention(dict(total), dict(retained))
-
-    @property
-    def facts(self) -> int:
-        return sum(self.total.values())
-
-    @property
-    def kept(self) -> int:
-        return sum(self.retained.values())
-
-    def share(self, kind: str) -> float | None:
-        """Share of that kind's facts kept; None when the span had none."""
-        n = self.total.get(kind, 0)
-        return self.retained.get(kind, 0) / n if n else None
-
-    @property
-    def overall(self) -> float | None:
-        """Pooled share over every fact; None when there were none."""
-        return self.kept / self.facts if self.facts else None
-
-    def as_dict(self) -> dict[str, Any]:
-        kinds = ordered_kinds(self.total)
-        return {
-            "overall": self.overall,
-            "facts": self.facts,
-            "retained": self.kept,
-            "by_kind": {
-                k: {
-                    "facts": self.total[k],
-                    "retained": self.retained.get(k, 0),
-                    "share": self.share(k),
-                }
-                for k in kinds
-            },
-        }
-
-
-def ordered_kinds(kinds: Iterable[str]) -> list[str]:
-    """Known kinds in the guard's priority order, then any new ones alphabetically."""
-    present = set(kinds)
-    known = [k for k in KIND_LABELS if k in present]
-    return known + sorted(present - set(KIND_LABELS))
+    ORDER: ClassVar[Sequence[str]] = tuple(KIND_LABELS)
+    KEPT: ClassVar[str] = "retained"
 
 
 def measure(facts: Sequence[Fact], text: str, memo: Memo | None = None) -> Retention:

@@ -8,7 +8,6 @@ same facts; the heavy reading of each message is remembered in the session's mem
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence, Set
 from itertools import islice
 from operator import is_
@@ -21,6 +20,7 @@ from precis.core.types import FactKind
 from precis.facts.collect import Collector, Facts
 from precis.facts.gist import request_gist
 from precis.facts.model import Fact, Ledger, dedupe, newest_states
+from precis.facts.patterns import PATH_EXT_RE
 from precis.facts.tally import W_OUTPUT, W_SPOKEN, Tally
 from precis.facts.terms import project_root
 from precis.facts.text import compact, is_trivial, one_line
@@ -39,7 +39,6 @@ _MAX_ERRORS: Final = 10
 _MAX_REQUESTS: Final = 20
 # Identifier kinds worth keeping even when only a tool's output named them.
 _OUTPUT_ID_KINDS: Final = frozenset({"commit", "port", "pr", "email"})
-_FILE_EXT_RE: Final = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
 _CARRIERS: Final = frozenset({KIND_SUMMARY, KIND_MARKER})
 
 
@@ -301,7 +300,7 @@ def _file_facts(facts: Facts, sources: _Sources) -> tuple[list[Fact], list[Fact]
         path = short(term.label)
         if not path or path in modified or path in read:
             continue
-        if _FILE_EXT_RE.search(path) is None or ("/" not in path and path in names):
+        if PATH_EXT_RE.search(path) is None or ("/" not in path and path in names):
             continue  # a directory, or a bare name a full path already covers
         read[path] = Fact("file_read", path, sources.of("file_read", key))
     return list(modified.values()), list(read.values())

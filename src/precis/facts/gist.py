@@ -16,15 +16,10 @@ from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
 from precis.core.messages import parse_json
-from precis.facts.patterns import HARNESS_LINE_RE, REASON_RE
+from precis.facts.patterns import HARNESS_LINE_RE, REASON_RE, SENTENCE_SPLIT_RE
 from precis.facts.terms import terms_in
 from precis.facts.text import compact, one_line, shorten
 
-# Sentence ends a turn's prose runs together ("…the seed:1. Go over …string.So, …").
-_SENTENCE_RE: Final = re.compile(
-    r"(?<=[.!?。！？])\s+|(?<=[a-z)`'\"][.!?])(?=[A-Z])|(?<=[a-z][.:])(?=\d{1,2}\.\s)"
-    r"|\n+(?:[^\S\n]*[-*•]\s+)?"
-)
 # A token that carries a value: digits, code in backticks, quotes, snake_case, dotted.names,
 # CamelCase, a call or a path.
 _VALUE_RE: Final = re.compile(
@@ -77,7 +72,7 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
     line = one_line(text)
     if utf16_len(line) <= units:
         return line
-    pieces = [one_line(p) for p in _SENTENCE_RE.split(text)]
+    pieces = [one_line(p) for p in SENTENCE_SPLIT_RE.split(text)]
     sentences = [p for p in pieces if p and len(p) > 2]
     if not sentences:
         return shorten(line, units)
@@ -236,7 +231,7 @@ def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str
     line = one_line(text)
     if utf16_len(line) <= units:
         return line
-    sentences = [s for s in (one_line(p) for p in _SENTENCE_RE.split(text)) if len(s) > 7]
+    sentences = [s for s in (one_line(p) for p in SENTENCE_SPLIT_RE.split(text)) if len(s) > 7]
     sentences = [
         s
         for s in sentences
@@ -331,7 +326,7 @@ def request_gist(text: str) -> str:
     one line; the request itself is left as written."""
     kept: list[str] = []
     seen: dict[str, str] = {}  # a sentence met before in this text: its line, "" if a courtesy
-    for part in _SENTENCE_RE.split(text):
+    for part in SENTENCE_SPLIT_RE.split(text):
         line = seen.get(part)
         if line is None:
             if len(seen) >= _SEEN_SENTENCES:

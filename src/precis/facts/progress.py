@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from precis.facts.patterns import QUOTED_RE, TOKEN_ID_RE
+from precis.facts.patterns import HEREDOC_RE, QUOTED_RE, TOKEN_ID_RE
 from precis.facts.text import one_line, shorten
 
 # Issue trackers driven from a shell, and what their verbs do to an item.
@@ -53,7 +53,6 @@ _STATUS_FLAG_RE: Final = re.compile(r"(?:^|\s)(?:--status|--state|-s)(?:=|\s+)([
 _REASON_RE: Final = re.compile(r"--(?:reason|comment|message)[= ]\s*(['\"])(.*?)\1", re.DOTALL)
 _ITEM_RE: Final = re.compile(r"^#?[A-Za-z0-9][A-Za-z0-9_.#-]*$")
 _SEGMENT_SPLIT_RE: Final = re.compile(r"&&|\|\||[;|\n]")
-_HEREDOC_BODY_RE: Final = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n.*?\n\s*\1\b", re.DOTALL)
 _SUBSHELL_RE: Final = re.compile(r"\$\((?:[^()]|\([^()]*\))*\)")
 _TEST_CMD_RE: Final = re.compile(
     r"(?i)(?:^|\s|/)(?:pytest|py\.test|tox|nox|jest|vitest|rspec|phpunit|ctest|karma|mocha)\b"
@@ -123,7 +122,7 @@ def shell_work(command: str) -> ShellWork | None:
         return None
     reason_match = _REASON_RE.search(command)
     reason = shorten(one_line(reason_match.group(2)), _MAX_REASON) if reason_match else ""
-    bare = _HEREDOC_BODY_RE.sub(" ", command)
+    bare = HEREDOC_RE.sub(" ", command)
     bare = _SUBSHELL_RE.sub(" ", bare)
     bare = QUOTED_RE.sub(" ", bare)
     tracker: list[tuple[str, str]] = []

@@ -11,17 +11,16 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from precis.facts.patterns import CODE_BLOCK_RE, NUMBERED_LINE_RE, SELF_REPORT_RE
+from precis.facts.patterns import (
+    CODE_BLOCK_RE,
+    NUMBERED_LINE_RE,
+    SELF_REPORT_RE,
+    SENTENCE_SPLIT_RE,
+)
 
 # A rule is a sentence; a longer "sentence" is a paragraph without stops, or data.
 MAX_RULE_CHARS: Final = 600
 
-# Where one sentence ends: after . ! ? and a space (not after e.g. / i.e. / vs. / etc.), after
-# 。！？ (a ；or ，joins clauses of one sentence), or at a line break.
-_SENTENCE_SPLIT_RE: Final = re.compile(
-    r"(?<=[.!?])(?<!\b[Ee]\.g\.)(?<!\b[Ii]\.e\.)(?<!\b[Vv]s\.)(?<!\b[Ee]tc\.)(?<!\b[Cc]f\.)\s+"
-    r"|(?<=[。！？])"
-)
 # How a line opens that holds code, a schema, a docstring or a log, not anyone's words. The
 # indent is taken whole (`\s*+`): given back a space at a time, each option that may open on
 # spaces of its own would rescan the rest, quadratic on a line of blanks, and none needs it back.
@@ -231,7 +230,7 @@ def constraint_sentences(text: str) -> list[str]:
     if "```" in text:
         text = CODE_BLOCK_RE.sub("\n", text)  # an example's comments set no rule
     for line in _prose_lines(text):
-        for piece in _SENTENCE_SPLIT_RE.split(line):
+        for piece in SENTENCE_SPLIT_RE.split(line):
             sentence = _clean(piece)
             if len(sentence) < 6:
                 continue

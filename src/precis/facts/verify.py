@@ -21,10 +21,10 @@ def fold(text: str) -> str:
 
 
 class ContextText(str):
-    """The text of some messages, with its folded form (`fold`) made from per-message parts.
+    """The text of some messages, with its folded form (`fold`) made from per-message text parts.
 
-    A context keeps most of its messages from one compaction to the next; each message's part
-    is folded once, so checking facts against a whole context does not fold it all again.
+    A context keeps most of its messages from one compaction to the next; each message's text
+    parts are folded once, so checking facts against a whole context does not fold it all again.
     """
 
     folded: str
@@ -179,48 +179,50 @@ def folded_text(text: str) -> str:
 
 def context_text(messages: Sequence[Message], memo: Memo | None = None) -> ContextText:
     """Everything a model reads of these messages, the text facts are looked for in: contents,
-    tool calls, and the raw text of summaries and markers; each message's part from `memo`
+    tool calls, and the raw text of summaries and markers; each message's text parts from `memo`
     when it was folded before."""
-    parts: list[str] = []
+    text_parts: list[str] = []
     folded: list[str] = []
     for m in messages:
-        mine, theirs = _message_parts(m, memo)
-        parts.extend(mine)
+        mine, theirs = _message_text_parts(m, memo)
+        text_parts.extend(mine)
         folded.extend(theirs)
-    text = ContextText("\n".join(parts))
-    # fold() of parts joined by newlines is their non-empty folds joined by one space.
+    text = ContextText("\n".join(text_parts))
+    # fold() of text parts joined by newlines is their non-empty folds joined by one space.
     text.folded = " ".join(f for f in folded if f)
     return text
 
 
-def folded_parts(message: Message, memo: Memo | None = None) -> tuple[str, ...]:
-    """One message's parts of a context text, folded (empty ones too): `context_text(ms).folded`
-    is the non-empty parts of `ms` joined by spaces. Remembered in `memo` by message id."""
-    return _message_parts(message, memo)[1]
+def folded_text_parts(message: Message, memo: Memo | None = None) -> tuple[str, ...]:
+    """One message's text parts of a context text, folded (empty ones too): the non-empty ones
+    of `ms` joined by spaces are `context_text(ms).folded`. Remembered in `memo` by message id."""
+    return _message_text_parts(message, memo)[1]
 
 
-def _message_parts(message: Message, memo: Memo | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """One message's parts of a context text, and each folded, from the memo when seen."""
+def _message_text_parts(
+    message: Message, memo: Memo | None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """One message's text parts of a context text, and each folded, from the memo when seen."""
     key = (message.content, message.tool_calls, raw_summary_text(message))
-    table = memo[_PARTS] if memo is not None and message.id else None
+    table = memo[_TEXT_PARTS] if memo is not None and message.id else None
     hit = table.get(message.id) if table is not None else None
     if hit is not None and hit[0] == key:
         return hit[1], hit[2]
     content, calls, raw = key
-    parts = [content]
+    text_parts = [content]
     if raw is not None and raw != content:
-        parts.append(raw)
-    parts.extend(f"{call.name} {call.arguments}" for call in calls)
-    mine = tuple(parts)
+        text_parts.append(raw)
+    text_parts.extend(f"{call.name} {call.arguments}" for call in calls)
+    mine = tuple(text_parts)
     theirs = tuple(fold(part) for part in mine)
     if table is not None:
         table.put(message.id, (key, mine, theirs))
     return mine, theirs
 
 
-# Each message's parts of a context text and their folds, by its id, with what they were made of.
-_PARTS: Final = Table[str, tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...]]](
-    "folded parts", MEMO_SIZE
+# Each message's text parts of a context text and their folds, by its id, with their sources.
+_TEXT_PARTS: Final = Table[str, tuple[tuple[Any, ...], tuple[str, ...], tuple[str, ...]]](
+    "folded text parts", MEMO_SIZE
 )
 
 

@@ -43,7 +43,7 @@ from precis.integrations._telemetry import Compaction, emit_span, facts_kept
 from precis.session import AsyncSession, BaseSession
 from precis.session._base import SystemPromptCompiler
 from precis.session._io import SessionRequest
-from precis.session.tools import TOOLS, handle_tool_call
+from precis.session.tools import TOOLS, answer_history_tool
 from precis.stores.base import ConversationStore
 from precis.summarize.base import Summarizer
 
@@ -201,23 +201,6 @@ def tool_schemas() -> list[dict[str, Any]]:
 
 
 # --- the history tools ----------------------------------------------------------------------
-
-
-class _StoreHistory:
-    """What the history tools read, straight from the thread's store."""
-
-    def __init__(self, session: BaseSession) -> None:
-        self.store = session.store
-        self.conversation_id = session.conversation_id
-
-    def recall(self, query: str, limit: int = 10) -> list[Any]:
-        hits: list[Any] = self.store.recall(self.conversation_id, query, limit)
-        return hits
-
-
-def answer_history_tool(session: BaseSession, name: str, arguments: str | Mapping[str, Any]) -> str:
-    """Answer `search_history` or `read_original`; a mistake comes back as text, never a raise."""
-    return handle_tool_call(_StoreHistory(session), name, arguments)
 
 
 async def aanswer_history_tool(

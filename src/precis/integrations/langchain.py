@@ -62,13 +62,13 @@ from precis.integrations._common import (
     Sessions,
     Turn,
     aanswer_history_tool,
-    answer_history_tool,
     fingerprint,
     shown_differently,
     tool_schemas,
 )
 from precis.integrations._models import CallbackCounter, FrameworkSummarizer, settings_for
 from precis.session import adrive, drive
+from precis.session.tools import answer_history_tool
 from precis.stores.base import ConversationStore
 
 __all__ = [

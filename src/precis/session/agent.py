@@ -20,8 +20,8 @@ from precis.session._async import AsyncSession
 from precis.session._base import BaseSession
 from precis.session._io import Complete, SessionRequest, completion, drive
 from precis.session._sync import Session
-from precis.session.tools import TOOLS, handle_tool_call, tool_definitions
-from precis.stores.base import MessageIds, RecallHit
+from precis.session.tools import TOOLS, answer_history_tool, tool_definitions
+from precis.stores.base import MessageIds
 
 # How many times one turn compacts and retries after the model reports a context overflow.
 MAX_OVERFLOW_RETRIES = 3
@@ -30,17 +30,6 @@ MAX_TOOL_ROUNDS = 8
 
 CompactionCallback = Callable[[CompactionStats], None]
 _HISTORY_TOOLS = frozenset(t.name for t in TOOLS)
-
-
-class _StoreHistory:
-    """What the history tools read, straight from the store (run off-loop by an async agent)."""
-
-    def __init__(self, session: BaseSession) -> None:
-        self.store = session.store
-        self.conversation_id = session.conversation_id
-
-    def recall(self, query: str, limit: int = 10) -> list[RecallHit]:
-        return self.store.recall(self.conversation_id, query, limit)
 
 
 SessionT = TypeVar("SessionT", bound=BaseSession)
@@ -83,9 +72,8 @@ class _AgentBase(Generic[SessionT]):
             reply = yield from self._reply_steps(pending, compactions, history_tools=not last)
             pending.append(reply)
             ours = [c for c in reply.tool_calls if self._history_tools and c.name in _HISTORY_TOOLS]
-            history = _StoreHistory(self.session)
             for c in ours:
-                text: str = yield Call(handle_tool_call, (history, c.name, c.arguments))
+                text: str = yield Call(answer_history_tool, (self.session, c.name, c.arguments))
                 pending.append(
                     Message(role="tool", tool_call_id=c.id, content=text, id=self._ids.new())
                 )

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from precis.core.errors import UnknownMessage
 from precis.core.messages import Message, parse_json
 from precis.core.types import ChatFormat
 from precis.engine.views import read_section, sections
 from precis.stores.base import RecallHit
+
+if TYPE_CHECKING:
+    from precis.session._base import BaseSession
 
 DEFAULT_SEARCH_LIMIT = 10
 MAX_SEARCH_LIMIT = 50
@@ -143,6 +146,23 @@ class HistorySession(Protocol):
     def store(self) -> MessageReader: ...
 
     def recall(self, query: str, limit: int = 10) -> list[RecallHit]: ...
+
+
+class _StoreHistory:
+    """What the history tools read, straight from the session's store (a blocking call, which an
+    async caller runs off its loop)."""
+
+    def __init__(self, session: BaseSession) -> None:
+        self.store = session.store
+        self.conversation_id = session.conversation_id
+
+    def recall(self, query: str, limit: int = 10) -> list[RecallHit]:
+        return self.store.recall(self.conversation_id, query, limit)
+
+
+def answer_history_tool(session: BaseSession, name: str, arguments: str | Mapping[str, Any]) -> str:
+    """Answer `search_history` or `read_original` from the session's store (`handle_tool_call`)."""
+    return handle_tool_call(_StoreHistory(session), name, arguments)
 
 
 class _ArgumentError(Exception):

@@ -43,7 +43,6 @@ __all__ = [
     "ContextTail",
     "ConversationNotFound",
     "ConversationStore",
-    "HandedOver",
     "MessageIds",
     "RecallHit",
     "StoreBase",
@@ -363,19 +362,8 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-class HandedOver(dict[str, Any]):
-    """Data made of plain JSON only (dicts with str keys, lists, str, int, float, bool, None),
-    built for one message and handed to the store whole: its maker keeps no hold on the
-    containers in it, so `json_safe` takes them as they are, in a plain dict, instead of copying
-    them (what the copy would give is what they are). A compaction's summary metadata."""
-
-    __slots__ = ()
-
-
 def json_safe(value: Mapping[str, Any], what: str) -> dict[str, Any]:
     """A JSON round-tripped copy, so every backend returns the same plain data or fails alike."""
-    if type(value) is HandedOver:
-        return dict(value)
     if not value:
         return {}
     top = dict(value)

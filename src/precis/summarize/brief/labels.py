@@ -305,26 +305,6 @@ SMALL_FILL_ORDER: Final = (
 )
 
 
-# What a small brief fills once every section had its share.
-SMALL_THEN_ORDER: Final = (
-    TASK,
-    PHASE,
-    WORK,
-    STATE,
-    RECORDS,
-    ERRORS,
-    NOTES,
-    CONSTRAINTS,
-    MODIFIED,
-    REQUESTS,
-    DECISIONS,
-    IDENTIFIERS,
-    OPEN,
-    READ,
-    TOOLS,
-)
-
-
 def shares_for(budget: int) -> Mapping[str, float]:
     """Each section's first-pass share of a brief of `budget` units."""
     return SMALL_SHARES if budget <= SMALL_BRIEF_CHARS else SHARES

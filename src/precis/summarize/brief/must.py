@@ -20,6 +20,7 @@ from typing import Final
 from precis.core.jscompat import utf16_len
 from precis.facts import Fact, fold, present, shorten
 from precis.facts.gist import fit_sentences
+from precis.facts.patterns import DIGIT_RE, SENTENCE_SPLIT_RE
 from precis.facts.text import ELLIPSIS
 from precis.summarize.brief.items import Item
 from precis.summarize.brief.labels import (
@@ -53,10 +54,8 @@ MUST_SHARE: Final = 1.0
 MUST_ROUNDS: Final = 3
 # The least of the gist worth showing after the guard's words for the task.
 _MIN_REST: Final = 40
-_SENTENCE_END_RE: Final = re.compile(r"(?<=[.!?])\s+")
 # A sentence that names code, a path or file, or a host; then one that has a number.
 _CODE_NAMED_RE: Final = re.compile(r"`[^`]+`|\w[/.:]\w")
-_DIGIT_RE: Final = re.compile(r"\d")
 # A markup tag around a task's parts ("<uploaded_files>", "</issue_description>").
 _TAG_RE: Final = re.compile(r"</?[A-Za-z_][\w-]*>")
 # What the gist's section takes besides its text (heading, newlines), so the lead fits as it did.
@@ -167,7 +166,7 @@ def _fit_forms(rest: str, room: int, shown: str = "") -> list[str]:
     or a host first, then those with a number, then the rest; one cut only when none fits whole.
     Then each shorter form that leaves out its last-ranked sentence. A sentence whose opening
     the fact's words (`shown`) already hold is not shown again."""
-    sentences = [p for p in _SENTENCE_END_RE.split(rest) if p.strip() and _opening(p) not in shown]
+    sentences = [p for p in SENTENCE_SPLIT_RE.split(rest) if p.strip() and _opening(p) not in shown]
     if not sentences:
         return []
     ranked = sorted(range(len(sentences)), key=lambda i: _naming(sentences[i]))
@@ -182,7 +181,7 @@ def _naming(sentence: str) -> int:
     """0 for a sentence that names code, a path or a host, 1 for one with a number, else 2."""
     if _CODE_NAMED_RE.search(sentence):
         return 0
-    return 1 if _DIGIT_RE.search(sentence) else 2
+    return 1 if DIGIT_RE.search(sentence) else 2
 
 
 def _opening(sentence: str) -> str:
