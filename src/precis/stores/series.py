@@ -16,10 +16,13 @@ from precis.stores.base import CompactionEvent, ConversationStore
 from precis.stores.samples import Sample
 
 __all__ = [
+    "MarkerBin",
     "MarkerRow",
     "RowSeries",
     "SeriesReads",
+    "bin_of",
     "downsampled",
+    "marker_bins_of",
     "marker_rows_of",
     "series_of",
     "total_of",
@@ -45,6 +48,26 @@ class MarkerRow:
     stats: Mapping[str, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class MarkerBin:
+    """The markers of one trigger in one stretch of turns (`bin` of `bins`, as `bin_of` says),
+    so a chart draws dense compactions as one mark with its count: `first`/`last` are the
+    lowest and highest event, `low`/`high` the lowest and highest turn, `mode` the mode they
+    share (None when they differ), `before`/`after` the (lowest, highest) totals, None where
+    no marker of the bin counted one."""
+
+    bin: int
+    trigger: str
+    count: int
+    first: int
+    last: int
+    low: int
+    high: int
+    mode: str | None
+    before: tuple[int | None, int | None]
+    after: tuple[int | None, int | None]
+
+
 @runtime_checkable
 class SeriesReads(Protocol):
     """The chart's reads, each bounded by what the page shows."""
@@ -66,6 +89,12 @@ class SeriesReads(Protocol):
         stats: bool = False,
     ) -> list[MarkerRow]:
         """The markers of events `offset` … `offset + limit - 1`, oldest first."""
+        ...
+
+    def marker_bins(self, conversation_id: str, bins: int) -> list[MarkerBin]:
+        """The markers counted per stretch of turns and trigger (`marker_bins_of`'s result),
+        in order of bin and first event: as many rows as the chart has room for, however
+        many compactions there are."""
         ...
 
 
@@ -91,6 +120,41 @@ def downsampled(rows: Sequence[T], most: int, total: Callable[[T], int]) -> list
         high = max(span, key=totals.__getitem__)
         kept += [rows[j] for j in sorted({low, high})]
     return kept
+
+
+def bin_of(turn: int, turns: int, bins: int) -> int:
+    """Which of `bins` equal stretches of turns 1 … `turns` holds `turn` (0 for a turn 0, the
+    turn of a marker of a conversation without samples)."""
+    return (turn - 1) * bins // turns if turn > 0 else 0
+
+
+def _span(values: Sequence[int | None]) -> tuple[int | None, int | None]:
+    known = [v for v in values if v is not None]
+    return (min(known), max(known)) if known else (None, None)
+
+
+def marker_bins_of(rows: Sequence[MarkerRow], turns: int, bins: int) -> list[MarkerBin]:
+    """`rows` (every marker of a conversation of `turns` turns) counted per bin of turns and
+    trigger, in order of bin and first event (what the SQL stores count in the database)."""
+    groups: dict[tuple[int, str], list[MarkerRow]] = {}
+    for row in rows:
+        groups.setdefault((bin_of(row.turn, max(turns, 1), bins), row.trigger), []).append(row)
+    out = [
+        MarkerBin(
+            place,
+            trigger,
+            len(group),
+            min(r.event for r in group),
+            max(r.event for r in group),
+            min(r.turn for r in group),
+            max(r.turn for r in group),
+            group[0].mode if all(r.mode == group[0].mode for r in group) else None,
+            _span([r.before for r in group]),
+            _span([r.after for r in group]),
+        )
+        for (place, trigger), group in groups.items()
+    ]
+    return sorted(out, key=lambda b: (b.bin, b.first))
 
 
 def _plus(value: Any, floor: int) -> int | None:
@@ -174,6 +238,11 @@ class RowSeries:
         events = self._store.events(conversation_id)
         rows = marker_rows_of(self._store.samples(conversation_id), events)
         return rows[offset : None if limit is None else offset + limit]
+
+    def marker_bins(self, conversation_id: str, bins: int) -> list[MarkerBin]:
+        samples = self._store.samples(conversation_id)
+        rows = marker_rows_of(samples, self._store.events(conversation_id))
+        return marker_bins_of(rows, samples[-1].turn if samples else 0, bins)
 
 
 def series_of(store: ConversationStore) -> SeriesReads:

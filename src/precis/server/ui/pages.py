@@ -19,6 +19,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from precis.charts import CONVENTION, composition_chart, render
+from precis.charts.composition import bins_for
 from precis.core.types import CONVERSATION_ID_PATTERN
 from precis.server.deps import Conversation, Service, ServiceDep
 from precis.server.ui import data
@@ -84,6 +85,12 @@ async def _existing(service: Service, conversation_id: str, tenant: str | None) 
     return conversation
 
 
+# The two charts a page draws (the stylesheet shows one): width, height, tap target.
+WIDE = (960, 340, 32)
+PHONE = (380, 320, 36)
+BINS = (bins_for(WIDE[0], WIDE[2]), bins_for(PHONE[0], PHONE[2]))
+
+
 def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str]:
     """The chart for a wide screen and for a phone's (the stylesheet shows one): the phone's
     is drawn at its own size, so its text stays readable and its markers a finger wide."""
@@ -93,9 +100,17 @@ def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str
         return f"{base}/compactions/{event + 1}"
 
     title = f"{conversation_id}: the context window per turn"
-    wide = composition_chart(payload, title=title, href=href)
-    narrow = composition_chart(payload, title=title, href=href, width=380, height=320, tap=36)
+    wide, narrow = (
+        composition_chart(payload, title=title, href=href, width=w, height=h, tap=t)
+        for w, h, t in (WIDE, PHONE)
+    )
     return render(wide, element_id="composition"), render(narrow, element_id="composition-phone")
+
+
+def _page_payload(service: Service, stored_id: str) -> dict[str, Any]:
+    """The chart's data as a page draws it: the samples it has room for, the markers counted
+    per stretch of turns of each of its charts."""
+    return data.chart_payload(service, stored_id, most=data.DRAWN_POINTS, bins=BINS)
 
 
 def _conversation_reads(
@@ -103,8 +118,8 @@ def _conversation_reads(
 ) -> tuple[dict[str, Any], list[dict[str, Any]], data.ContextNow]:
     """The conversation page's reads, in one worker-thread call: the chart's data, its newest
     compactions, the context now."""
-    payload = data.chart_payload(service, conversation.stored_id, most=data.DRAWN_POINTS)
-    latest = data.latest_markers(service, conversation.stored_id, len(payload["markers"]))
+    payload = _page_payload(service, conversation.stored_id)
+    latest = data.latest_markers(service, conversation.stored_id, payload["compactions"])
     return payload, latest, data.context_now(service, conversation, payload)
 
 
@@ -212,11 +227,9 @@ def router() -> APIRouter:
         conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
-        payload = await run_in_threadpool(
-            functools.partial(data.chart_payload, service, found.stored_id, most=data.DRAWN_POINTS)
-        )
+        payload = await run_in_threadpool(_page_payload, service, found.stored_id)
         latest = await run_in_threadpool(
-            data.latest_markers, service, found.stored_id, len(payload["markers"])
+            data.latest_markers, service, found.stored_id, payload["compactions"]
         )
         return html(
             "_chart.html",
