@@ -11,7 +11,7 @@ from inspector_data import long_conversation, replay
 from precis.core.messages import Message
 from precis.stores import MemoryStore
 from precis.stores.base import CompactionEvent, ConversationStore
-from precis.stores.series import RowSeries, SeriesReads, bin_of, series_of
+from precis.stores.series import RowSeries, SeriesReads, bin_of, coarser, series_of
 
 
 def test_thinned_samples_and_markers_match_the_full_rows(sql_store: ConversationStore) -> None:
@@ -91,6 +91,11 @@ def test_markers_counted_per_stretch_of_turns_match_the_full_rows(
                 assert sql_store.marker_bins(cid, bins) == expected[cid, bins]
     for bins in (0, 1, 2, 7, 16, 55, 1000):
         assert sql_store.marker_bins("old", bins) == expected["old", bins]
+    # One count serves a chart of fewer bins that divide it: merged, they are its own count.
+    for cid in ("long", "airline", "old", "empty"):
+        fine = sql_store.marker_bins(cid, 48)
+        for by, bins in ((3, 16), (48, 1), (1, 48)):
+            assert coarser(fine, by) == rows.marker_bins(cid, bins)
     for cid in ("long", "airline", "old"):
         events = sql_store.events(cid)
         every = rows.marker_rows(cid)

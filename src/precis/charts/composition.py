@@ -18,6 +18,7 @@ from precis.stores.samples import PARTS, Sample
 from precis.stores.series import (
     MarkerBin,
     MarkerRow,
+    coarser,
     downsampled,
     marker_bins_of,
     marker_rows_of,
@@ -192,6 +193,18 @@ def bins_for(width: int, tap: int) -> int:
     return max(1, (width - MARGIN[0] - MARGIN[1]) * 2 // max(tap, 1))
 
 
+def _binned(data: Mapping[str, Any], bins: int) -> Sequence[MarkerBin]:
+    """The markers in `bins` bins: as a store counted them for that many, or for a multiple of
+    it (merged), else counted here from the markers."""
+    given: Mapping[int, Sequence[MarkerBin]] = data.get("marker_bins") or {}
+    if bins in given:
+        return given[bins]
+    for count, binned in given.items():
+        if count % bins == 0:
+            return coarser(binned, count // bins)
+    return marker_bins_of(_rows(data), data["turns"], bins)
+
+
 def _rows(data: Mapping[str, Any]) -> list[MarkerRow]:
     return [
         MarkerRow(
@@ -266,11 +279,13 @@ def composition_chart(
     width: int = 960,
     height: int = 340,
     tap: int = 32,
+    bins: int | None = None,
 ) -> Chart:
     """The stacked chart of `chart_data`'s output; `href(event)` links each marker. The samples
     are thinned to about one low and one high per 3 pixels of `width`; the markers are drawn
-    per stretch of turns (`bins_for`), from `data["marker_bins"][that many]` when a store
-    counted them, else counted here from `data["markers"]`."""
+    one per stretch of turns, `bins` of them (by default `bins_for` the width and tap), from
+    `data["marker_bins"]` when a store counted them (for that many or a multiple), else
+    counted here from `data["markers"]`."""
     samples = downsampled(list(data["samples"]), max(2, width * 2 // 3), _total)
     xs = [_x(s) for s in samples]
     layers = [
@@ -288,10 +303,7 @@ def composition_chart(
         label = f"compacts above {data['threshold']:,}"
         guides.append(Guide(float(data["threshold"]), label, "#b45309"))
     by_turn = {s["turn"]: _x(s) for s in samples}
-    count = bins_for(width, tap)
-    binned = data.get("marker_bins", {}).get(count)
-    if binned is None:
-        binned = marker_bins_of(_rows(data), data["turns"], count)
+    binned = _binned(data, bins or bins_for(width, tap))
     found = _drawn_markers(binned, lambda turn: by_turn.get(turn, float(turn) - 1), href)
     triggers = dict.fromkeys(b.trigger for b in binned)
     legend = [(label, color) for label, color in PART_STYLE.values()]

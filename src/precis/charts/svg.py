@@ -276,9 +276,7 @@ def _markers(chart: Chart, frame: _Frame) -> list[str]:
             f'width="{chart.tap}" height="{chart.tap}" fill="#000" fill-opacity="0"/>'
             f"<title>{escape(text_of(marker.title))}</title>"
         )
-        key = (
-            f' data-key="{escape(marker.key)}" data-count="{marker.count}"' if marker.key else ""
-        )
+        key = f' data-key="{escape(marker.key)}" data-count="{marker.count}"' if marker.key else ""
         if marker.href is not None:
             href = escape(text_of(marker.href))
             out.append(f'<a class="marker" href="{href}"{key}>{body}</a>')

@@ -21,6 +21,7 @@ __all__ = [
     "RowSeries",
     "SeriesReads",
     "bin_of",
+    "coarser",
     "downsampled",
     "marker_bins_of",
     "marker_rows_of",
@@ -151,6 +152,31 @@ def marker_bins_of(rows: Sequence[MarkerRow], turns: int, bins: int) -> list[Mar
             group[0].mode if all(r.mode == group[0].mode for r in group) else None,
             _span([r.before for r in group]),
             _span([r.after for r in group]),
+        )
+        for (place, trigger), group in groups.items()
+    ]
+    return sorted(out, key=lambda b: (b.bin, b.first))
+
+
+def coarser(binned: Sequence[MarkerBin], by: int) -> list[MarkerBin]:
+    """`binned` (of some number of bins that `by` divides) counted in `by` times fewer bins:
+    what `marker_bins_of` gives for that number, since bin_of(t, n, k * b) // k is
+    bin_of(t, n, b); one read serves charts of several widths."""
+    groups: dict[tuple[int, str], list[MarkerBin]] = {}
+    for one in binned:
+        groups.setdefault((one.bin // by, one.trigger), []).append(one)
+    out = [
+        MarkerBin(
+            place,
+            trigger,
+            sum(b.count for b in group),
+            min(b.first for b in group),
+            max(b.last for b in group),
+            min(b.low for b in group),
+            max(b.high for b in group),
+            group[0].mode if all(b.mode == group[0].mode for b in group) else None,
+            _span([v for b in group for v in b.before]),
+            _span([v for b in group for v in b.after]),
         )
         for (place, trigger), group in groups.items()
     ]

@@ -58,20 +58,25 @@ _MADE = (
 )
 # Each event's marker counted per bin of turns and trigger (`series.marker_bins_of`): event i is
 # the (i+1)-th row of the conversation's events, placed at the first compaction sample of
-# context version i + 1, its tokens that sample's total and the turn before's. The bin, as
+# context version i + 1, its tokens that sample's total and the turn before's. Events and
+# samples are paired by version in one grouped pass over both (a join of the two derived tables
+# would scan one for each row of the other on SQLite); a version lacking either side is left
+# out, so the counts fall short and `marker_bins` counts from the rows instead. The bin is
 # `series.bin_of` (turns >= 1 here: whole numbers of ours, written in).
 _BINS = (
-    "SELECT (c.turn - 1) * {bins} / {turns} AS bin, e.trigger, COUNT(*), "
-    "MIN(e.version) - 1, MAX(e.version) - 1, MIN(c.turn), MAX(c.turn), "
-    "CASE WHEN MIN(e.mode) = MAX(e.mode) THEN MIN(e.mode) END, "
+    "SELECT (m.turn - 1) * {bins} / {turns}, m.trigger, COUNT(*), "
+    "MIN(m.version) - 1, MAX(m.version) - 1, MIN(m.turn), MAX(m.turn), "
+    "CASE WHEN MIN(m.mode) = MAX(m.mode) THEN MIN(m.mode) END, "
     f"MIN({_total('b')}), MAX({_total('b')}), MIN({_total('a')}), MAX({_total('a')}) "
-    "FROM (SELECT ROW_NUMBER() OVER (ORDER BY row_id) AS version, trigger, mode FROM events "
-    "WHERE conversation_id = ?) AS e "
-    "JOIN (SELECT version, MIN(turn) AS turn FROM samples WHERE conversation_id = ? "
-    "AND kind = 'compaction' AND version > 0 GROUP BY version) AS c ON c.version = e.version "
-    "JOIN samples AS a ON a.conversation_id = ? AND a.turn = c.turn "
-    "JOIN samples AS b ON b.conversation_id = ? AND b.turn = c.turn - 1 "
-    "GROUP BY (c.turn - 1) * {bins} / {turns}, e.trigger"
+    "FROM (SELECT version, MAX(trigger) AS trigger, MAX(mode) AS mode, MAX(turn) AS turn FROM ("
+    "SELECT ROW_NUMBER() OVER (ORDER BY row_id) AS version, trigger, mode, NULL AS turn "
+    "FROM events WHERE conversation_id = ? "
+    "UNION ALL SELECT version, NULL, NULL, MIN(turn) FROM samples WHERE conversation_id = ? "
+    "AND kind = 'compaction' AND version > 0 GROUP BY version) AS u "
+    "GROUP BY version HAVING COUNT(*) = 2) AS m "
+    "JOIN samples AS a ON a.conversation_id = ? AND a.turn = m.turn "
+    "JOIN samples AS b ON b.conversation_id = ? AND b.turn = m.turn - 1 "
+    "GROUP BY (m.turn - 1) * {bins} / {turns}, m.trigger"
 )
 # More rows than any page asks for: LIMIT without a bound, in a form both databases take.
 _ALL = 2**62

@@ -85,10 +85,11 @@ async def _existing(service: Service, conversation_id: str, tenant: str | None) 
     return conversation
 
 
-# The two charts a page draws (the stylesheet shows one): width, height, tap target.
-WIDE = (960, 340, 32)
-PHONE = (380, 320, 36)
-BINS = (bins_for(WIDE[0], WIDE[2]), bins_for(PHONE[0], PHONE[2]))
+# The two charts a page draws (the stylesheet shows one): width, height, tap target, and how
+# many stretches of turns each draws its markers in. The wide chart's is a multiple of the
+# phone's, so one count by the store serves both (`coarser`).
+PHONE = (380, 320, 36, bins_for(380, 36))
+WIDE = (960, 340, 32, PHONE[3] * max(1, bins_for(960, 32) // PHONE[3]))
 
 
 def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str]:
@@ -101,16 +102,16 @@ def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str
 
     title = f"{conversation_id}: the context window per turn"
     wide, narrow = (
-        composition_chart(payload, title=title, href=href, width=w, height=h, tap=t)
-        for w, h, t in (WIDE, PHONE)
+        composition_chart(payload, title=title, href=href, width=w, height=h, tap=t, bins=b)
+        for w, h, t, b in (WIDE, PHONE)
     )
     return render(wide, element_id="composition"), render(narrow, element_id="composition-phone")
 
 
 def _page_payload(service: Service, stored_id: str) -> dict[str, Any]:
     """The chart's data as a page draws it: the samples it has room for, the markers counted
-    per stretch of turns of each of its charts."""
-    return data.chart_payload(service, stored_id, most=data.DRAWN_POINTS, bins=BINS)
+    per stretch of turns by the store, once for both charts."""
+    return data.chart_payload(service, stored_id, most=data.DRAWN_POINTS, bins=(WIDE[3],))
 
 
 def _conversation_reads(
