@@ -20,8 +20,10 @@ from starlette.concurrency import run_in_threadpool
 
 from precis.charts import CONVENTION, composition_chart, render
 from precis.charts.composition import bins_for
+from precis.core.errors import StoreError
 from precis.core.types import CONVERSATION_ID_PATTERN
 from precis.server.deps import Conversation, Service, ServiceDep
+from precis.server.errors import store_failure
 from precis.server.ui import data
 from precis.server.ui.auth import COOKIE, SESSION_SECONDS, Logins, NeedLogin
 
@@ -377,7 +379,9 @@ async def _turns(
     `now` event (the page appends them; nothing is sent again). It sleeps on the conversation's
     `service.changes` future: while no request of this process writes to it, it reads nothing.
     At each keepalive (another process may be the one writing) it reads the cursor alone, and
-    the rows after it only when the cursor moved."""
+    the rows after it only when the cursor moved. A read the store fails ends the stream with
+    a `failed` event saying so (as an answer's detail would: the store's words go to the log);
+    the browser reconnects from its page's cursor after `retry`."""
     gauge, changes = service.streams, service.changes
     stored_id, idle = conversation.stored_id, service.limits.keepalive_seconds
     gauge.open += 1
@@ -414,6 +418,8 @@ async def _turns(
                 yield ServerSentEvent(comment="idle")
                 now = await run_in_threadpool(data.stream_cursor, service, stored_id)
                 look = now != (turn, events)
+    except StoreError as exc:
+        yield ServerSentEvent(data=store_failure(exc), event="failed")
     finally:
         changes.drop(conversation.id, change)
         gauge.open -= 1
