@@ -158,7 +158,9 @@ document.addEventListener("click", function (event) {
   // The store failed a read: the stream has ended (the browser opens it again later).
   live.addEventListener("failed", function (event) {
     var note = document.getElementById("live-note");
-    if (note) note.textContent = "Live updates paused: " + event.detail.data;
+    if (!note) return;
+    note.textContent = "Live updates paused: " + event.detail.data;
+    note.hidden = false;
   });
 
   live.addEventListener("compaction", function (event) {
