@@ -8,8 +8,8 @@ stores/sql_series.py); `series_of` answers it for any `ConversationStore` from i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from precis.stores.base import CompactionEvent, ConversationStore
@@ -137,34 +137,35 @@ def _span(values: Sequence[int | None]) -> tuple[int | None, int | None]:
 def marker_bins_of(rows: Sequence[MarkerRow], turns: int, bins: int) -> list[MarkerBin]:
     """`rows` (every marker of a conversation of `turns` turns) counted per bin of turns and
     trigger, in order of bin and first event (what the SQL stores count in the database)."""
-    groups: dict[tuple[int, str], list[MarkerRow]] = {}
-    for row in rows:
-        groups.setdefault((bin_of(row.turn, max(turns, 1), bins), row.trigger), []).append(row)
-    out = [
+    return _merged(
         MarkerBin(
-            place,
-            trigger,
-            len(group),
-            min(r.event for r in group),
-            max(r.event for r in group),
-            min(r.turn for r in group),
-            max(r.turn for r in group),
-            group[0].mode if all(r.mode == group[0].mode for r in group) else None,
-            _span([r.before for r in group]),
-            _span([r.after for r in group]),
+            bin_of(r.turn, max(turns, 1), bins),
+            r.trigger,
+            1,
+            r.event,
+            r.event,
+            r.turn,
+            r.turn,
+            r.mode,
+            (r.before, r.before),
+            (r.after, r.after),
         )
-        for (place, trigger), group in groups.items()
-    ]
-    return sorted(out, key=lambda b: (b.bin, b.first))
+        for r in rows
+    )
 
 
-def coarser(binned: Sequence[MarkerBin], by: int) -> list[MarkerBin]:
+def coarser(binned: Iterable[MarkerBin], by: int) -> list[MarkerBin]:
     """`binned` (of some number of bins that `by` divides) counted in `by` times fewer bins:
     what `marker_bins_of` gives for that number, since bin_of(t, n, k * b) // k is
     bin_of(t, n, b); one read serves charts of several widths."""
+    return _merged(replace(b, bin=b.bin // by) for b in binned)
+
+
+def _merged(binned: Iterable[MarkerBin]) -> list[MarkerBin]:
+    """One bin per bin number and trigger, in order of bin and first event."""
     groups: dict[tuple[int, str], list[MarkerBin]] = {}
     for one in binned:
-        groups.setdefault((one.bin // by, one.trigger), []).append(one)
+        groups.setdefault((one.bin, one.trigger), []).append(one)
     out = [
         MarkerBin(
             place,
