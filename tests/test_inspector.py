@@ -8,6 +8,7 @@ import json
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from live_server import serving
 
 from precis import CompactionSettings
 from precis.server import ServiceLimits, create_app
+from precis.server.errors import STORE_FAILED
 from precis.server.keys import ApiKeys
 from precis.server.ui import POLICY
 from precis.server.ui.auth import COOKIE
@@ -365,6 +367,119 @@ def test_the_page_updates_live_from_the_event_stream(tmp_path: Path) -> None:
             assert marker["tokens_after"] == sample["total"]
             assert _next_event(lines) == ("now", "2")
     store.close()
+
+
+def _rest(lines: Iterator[str]) -> list[str]:
+    """The lines a stream sends until it ends (it must end: the client's timeout fails it)."""
+    return list(lines)
+
+
+def test_a_stream_whose_store_fails_says_so_and_ends_and_the_service_answers(
+    tmp_path: Path,
+) -> None:
+    """The samples table taken away under a open stream (a real failure of the real file): at
+    its next keepalive the stream reads its cursor, says the store failed without the store's
+    own words, and ends; the service goes on answering, and once the table is back a new
+    stream follows the conversation again."""
+    path = tmp_path / "precis.db"
+    store = SQLiteStore(path)
+    often = ServiceLimits(event_poll_seconds=3600, keepalive_seconds=0.01)
+    app = create_app(store, settings=CompactionSettings(2000), limits=often)
+    line = [{"role": "user", "content": "hello"}]
+    with serving(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        for cid in ("live", "other"):
+            assert client.post("/v1/conversations", json={"id": cid}).status_code == 201
+            posted = client.post(f"/v1/conversations/{cid}/messages", json={"messages": line})
+            assert posted.status_code == 201
+        with client.stream("GET", "/ui/c/live/stream") as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == ": stream open"
+            with sqlite3.connect(path) as other:
+                other.execute("ALTER TABLE samples RENAME TO samples_away")
+            rest = _rest(lines)
+        assert rest[-3:] == ["event: failed", f"data: {STORE_FAILED}", ""]
+        assert str(path) not in "\n".join(rest) and "samples" not in "\n".join(rest)
+        assert app.state.service.streams.open == 0 and app.state.service.changes.watching == 0
+        # The service is up: the API answers what does not need the table, health too.
+        history = client.get("/v1/conversations/other/history")
+        assert history.status_code == 200 and history.json()["messages"][0]["content"] == "hello"
+        assert client.get("/healthz").status_code == 200
+        # A stream opened meanwhile says the same and ends (the browser retries it later).
+        failed = client.get("/ui/c/other/stream")
+        assert failed.status_code == 200
+        assert failed.text.splitlines()[-3:] == ["event: failed", f"data: {STORE_FAILED}", ""]
+        with sqlite3.connect(path) as other:
+            other.execute("ALTER TABLE samples_away RENAME TO samples")
+        with client.stream("GET", "/ui/c/live/stream") as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == ": stream open"
+            posted = client.post("/v1/conversations/live/messages", json={"messages": line})
+            assert posted.status_code == 201
+            event, body = _next_event(lines)
+            assert event == "turn" and json.loads(body)["turn"] == 2
+    store.close()
+
+
+def test_two_tenants_streams_on_one_name_each_get_their_own_changes_only(tmp_path: Path) -> None:
+    """Two tenants, each with a conversation named "plan", each with a stream open on it, their
+    writes interleaved: a write wakes both streams (they watch a name), but each sends only its
+    own conversation's turns and compactions, in order, none twice."""
+    store = SQLiteStore(tmp_path / "precis.db")
+    hourly = ServiceLimits(event_poll_seconds=3600, keepalive_seconds=3600)
+    app = create_app(store, settings=CompactionSettings(2000), api_keys=KEYS, limits=hourly)
+
+    def say(n: int, team: str) -> dict[str, Any]:
+        role = "user" if n % 2 == 0 else "assistant"
+        return {"messages": [{"role": role, "content": f"{team} says {n} " + "w" * 300}]}
+
+    with (
+        serving(app) as url,
+        httpx.Client(base_url=url, timeout=30, headers=_bearer(KEY_A)) as a,
+        httpx.Client(base_url=url, timeout=30, headers=_bearer(KEY_B)) as b,
+    ):
+        for client, team, ahead in ((a, "a", 5), (b, "b", 0)):
+            assert client.post("/v1/conversations", json={"id": "plan"}).status_code == 201
+            for n in range(ahead):  # team a's turns run five ahead of team b's
+                posted = client.post("/v1/conversations/plan/messages", json=say(n, team))
+                assert posted.status_code == 201
+        with a.stream("GET", "/ui/c/plan/stream") as sa, b.stream("GET", "/ui/c/plan/stream") as sb:
+            la, lb = sa.iter_lines(), sb.iter_lines()
+            assert next(la) == next(lb) == ": stream open"
+            a_turn = 5
+            for n in range(1, 7):
+                # Both written before either stream is read: each must pick its own out.
+                assert (
+                    a.post("/v1/conversations/plan/messages", json=say(n, "a")).status_code == 201
+                )
+                assert (
+                    b.post("/v1/conversations/plan/messages", json=say(n, "b")).status_code == 201
+                )
+                a_turn += 1
+                for lines, turn in ((la, a_turn), (lb, n)):
+                    event, body = _next_event(lines)
+                    assert (event, json.loads(body)["turn"]) == ("turn", turn)
+                    assert _next_event(lines) == ("now", str(turn))
+                if n % 3 == 0:  # team a compacts by hand now and then; team b never
+                    compacted = a.post("/v1/conversations/plan/compact", json={})
+                    assert compacted.status_code == 200 and compacted.json()["compacted"]
+                    a_turn += 1
+                    event, body = _next_event(la)
+                    marker = json.loads(body)
+                    assert event == "compaction" and marker["turn"] == a_turn
+                    event, body = _next_event(la)
+                    assert event == "turn" and json.loads(body)["kind"] == "compaction"
+                    assert _next_event(la) == ("now", str(a_turn))
+            # Team b's stream had nothing of team a's to send: its next event is its own turn.
+            assert b.post("/v1/conversations/plan/messages", json=say(7, "b")).status_code == 201
+            event, body = _next_event(lb)
+            assert (event, json.loads(body)["turn"]) == ("turn", 7)
+            assert store.latest_sample("team-a/plan").turn == a_turn == 5 + 6 + 2
+            assert len(store.events("team-b/plan")) == 0 and len(store.events("team-a/plan")) == 2
+    store.close()
+
+
+def _bearer(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
 
 
 # The store reads a live stream may make.

@@ -12,10 +12,18 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from precis.charts.svg import Chart, Column, Guide, Layer, Marker, short_number
+from precis.charts.svg import MARGIN, Chart, Column, Guide, Layer, Marker, short_number
 from precis.stores.base import CompactionEvent
 from precis.stores.samples import PARTS, Sample
-from precis.stores.series import MarkerRow, downsampled, marker_rows_of, total_of
+from precis.stores.series import (
+    MarkerBin,
+    MarkerRow,
+    coarser,
+    downsampled,
+    marker_bins_of,
+    marker_rows_of,
+    total_of,
+)
 
 __all__ = [
     "CONVENTION",
@@ -23,6 +31,7 @@ __all__ = [
     "PART_STYLE",
     "RESERVED",
     "TRIGGER_COLORS",
+    "bins_for",
     "chart_data",
     "composition_chart",
     "downsampled",
@@ -178,6 +187,90 @@ def _x(sample: Mapping[str, Any]) -> float:
     return turn - 1 if sample["kind"] == "compaction" and turn > 1 else turn
 
 
+def bins_for(width: int, tap: int) -> int:
+    """How many stretches of turns a chart `width` pixels wide draws its markers in: one per
+    half a tap target of its plot (the markers of a stretch are drawn as one)."""
+    return max(1, (width - MARGIN[0] - MARGIN[1]) * 2 // max(tap, 1))
+
+
+def _binned(data: Mapping[str, Any], bins: int) -> Sequence[MarkerBin]:
+    """The markers in `bins` bins: as a store counted them for that many, or for a multiple of
+    it (merged), else counted here from the markers."""
+    given: Mapping[int, Sequence[MarkerBin]] = data.get("marker_bins") or {}
+    if bins in given:
+        return given[bins]
+    for count, binned in given.items():
+        if count % bins == 0:
+            return coarser(binned, count // bins)
+    return marker_bins_of(_rows(data), data["turns"], bins)
+
+
+def _rows(data: Mapping[str, Any]) -> list[MarkerRow]:
+    return [
+        MarkerRow(
+            m["event"],
+            m["trigger"],
+            m["mode"],
+            m["at"],
+            m["summary_id"],
+            m["turn"],
+            m["tokens_before"],
+            m["tokens_after"],
+        )
+        for m in data["markers"]
+    ]
+
+
+def _drawn_markers(
+    binned: Sequence[MarkerBin], x: Callable[[int], float], href: Callable[[int], str] | None
+) -> list[Marker]:
+    """One marker per bin (its triggers together), coloured as its first compaction, linked
+    to it, at its one turn or midway between its lowest and highest."""
+    by_bin: dict[int, list[MarkerBin]] = {}
+    for one in binned:
+        by_bin.setdefault(one.bin, []).append(one)
+    out: list[Marker] = []
+    for group in by_bin.values():
+        first = min(group, key=lambda b: b.first)
+        count = sum(b.count for b in group)
+        low, high = min(b.low for b in group), max(b.high for b in group)
+        out.append(
+            Marker(
+                x=x(low) if low == high else (x(low) + x(high)) / 2,
+                color=trigger_color(first.trigger),
+                title=functools.partial(_bin_title, group, count),
+                href=functools.partial(href, first.first) if href is not None else None,
+                key=str(first.first),
+                count=count,
+            )
+        )
+    return out
+
+
+def _bin_title(group: Sequence[MarkerBin], count: int) -> str:
+    if count == 1:
+        (one,) = group
+        return (
+            f"compaction {one.first + 1}: {one.trigger}, {what_it_did(one.mode or '')}, "
+            f"{_count(one.before[0])} → {_count(one.after[0])} tokens"
+        )
+    first, last = min(b.first for b in group), max(b.last for b in group)
+    low, high = min(b.low for b in group), max(b.high for b in group)
+    lines = [f"{count} compactions here: {first + 1}–{last + 1}, turns {low:,}–{high:,}"]
+    for one in sorted(group, key=lambda b: b.first):
+        what = what_it_did(one.mode) if one.mode else "several modes"
+        lines.append(
+            f"{one.count} × {one.trigger}, {what}, {_range(one.before)} → {_range(one.after)} "
+            "tokens"
+        )
+    return "\n".join(lines)
+
+
+def _range(span: tuple[int | None, int | None]) -> str:
+    low, high = span
+    return _count(low) if low == high else f"{_count(low)}–{_count(high)}"
+
+
 def composition_chart(
     data: Mapping[str, Any],
     *,
@@ -186,9 +279,13 @@ def composition_chart(
     width: int = 960,
     height: int = 340,
     tap: int = 32,
+    bins: int | None = None,
 ) -> Chart:
     """The stacked chart of `chart_data`'s output; `href(event)` links each marker. The samples
-    are thinned to about one low and one high per 3 pixels of `width`."""
+    are thinned to about one low and one high per 3 pixels of `width`; the markers are drawn
+    one per stretch of turns, `bins` of them (by default `bins_for` the width and tap), from
+    `data["marker_bins"]` when a store counted them (for that many or a multiple), else
+    counted here from `data["markers"]`."""
     samples = downsampled(list(data["samples"]), max(2, width * 2 // 3), _total)
     xs = [_x(s) for s in samples]
     layers = [
@@ -206,17 +303,9 @@ def composition_chart(
         label = f"compacts above {data['threshold']:,}"
         guides.append(Guide(float(data["threshold"]), label, "#b45309"))
     by_turn = {s["turn"]: _x(s) for s in samples}
-    found = [
-        Marker(
-            x=by_turn.get(m["turn"], float(m["turn"]) - 1),
-            color=m["color"],
-            title=functools.partial(_marker_title, m),
-            href=functools.partial(href, m["event"]) if href is not None else None,
-            key=str(m["event"]),
-        )
-        for m in data["markers"]
-    ]
-    triggers = dict.fromkeys(m["trigger"] for m in data["markers"])
+    binned = _binned(data, bins or bins_for(width, tap))
+    found = _drawn_markers(binned, lambda turn: by_turn.get(turn, float(turn) - 1), href)
+    triggers = dict.fromkeys(b.trigger for b in binned)
     legend = [(label, color) for label, color in PART_STYLE.values()]
     if windowed:
         legend += [RESERVED, FREE]
@@ -233,13 +322,6 @@ def composition_chart(
         legend=legend,
         tap=tap,
         max_columns=max(20, width // 4),
-    )
-
-
-def _marker_title(m: Mapping[str, Any]) -> str:
-    return (
-        f"compaction {m['event'] + 1}: {m['trigger']}, {what_it_did(m['mode'])}, "
-        f"{_count(m['tokens_before'])} → {_count(m['tokens_after'])} tokens"
     )
 
 

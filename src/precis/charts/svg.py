@@ -63,13 +63,15 @@ class Guide:
 
 @dataclass(frozen=True, slots=True)
 class Marker:
-    """A vertical mark at turn `x` (a compaction), optionally a link; `title` is its tooltip."""
+    """A vertical mark at turn `x` (a compaction, or `count` of them close together),
+    optionally a link; `title` is its tooltip."""
 
     x: float
     color: str
     title: Title
     href: Title | None = None
     key: str = ""
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +86,9 @@ class Column:
 class Chart:
     """Everything one drawing needs; `xs` are the turn numbers, one per value of each layer.
 
-    `tap` is the least size, in pixels, a marker answers a click or a tap over: markers closer
-    than that are drawn as one, with their count. `max_columns` bounds the hover columns."""
+    `tap` is the least size, in pixels, a marker answers a click or a tap over (whoever makes
+    the markers draws those closer than that as one, with their count: `composition_chart`).
+    `max_columns` bounds the hover columns."""
 
     title: str
     xs: Sequence[float]
@@ -251,49 +254,31 @@ def _columns(chart: Chart, frame: _Frame) -> list[str]:
     ]
 
 
-def _clusters(chart: Chart, frame: _Frame) -> list[list[Marker]]:
-    """Markers in runs closer than a tap target to the run's first: each run is drawn once."""
-    runs: list[list[Marker]] = []
-    start = -math.inf
-    for marker in sorted(chart.markers, key=lambda m: m.x):
-        x = frame.x(marker.x)
-        if runs and x - start < chart.tap / 2:
-            runs[-1].append(marker)
-        else:
-            runs.append([marker])
-            start = x
-    return runs
-
-
 def _markers(chart: Chart, frame: _Frame) -> list[str]:
+    """Each marker a line, a head with its count (when it stands for more than one) and a tap
+    target `chart.tap` wide."""
     out: list[str] = []
     half = chart.tap / 2
-    for run in _clusters(chart, frame):
-        first = run[0]
-        x = frame.x(sum(m.x for m in run) / len(run))
-        title = text_of(first.title)
-        if len(run) > 1:
-            picked = run if len(run) <= 6 else [*run[:3], None, *run[-2:]]
-            shown = ["…" if m is None else text_of(m.title) for m in picked]
-            title = "\n".join([f"{len(run)} compactions here", *shown])
+    for marker in chart.markers:
+        x = frame.x(marker.x)
         count = (
             f'<text x="{_f(x)}" y="{_f(frame.y1 - 15)}" text-anchor="middle" font-size="11" '
-            f'font-weight="600" fill="{escape(first.color)}">{len(run)}</text>'
-            if len(run) > 1
+            f'font-weight="600" fill="{escape(marker.color)}">{marker.count}</text>'
+            if marker.count > 1
             else ""
         )
         body = (
             f'<line x1="{_f(x)}" y1="{_f(frame.y1)}" x2="{_f(x)}" y2="{_f(frame.y0)}" '
-            f'stroke="{escape(first.color)}" stroke-width="1.5"/>'
+            f'stroke="{escape(marker.color)}" stroke-width="1.5"/>'
             f'<path d="M{_f(x - 7)},{_f(frame.y1 - 12)} L{_f(x + 7)},{_f(frame.y1 - 12)} '
-            f'L{_f(x)},{_f(frame.y1)} Z" fill="{escape(first.color)}" stroke="#fff"/>{count}'
+            f'L{_f(x)},{_f(frame.y1)} Z" fill="{escape(marker.color)}" stroke="#fff"/>{count}'
             f'<rect class="tap" x="{_f(x - half)}" y="{_f(frame.y1 - chart.tap + 4)}" '
             f'width="{chart.tap}" height="{chart.tap}" fill="#000" fill-opacity="0"/>'
-            f"<title>{escape(title)}</title>"
+            f"<title>{escape(text_of(marker.title))}</title>"
         )
-        key = f' data-key="{escape(first.key)}" data-count="{len(run)}"' if first.key else ""
-        if first.href is not None:
-            href = escape(text_of(first.href))
+        key = f' data-key="{escape(marker.key)}" data-count="{marker.count}"' if marker.key else ""
+        if marker.href is not None:
+            href = escape(text_of(marker.href))
             out.append(f'<a class="marker" href="{href}"{key}>{body}</a>')
         else:
             out.append(f'<g class="marker"{key}>{body}</g>')

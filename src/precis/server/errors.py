@@ -103,6 +103,12 @@ def _for_callers(exc: Exception, detail: str) -> str:
     return STORE_READ_ONLY if isinstance(exc, ReadOnlyStore) else STORE_FAILED
 
 
+def store_failure(exc: StoreError) -> str:
+    """What a caller is told of a store's failure where no status can say it (a stream that
+    has started): the answer's detail, the store's own words in the operator's log only."""
+    return _for_callers(exc, _detail(exc)[1])
+
+
 _HANDLED = (
     RequestValidationError,
     InvalidInput,

@@ -8,18 +8,22 @@ stores/sql_series.py); `series_of` answers it for any `ConversationStore` from i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from precis.stores.base import CompactionEvent, ConversationStore
 from precis.stores.samples import Sample
 
 __all__ = [
+    "MarkerBin",
     "MarkerRow",
     "RowSeries",
     "SeriesReads",
+    "bin_of",
+    "coarser",
     "downsampled",
+    "marker_bins_of",
     "marker_rows_of",
     "series_of",
     "total_of",
@@ -45,6 +49,26 @@ class MarkerRow:
     stats: Mapping[str, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class MarkerBin:
+    """The markers of one trigger in one stretch of turns (`bin` of `bins`, as `bin_of` says),
+    so a chart draws dense compactions as one mark with its count: `first`/`last` are the
+    lowest and highest event, `low`/`high` the lowest and highest turn, `mode` the mode they
+    share (None when they differ), `before`/`after` the (lowest, highest) totals, None where
+    no marker of the bin counted one."""
+
+    bin: int
+    trigger: str
+    count: int
+    first: int
+    last: int
+    low: int
+    high: int
+    mode: str | None
+    before: tuple[int | None, int | None]
+    after: tuple[int | None, int | None]
+
+
 @runtime_checkable
 class SeriesReads(Protocol):
     """The chart's reads, each bounded by what the page shows."""
@@ -66,6 +90,12 @@ class SeriesReads(Protocol):
         stats: bool = False,
     ) -> list[MarkerRow]:
         """The markers of events `offset` … `offset + limit - 1`, oldest first."""
+        ...
+
+    def marker_bins(self, conversation_id: str, bins: int) -> list[MarkerBin]:
+        """The markers counted per stretch of turns and trigger (`marker_bins_of`'s result),
+        in order of bin and first event: as many rows as the chart has room for, however
+        many compactions there are."""
         ...
 
 
@@ -91,6 +121,67 @@ def downsampled(rows: Sequence[T], most: int, total: Callable[[T], int]) -> list
         high = max(span, key=totals.__getitem__)
         kept += [rows[j] for j in sorted({low, high})]
     return kept
+
+
+def bin_of(turn: int, turns: int, bins: int) -> int:
+    """Which of `bins` equal stretches of turns 1 … `turns` holds `turn` (0 for a turn 0, the
+    turn of a marker of a conversation without samples)."""
+    return (turn - 1) * bins // turns if turn > 0 else 0
+
+
+def _span(values: Sequence[int | None]) -> tuple[int | None, int | None]:
+    known = [v for v in values if v is not None]
+    return (min(known), max(known)) if known else (None, None)
+
+
+def marker_bins_of(rows: Sequence[MarkerRow], turns: int, bins: int) -> list[MarkerBin]:
+    """`rows` (every marker of a conversation of `turns` turns) counted per bin of turns and
+    trigger, in order of bin and first event (what the SQL stores count in the database)."""
+    return _merged(
+        MarkerBin(
+            bin_of(r.turn, max(turns, 1), bins),
+            r.trigger,
+            1,
+            r.event,
+            r.event,
+            r.turn,
+            r.turn,
+            r.mode,
+            (r.before, r.before),
+            (r.after, r.after),
+        )
+        for r in rows
+    )
+
+
+def coarser(binned: Iterable[MarkerBin], by: int) -> list[MarkerBin]:
+    """`binned` (of some number of bins that `by` divides) counted in `by` times fewer bins:
+    what `marker_bins_of` gives for that number, since bin_of(t, n, k * b) // k is
+    bin_of(t, n, b); one read serves charts of several widths."""
+    return _merged(replace(b, bin=b.bin // by) for b in binned)
+
+
+def _merged(binned: Iterable[MarkerBin]) -> list[MarkerBin]:
+    """One bin per bin number and trigger, in order of bin and first event."""
+    groups: dict[tuple[int, str], list[MarkerBin]] = {}
+    for one in binned:
+        groups.setdefault((one.bin, one.trigger), []).append(one)
+    out = [
+        MarkerBin(
+            place,
+            trigger,
+            sum(b.count for b in group),
+            min(b.first for b in group),
+            max(b.last for b in group),
+            min(b.low for b in group),
+            max(b.high for b in group),
+            group[0].mode if all(b.mode == group[0].mode for b in group) else None,
+            _span([v for b in group for v in b.before]),
+            _span([v for b in group for v in b.after]),
+        )
+        for (place, trigger), group in groups.items()
+    ]
+    return sorted(out, key=lambda b: (b.bin, b.first))
 
 
 def _plus(value: Any, floor: int) -> int | None:
@@ -174,6 +265,11 @@ class RowSeries:
         events = self._store.events(conversation_id)
         rows = marker_rows_of(self._store.samples(conversation_id), events)
         return rows[offset : None if limit is None else offset + limit]
+
+    def marker_bins(self, conversation_id: str, bins: int) -> list[MarkerBin]:
+        samples = self._store.samples(conversation_id)
+        rows = marker_rows_of(samples, self._store.events(conversation_id))
+        return marker_bins_of(rows, samples[-1].turn if samples else 0, bins)
 
 
 def series_of(store: ConversationStore) -> SeriesReads:

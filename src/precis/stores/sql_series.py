@@ -1,6 +1,7 @@
 """The chart's reads (stores/series.py) in SQL, for SQLite and PostgreSQL alike: the samples
-thinned by the database (a window function keeps each stretch's lowest and highest), and a
-page of markers joined to their samples by key, so the service parses no row the page drops.
+thinned by the database (a window function keeps each stretch's lowest and highest), a page of
+markers joined to their samples by key, and the markers counted per stretch of turns by the
+database, so the service parses no row the page drops.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from precis.stores.dialect import Handle
 from precis.stores.rows import SAMPLE_COLUMNS, sample_from_row
 from precis.stores.samples import PARTS, Sample
-from precis.stores.series import MarkerRow
+from precis.stores.series import MarkerBin, MarkerRow, marker_bins_of
 
 __all__ = ["SQLSeries"]
 
@@ -54,6 +55,28 @@ _MADE = (
     "AND kind = 'compaction' AND version > ? AND version <= ? GROUP BY version) AS c "
     "JOIN samples AS a ON a.conversation_id = ? AND a.turn = c.turn "
     "LEFT JOIN samples AS b ON b.conversation_id = ? AND b.turn = c.turn - 1"
+)
+# Each event's marker counted per bin of turns and trigger (`series.marker_bins_of`): event i is
+# the (i+1)-th row of the conversation's events, placed at the first compaction sample of
+# context version i + 1, its tokens that sample's total and the turn before's. Events and
+# samples are paired by version in one grouped pass over both (a join of the two derived tables
+# would scan one for each row of the other on SQLite); a version lacking either side is left
+# out, so the counts fall short and `marker_bins` counts from the rows instead. The bin is
+# `series.bin_of` (turns >= 1 here: whole numbers of ours, written in).
+_BINS = (
+    "SELECT (m.turn - 1) * {bins} / {turns}, m.trigger, COUNT(*), "
+    "MIN(m.version) - 1, MAX(m.version) - 1, MIN(m.turn), MAX(m.turn), "
+    "CASE WHEN MIN(m.mode) = MAX(m.mode) THEN MIN(m.mode) END, "
+    f"MIN({_total('b')}), MAX({_total('b')}), MIN({_total('a')}), MAX({_total('a')}) "
+    "FROM (SELECT version, MAX(trigger) AS trigger, MAX(mode) AS mode, MAX(turn) AS turn FROM ("
+    "SELECT ROW_NUMBER() OVER (ORDER BY row_id) AS version, trigger, mode, NULL AS turn "
+    "FROM events WHERE conversation_id = ? "
+    "UNION ALL SELECT version, NULL, NULL, MIN(turn) FROM samples WHERE conversation_id = ? "
+    "AND kind = 'compaction' AND version > 0 GROUP BY version) AS u "
+    "GROUP BY version HAVING COUNT(*) = 2) AS m "
+    "JOIN samples AS a ON a.conversation_id = ? AND a.turn = m.turn "
+    "JOIN samples AS b ON b.conversation_id = ? AND b.turn = m.turn - 1 "
+    "GROUP BY (m.turn - 1) * {bins} / {turns}, m.trigger"
 )
 # More rows than any page asks for: LIMIT without a bound, in a form both databases take.
 _ALL = 2**62
@@ -137,6 +160,43 @@ class SQLSeries:
                 self._marker(db, cid, offset + i + 1, event, made.get(offset + i + 1), stats)
                 for i, event in enumerate(events)
             ]
+
+    def marker_bins(self, conversation_id: str, bins: int) -> list[MarkerBin]:
+        """The markers counted per bin of turns and trigger by the database (one row per bin
+        and trigger). A conversation with an event placed otherwise than at the compaction
+        sample it made and the turn before (one made before samples were kept) is counted
+        from its every marker, as the rows give it."""
+        cid = conversation_id
+        with self._transaction(write=False) as db:
+            self._conversation_row(db, cid)
+            row = db.execute(
+                self._q("SELECT MAX(turn) FROM samples WHERE conversation_id = ?"), (cid,)
+            ).fetchone()
+            turns = 0 if row is None or row[0] is None else int(row[0])
+            count = db.execute(
+                self._q("SELECT COUNT(*) FROM events WHERE conversation_id = ?"), (cid,)
+            ).fetchone()[0]
+            found = [
+                MarkerBin(
+                    int(r[0]),
+                    r[1],
+                    int(r[2]),
+                    int(r[3]),
+                    int(r[4]),
+                    int(r[5]),
+                    int(r[6]),
+                    r[7],
+                    (int(r[8]), int(r[9])),
+                    (int(r[10]), int(r[11])),
+                )
+                for r in db.execute(
+                    self._q(_BINS.format(bins=max(1, bins), turns=max(1, turns))),
+                    (cid, cid, cid, cid),
+                ).fetchall()
+            ]
+        if sum(b.count for b in found) == count:
+            return sorted(found, key=lambda b: (b.bin, b.first))
+        return marker_bins_of(self.marker_rows(cid), turns, bins)
 
     def _marker(
         self, db: Handle, cid: str, version: int, event: Any, made: Any, stats: bool

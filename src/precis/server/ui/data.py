@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,15 +124,30 @@ def conversation_rows(
 
 
 def chart_payload(
-    service: Service, stored_id: str, *, most: int = MAX_POINTS, stats: bool = False
+    service: Service,
+    stored_id: str,
+    *,
+    most: int = MAX_POINTS,
+    stats: bool = False,
+    bins: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The JSON behind the chart: samples (thinned past `most` by the store), a marker per
-    compaction (with what stood in for a failed summarizer when `stats`), and the conversation's
-    own window and watermarks. Reads what it shows, not every row."""
+    compaction (with what stood in for a failed summarizer when `stats`), how many compactions,
+    and the conversation's own window and watermarks. Given `bins` (what a page draws), the
+    markers come counted per stretch of turns instead (`marker_bins`, one list per number of
+    stretches), and `markers` is empty. Reads what it shows, not every row."""
     reads = series_of(service.store)
     turns, shown = reads.thinned_samples(stored_id, most)
-    rows = reads.marker_rows(stored_id, stats=stats)
-    return series_data(turns, shown, rows, _own_settings(service, reads, stored_id, len(rows)))
+    if bins is None:
+        rows = reads.marker_rows(stored_id, stats=stats)
+        count = len(rows)
+    else:
+        rows, count = [], reads.compaction_count(stored_id)
+    payload = series_data(turns, shown, rows, _own_settings(service, reads, stored_id, count))
+    payload["compactions"] = count
+    if bins is not None:
+        payload["marker_bins"] = {n: reads.marker_bins(stored_id, n) for n in bins}
+    return payload
 
 
 def _own_settings(

@@ -19,8 +19,11 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from precis.charts import CONVENTION, composition_chart, render
+from precis.charts.composition import bins_for
+from precis.core.errors import StoreError
 from precis.core.types import CONVERSATION_ID_PATTERN
 from precis.server.deps import Conversation, Service, ServiceDep
+from precis.server.errors import store_failure
 from precis.server.ui import data
 from precis.server.ui.auth import COOKIE, SESSION_SECONDS, Logins, NeedLogin
 
@@ -84,6 +87,13 @@ async def _existing(service: Service, conversation_id: str, tenant: str | None) 
     return conversation
 
 
+# The two charts a page draws (the stylesheet shows one): width, height, tap target, and how
+# many stretches of turns each draws its markers in. The wide chart's is a multiple of the
+# phone's, so one count by the store serves both (`coarser`).
+PHONE = (380, 320, 36, bins_for(380, 36))
+WIDE = (960, 340, 32, PHONE[3] * max(1, bins_for(960, 32) // PHONE[3]))
+
+
 def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str]:
     """The chart for a wide screen and for a phone's (the stylesheet shows one): the phone's
     is drawn at its own size, so its text stays readable and its markers a finger wide."""
@@ -93,9 +103,17 @@ def _chart_svgs(payload: dict[str, Any], conversation_id: str) -> tuple[str, str
         return f"{base}/compactions/{event + 1}"
 
     title = f"{conversation_id}: the context window per turn"
-    wide = composition_chart(payload, title=title, href=href)
-    narrow = composition_chart(payload, title=title, href=href, width=380, height=320, tap=36)
+    wide, narrow = (
+        composition_chart(payload, title=title, href=href, width=w, height=h, tap=t, bins=b)
+        for w, h, t, b in (WIDE, PHONE)
+    )
     return render(wide, element_id="composition"), render(narrow, element_id="composition-phone")
+
+
+def _page_payload(service: Service, stored_id: str) -> dict[str, Any]:
+    """The chart's data as a page draws it: the samples it has room for, the markers counted
+    per stretch of turns by the store, once for both charts."""
+    return data.chart_payload(service, stored_id, most=data.DRAWN_POINTS, bins=(WIDE[3],))
 
 
 def _conversation_reads(
@@ -103,8 +121,8 @@ def _conversation_reads(
 ) -> tuple[dict[str, Any], list[dict[str, Any]], data.ContextNow]:
     """The conversation page's reads, in one worker-thread call: the chart's data, its newest
     compactions, the context now."""
-    payload = data.chart_payload(service, conversation.stored_id, most=data.DRAWN_POINTS)
-    latest = data.latest_markers(service, conversation.stored_id, len(payload["markers"]))
+    payload = _page_payload(service, conversation.stored_id)
+    latest = data.latest_markers(service, conversation.stored_id, payload["compactions"])
     return payload, latest, data.context_now(service, conversation, payload)
 
 
@@ -212,11 +230,9 @@ def router() -> APIRouter:
         conversation_id: ConversationPath, service: ServiceDep, tenant: PartTenant
     ) -> Response:
         found = await _existing(service, conversation_id, tenant)
-        payload = await run_in_threadpool(
-            functools.partial(data.chart_payload, service, found.stored_id, most=data.DRAWN_POINTS)
-        )
+        payload = await run_in_threadpool(_page_payload, service, found.stored_id)
         latest = await run_in_threadpool(
-            data.latest_markers, service, found.stored_id, len(payload["markers"])
+            data.latest_markers, service, found.stored_id, payload["compactions"]
         )
         return html(
             "_chart.html",
@@ -363,7 +379,9 @@ async def _turns(
     `now` event (the page appends them; nothing is sent again). It sleeps on the conversation's
     `service.changes` future: while no request of this process writes to it, it reads nothing.
     At each keepalive (another process may be the one writing) it reads the cursor alone, and
-    the rows after it only when the cursor moved."""
+    the rows after it only when the cursor moved. A read the store fails ends the stream with
+    a `failed` event saying so (as an answer's detail would: the store's words go to the log);
+    the browser reconnects from its page's cursor after `retry`."""
     gauge, changes = service.streams, service.changes
     stored_id, idle = conversation.stored_id, service.limits.keepalive_seconds
     gauge.open += 1
@@ -400,6 +418,8 @@ async def _turns(
                 yield ServerSentEvent(comment="idle")
                 now = await run_in_threadpool(data.stream_cursor, service, stored_id)
                 look = now != (turn, events)
+    except StoreError as exc:
+        yield ServerSentEvent(data=store_failure(exc), event="failed")
     finally:
         changes.drop(conversation.id, change)
         gauge.open -= 1

@@ -155,6 +155,14 @@ document.addEventListener("click", function (event) {
     });
   });
 
+  // The store failed a read: the stream has ended (the browser opens it again later).
+  live.addEventListener("failed", function (event) {
+    var note = document.getElementById("live-note");
+    if (!note) return;
+    note.textContent = "Live updates paused: " + event.detail.data;
+    note.hidden = false;
+  });
+
   live.addEventListener("compaction", function (event) {
     var box = frame();
     var marker = JSON.parse(event.detail.data);
