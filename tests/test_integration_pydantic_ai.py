@@ -95,7 +95,9 @@ def _check_request(messages: list[ModelMessage], info: AgentInfo, meter: Meter) 
 def _scripted_model(meter: Meter, systems: list[str | None] | None = None) -> FunctionModel:
     state = {"step": 0, "in_turn": 0}
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    # Async, as the model and the tool below: pydantic-ai runs a sync one on a worker thread,
+    # and 200 turns of thread hops made this file wait minutes for a core on a loaded machine.
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         _check_request(messages, info, meter)
         if systems is not None:
             systems.append(info.instructions)
@@ -121,7 +123,7 @@ def _scripted_model(meter: Meter, systems: list[str | None] | None = None) -> Fu
 
 
 def _run_step() -> Tool[Any]:
-    def run_step(step: int) -> str:
+    async def run_step(step: int) -> str:
         return tool_output(step)
 
     return Tool(run_step, description=TOOL_DESCRIPTION)
@@ -480,7 +482,11 @@ class _Paced:
     def __init__(self, meter: _PacedMeter, calls: int) -> None:
         self.meter, self.calls = meter, calls
         self.waited = 0
+        self.waiting = (
+            0  # turns waiting for the summary now: it answers at once, asked before or after
+        )
         self.asked = 0
+        self.over = False  # the run is over: no request will come, a summary asked answers now
         self._changed: asyncio.Event | None = None
 
     def tick(self) -> None:
@@ -492,9 +498,9 @@ class _Paced:
 
     async def asummarize(self, request: Any) -> str:
         self.asked += 1
-        start, waited = len(self.meter.tokens), self.waited
+        start = len(self.meter.tokens)
         self._changed = asyncio.Event()
-        while len(self.meter.tokens) < start + self.calls and self.waited == waited:
+        while len(self.meter.tokens) < start + self.calls and not (self.waiting or self.over):
             self._changed.clear()
             await self._changed.wait()
         return "The agent migrated the tables so far, one step at a time."
@@ -509,15 +515,20 @@ class _Waits(Behind):
 
     async def wait(self) -> list[CompactionStats]:
         self.paced.waited += 1
+        self.paced.waiting += 1
         self.paced.tick()
-        return await super().wait()
+        try:
+            return await super().wait()
+        finally:
+            self.paced.waiting -= 1
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "whole-history"])
 def test_no_request_passes_the_window_while_summaries_run_behind_the_turns(native: bool) -> None:
     meter = _PacedMeter(WINDOW)
     paced = meter.paced = _Paced(meter, calls=6)
-    sessions = Sessions(MemoryStore(), settings=settings(), summarizer=paced)
+    store = MemoryStore()
+    sessions = Sessions(store, settings=settings(), summarizer=paced)
     assert sessions.settings is not None and sessions.settings.background_compaction
     session = sessions.session("pai")
     session.behind = _Waits(session.conversation_id, paced)
@@ -530,9 +541,14 @@ def test_no_request_passes_the_window_while_summaries_run_behind_the_turns(nativ
 
     async def run() -> None:
         await _run(agent)
+        paced.over = True  # closing waits for the summary behind; no more requests will pace it
+        paced.tick()
         await sessions.aclose()
 
     asyncio.run(run())
     meter.assert_ok(min_tool_turns=200)  # every request within the window, the red line in each
     print("pydantic-ai (paced summaries):", meter.summary(), f"{paced.waited} turns waited")
     assert paced.asked and max(meter.tokens) > (settings().threshold or 0)  # turns ran beside one
+    # Every summary was the model's own: none timed out into the extractive brief.
+    summaries = [m for m in store.history("pai") if m.kind == "summary"]
+    assert summaries and all("one step at a time" in m.content for m in summaries)
