@@ -50,6 +50,8 @@ _HELD_LINES: Final = 2
 _MAX_VALUE: Final = 40
 # How much of a sentence its weight reads (a few hundred words: far past what a note keeps).
 _WEIGHED_CHARS: Final = 4000
+# Distinct sentences one call of `note_text` remembers the weight of before starting over.
+_WEIGHED_SENTENCES: Final = 4096
 
 
 @dataclass(slots=True)
@@ -76,7 +78,16 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
     sentences = [p for p in pieces if p and len(p) > 2]
     if not sentences:
         return shorten(line, units)
-    weights = [_weight(sentence, i) for i, sentence in enumerate(sentences)]  # each read once
+    weighed: dict[str, float] = {}  # a sentence said again weighs what it weighed: read once
+    weights: list[float] = []
+    for sentence in sentences:
+        weight = weighed.get(sentence)
+        if weight is None:
+            if len(weighed) >= _WEIGHED_SENTENCES:
+                weighed.clear()
+            weight = weighed[sentence] = _weight(sentence)
+        weights.append(weight)
+    weights[0] += 0.5  # the opening sentence says what the turn is about
     scored = sorted(range(len(sentences)), key=lambda i: (-weights[i], i))
     picked: list[int] = []
     used = 0
@@ -121,7 +132,7 @@ def value_count(text: str) -> int:
     return len(_VALUE_RE.findall(text))
 
 
-def _weight(sentence: str, index: int) -> float:
+def _weight(sentence: str) -> float:
     # A sentence is weighed by its opening: a megabyte without a stop costs no more than a page.
     sentence = sentence[:_WEIGHED_CHARS]
     values = len(_VALUE_RE.findall(sentence))
@@ -131,7 +142,7 @@ def _weight(sentence: str, index: int) -> float:
     # A sentence that says why (a cause, a limit: "Since only … is eligible, …") is what the
     # turn concluded: worth a value or two, however few it names.
     why = 1.0 if _WHY_RE.search(sentence) else 0.0
-    return density - (2.0 if preamble else 0.0) + (0.5 if index == 0 else 0.0) + why
+    return density - (2.0 if preamble else 0.0) + why
 
 
 def output_gist(text: str, units: int = _GIST_UNITS) -> str:
@@ -221,7 +232,7 @@ def json_leaves(value: Any) -> Iterator[str]:
 def _task_weight(sentence: str) -> float:
     """What a task's sentence names: a term (host, port, path, URL …) most, then its values."""
     named = 2.0 if next(terms_in(sentence), None) is not None else 0.0
-    return named + min(1.0, _weight(sentence, 1))
+    return named + min(1.0, _weight(sentence))
 
 
 def task_gist(text: str, units: int, rules: frozenset[str] = frozenset()) -> str:
