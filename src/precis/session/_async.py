@@ -181,7 +181,9 @@ class ThreadedSession(AsyncSession):
     compacts a megabyte, even in memory."""
 
     async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
-        return await adrive_in_thread(steps, self.thread)
+        """On the loop's executor, not a thread of its own: a service lends a session to one
+        request at a time, and its many sessions share the executor's threads."""
+        return await adrive_in_thread(steps)
 
 
 async def acompact_messages(
