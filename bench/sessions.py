@@ -6,7 +6,17 @@ every model call (after each message not followed by a tool result) the loop ask
 `maybe_compact`, then builds the prompt, as an agent does. Each append and each `maybe_compact`
 that compacted is timed; the faces take turns conversation by conversation, so both see the
 same minutes of the machine. It prints, per store, the median append and compaction of each
-face and the async face's as a ratio to the sync one's, measured in the same run (target ≤ 1.25×).
+face and the async face's as a ratio to the sync one's, measured in the same run (target ≤ 1.25×),
+and "paired": the median over the conversations of that wall ratio taken in each conversation
+(its two replays ran within seconds of each other), which a machine whose load moves over the
+minutes of the run sways less.
+
+A compaction is timed until it has committed, on both faces: `AsyncSession` keeps its default
+(`background_compaction`), so its `maybe_compact` only starts the summary behind the turn, and
+the loop awaits `settle()` right after it, inside the timing; `Session` compacts in the call. So
+the two rows compare the same work (check, compaction, commit, sample), and no async append is
+timed while a compaction runs beside it on another thread (in this loop, with no model call
+between the turns, it would wait for the interpreter's lock and be timed as the append's cost).
 
     .venv/bin/python bench/sessions.py [--window 8000] [--rounds 3] [--json]
 """
@@ -34,18 +44,19 @@ from precis.stores.base import ConversationStore  # noqa: E402
 from precis.stores.memory import MemoryStore  # noqa: E402
 from precis.stores.sqlite import SQLiteStore  # noqa: E402
 
-# Per step ("append", "compaction"): each call's (wall seconds, process CPU seconds). The CPU
-# time counts the worker threads too, and not the waits for a core that a loaded machine adds.
-Times = dict[str, list[tuple[float, float]]]
+# Per step ("append", "compaction"): each call's (wall seconds, process CPU seconds, pair), the
+# pair being the conversation and round both faces replayed one after the other. The CPU time
+# counts the worker threads too, and not the waits for a core that a loaded machine adds.
+Times = dict[str, list[tuple[float, float, int]]]
 
 
 def _now() -> tuple[float, float]:
     return time.perf_counter(), time.process_time()
 
 
-def _since(start: tuple[float, float]) -> tuple[float, float]:
+def _since(start: tuple[float, float], pair: int) -> tuple[float, float, int]:
     wall, cpu = _now()
-    return wall - start[0], cpu - start[1]
+    return wall - start[0], cpu - start[1], pair
 
 
 def _settings(window: int) -> CompactionSettings:
@@ -58,6 +69,7 @@ def sync_replay(
     items: Sequence[Mapping[str, Any]],
     window: int,
     times: Times,
+    pair: int,
 ) -> None:
     """One conversation through `Session`: each append's and each compaction's time."""
     session = Session(store, name, settings=_settings(window))
@@ -68,12 +80,12 @@ def sync_replay(
             continue
         start = _now()
         session.append(item)
-        times["append"].append(_since(start))
+        times["append"].append(_since(start, pair))
         if i in calls:
             start = _now()
             done = session.maybe_compact()
             if done:
-                times["compaction"].append(_since(start))
+                times["compaction"].append(_since(start, pair))
             session.prompt()
 
 
@@ -83,6 +95,7 @@ async def async_replay(
     items: Sequence[Mapping[str, Any]],
     window: int,
     times: Times,
+    pair: int,
 ) -> None:
     """The same conversation through `AsyncSession`."""
     session = AsyncSession(store, name, settings=_settings(window))
@@ -93,12 +106,13 @@ async def async_replay(
             continue
         start = _now()
         await session.append(item)
-        times["append"].append(_since(start))
+        times["append"].append(_since(start, pair))
         if i in calls:
             start = _now()
             done = await session.maybe_compact()
+            done += await session.settle()  # until the compaction started behind has committed
             if done:
-                times["compaction"].append(_since(start))
+                times["compaction"].append(_since(start, pair))
             await session.prompt()
     await session.aclose()
 
@@ -120,29 +134,47 @@ def run(window: int, rounds: int) -> dict[str, dict[str, Times]]:
                 for n, (name, items) in enumerate(loaded):
                     # Alternate which face goes first, so neither always meets a warmer cache.
                     order = ("sync", "async") if (n + r) % 2 == 0 else ("async", "sync")
+                    pair = r * len(loaded) + n
                     for face in order:
                         store = make(f"{kind}-{face}-{r}-{n}")
                         if face == "sync":
-                            sync_replay(store, name, items, window, faces[face])
+                            sync_replay(store, name, items, window, faces[face], pair)
                         else:
-                            asyncio.run(async_replay(store, name, items, window, faces[face]))
+                            slow = async_replay(store, name, items, window, faces[face], pair)
+                            asyncio.run(slow)
                         store.close()
             out[kind] = faces
     return out
 
 
+def paired(
+    sync: Sequence[tuple[float, float, int]], slow: Sequence[tuple[float, float, int]]
+) -> float:
+    """The median over the pairs of async ÷ sync wall medians: each pair's two replays ran
+    within seconds of each other, so a load that moves over minutes cancels in its ratio."""
+    ratios = []
+    for pair in sorted({t[2] for t in sync} & {t[2] for t in slow}):
+        one = statistics.median(t[0] for t in sync if t[2] == pair)
+        other = statistics.median(t[0] for t in slow if t[2] == pair)
+        ratios.append(other / one)
+    return statistics.median(ratios)
+
+
 def figures(results: Mapping[str, Mapping[str, Times]]) -> list[dict[str, Any]]:
-    """Per store and step: each face's median wall and CPU time, and async ÷ sync of each."""
+    """Per store and step: each face's median wall and CPU time, async ÷ sync of each, and the
+    median of the pairs' wall ratios."""
     rows = []
     for kind, faces in results.items():
         for step in ("append", "compaction"):
             row: dict[str, Any] = {"store": kind, "step": step}
             row["count"] = len(faces["sync"][step])
+            row["async_count"] = len(faces["async"][step])
             for n, clock in enumerate(("wall", "cpu")):
                 sync = statistics.median(t[n] for t in faces["sync"][step])
                 slow = statistics.median(t[n] for t in faces["async"][step])
                 row |= {f"sync_{clock}_ms": sync * 1000, f"async_{clock}_ms": slow * 1000}
                 row[f"{clock}_ratio"] = slow / sync
+            row["paired_ratio"] = paired(faces["sync"][step], faces["async"][step])
             rows.append(row)
     return rows
 
@@ -158,15 +190,16 @@ def main() -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"window {args.window}, {args.rounds} rounds of {len(conversations())} conversations")
-    print("medians, wall clock (CPU of the process, worker threads included)")
-    head = f"{'store':<7} {'step':<11} {'n':>5} {'Session ms':>16} {'AsyncSession ms':>16}"
-    print(f"{head} {'async/sync':>15}")
+    print("medians, wall clock (CPU of the process, worker threads included); n: Session/Async")
+    head = f"{'store':<7} {'step':<11} {'n':>9} {'Session ms':>16} {'AsyncSession ms':>16}"
+    print(f"{head} {'async/sync':>15} {'paired':>7}")
     for r in rows:
+        n = f"{r['count']}/{r['async_count']}"
         print(
-            f"{r['store']:<7} {r['step']:<11} {r['count']:>5} "
+            f"{r['store']:<7} {r['step']:<11} {n:>9} "
             f"{r['sync_wall_ms']:>7.3f} ({r['sync_cpu_ms']:.3f}) "
             f"{r['async_wall_ms']:>7.3f} ({r['async_cpu_ms']:.3f}) "
-            f"{r['wall_ratio']:>6.2f}× ({r['cpu_ratio']:.2f}×)"
+            f"{r['wall_ratio']:>6.2f}× ({r['cpu_ratio']:.2f}×) {r['paired_ratio']:>6.2f}×"
         )
     return 0
 

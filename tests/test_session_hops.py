@@ -5,16 +5,22 @@ is one SQLite transaction; a model call's check and prompt read the context rows
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from precis import AsyncSession, CompactionSettings, Session
+from precis.engine.hooks import Hooks
+from precis.session._io import OwnThread
 from precis.stores.base import ContextSnapshot
 from precis.stores.dialect import Handle
 from precis.stores.memory import MemoryStore
 from precis.stores.sqlite import SQLiteStore
+from precis.summarize.base import LocalSummarizer
 
 
 class CountingSQLite(SQLiteStore):
@@ -99,3 +105,130 @@ def test_an_async_operation_on_sqlite_runs_its_store_calls_on_one_thread(tmp_pat
 
     loop_thread, threads = asyncio.run(main())
     assert len(threads) >= 2 and len(set(threads)) == 1 and loop_thread not in threads
+
+
+def _thread(ident: int) -> threading.Thread:
+    return next(t for t in threading.enumerate() if t.ident == ident)
+
+
+def test_an_async_sessions_operations_hop_to_its_own_thread_which_ends_at_close(
+    tmp_path: Path,
+) -> None:
+    store = CountingSQLite(tmp_path / "c.db")
+
+    async def main() -> tuple[int, list[int], threading.Thread]:
+        session = AsyncSession(store, "c", settings=CompactionSettings(context_window=4000))
+        store.threads.clear()  # the store was opened on this thread
+        for n in range(3):
+            await session.append({"role": "user", "content": f"step {n}: run the tests"})
+            await session.maybe_compact()
+            await session.prompt()
+        threads = list(store.threads)
+        own = _thread(threads[-1])
+        await session.aclose()
+        own.join(60)  # a hang guard: it ends once its operation is done
+        assert not own.is_alive() and not session.thread.alive
+        await session.append({"role": "user", "content": "and after closing?"})
+        assert session.thread.alive  # the next operation started another
+        await session.aclose()
+        return threading.get_ident(), threads, own
+
+    loop_thread, threads, own = asyncio.run(main())
+    assert set(threads) == {own.ident} and loop_thread not in threads
+
+
+def test_an_idle_session_thread_ends_and_the_next_hop_starts_another() -> None:
+    async def main() -> None:
+        own = OwnThread(idle=0)  # ends as soon as it has nothing to do
+        first = await own.run(threading.current_thread)
+        first.join(60)  # a hang guard: it ends on its own
+        second = await own.run(threading.current_thread)
+        assert not first.is_alive() and second is not first
+        assert second is not threading.current_thread()
+        own.close()
+
+    asyncio.run(main())
+
+
+def test_a_session_call_made_while_its_thread_is_busy_runs_beside_it(tmp_path: Path) -> None:
+    # An async pre-compaction hook that reads the session runs while the compaction holds the
+    # session's thread: its read goes to another thread instead of waiting for the compaction.
+    seen: list[tuple[int, int]] = []
+
+    async def main() -> None:
+        session: AsyncSession
+
+        async def hook(context: Any) -> None:
+            seen.append((len(await session.context()), threading.get_ident()))
+
+        settings = CompactionSettings(context_window=2000, background_compaction=False)
+        store = CountingSQLite(tmp_path / "c.db")
+        session = AsyncSession(store, "c", settings=settings, hooks=Hooks(pre=[hook]))
+        for n in range(20):
+            await session.append({"role": "user", "content": f"step {n}: " + "check it. " * 30})
+        store.threads.clear()
+        stats = await session.compact()
+        assert stats.mode != "none" and len(set(store.threads)) == 2  # its own, and the hook's
+        await session.aclose()
+
+    asyncio.run(main())
+    assert seen and seen[0][0] == 20
+
+
+def test_context_variables_reach_the_store_on_the_session_thread(tmp_path: Path) -> None:
+    tenant: contextvars.ContextVar[str] = contextvars.ContextVar("tenant", default="none")
+    seen: list[str] = []
+
+    class Reading(SQLiteStore):
+        def append(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(tenant.get())
+            return super().append(*args, **kwargs)
+
+    async def main() -> None:
+        session = AsyncSession(Reading(tmp_path / "c.db"), "c")
+        tenant.set("acme")
+        await session.append({"role": "user", "content": "Fix the flaky test."})
+        await session.aclose()
+
+    asyncio.run(main())
+    assert seen == ["acme"]
+
+
+def test_a_cancelled_operation_frees_the_session_thread_for_the_next(tmp_path: Path) -> None:
+    class Hanging(LocalSummarizer):
+        """Holds the compaction on the session's thread until the test lets it go."""
+
+        name = "hanging"
+
+        def __init__(self) -> None:
+            self.entered = threading.Event()
+            self.release = threading.Event()
+
+        def summarize(self, request: Any) -> str:
+            self.entered.set()
+            self.release.wait(60)  # a hang guard
+            return "The tests were run."
+
+    async def main() -> None:
+        summarizer = Hanging()
+        settings = CompactionSettings(context_window=2000, background_compaction=False)
+        session = AsyncSession(
+            SQLiteStore(tmp_path / "c.db"), "c", summarizer=summarizer, settings=settings
+        )
+        for n in range(20):
+            await session.append({"role": "user", "content": f"step {n}: " + "check it. " * 30})
+        compaction = asyncio.create_task(session.compact("all"))
+        await asyncio.to_thread(summarizer.entered.wait, 60)
+        compaction.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await compaction
+        await session.append({"role": "user", "content": "beside the abandoned compaction"})
+        summarizer.release.set()
+        free = session.thread._lane.free  # held until the abandoned logic ends, at its next ask
+        assert await asyncio.to_thread(free.acquire, True, 60)  # a hang guard
+        free.release()
+        assert await session.events() == []  # abandoned: nothing committed
+        await session.append({"role": "user", "content": "on the session's thread again"})
+        await session.aclose()
+
+    asyncio.run(main())

@@ -15,7 +15,7 @@ from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.session._base import BaseSession
 from precis.session._behind import Behind
-from precis.session._io import SessionRequest, adrive_in_place, adrive_in_thread
+from precis.session._io import OwnThread, SessionRequest, adrive_in_place, adrive_in_thread
 from precis.stores.base import CompactionEvent, RecallHit
 from precis.stores.memory import MemoryStore
 from precis.summarize.base import Summarizer
@@ -32,6 +32,7 @@ class AsyncSession(BaseSession):
 
     def _opened(self) -> None:
         self.behind = Behind(self.conversation_id)
+        self.thread = OwnThread()  # where its operations run off the loop, one after another
 
     async def __aenter__(self) -> Self:
         return self
@@ -40,9 +41,13 @@ class AsyncSession(BaseSession):
         await self.aclose()
 
     async def aclose(self, *, cancel: bool = False) -> None:
-        """Wait for the compaction behind the turns to commit or fail (or, `cancel`, stop it)."""
+        """Wait for the compaction behind the turns to commit or fail (or, `cancel`, stop it),
+        and let the session's thread end."""
         assert self.behind is not None
-        await self.behind.aclose(cancel=cancel)
+        try:
+            await self.behind.aclose(cancel=cancel)
+        finally:
+            self.thread.close()
 
     async def settle(self) -> list[CompactionStats]:
         """Wait for the compaction behind the turns, if one runs; what committed since the last
@@ -51,12 +56,12 @@ class AsyncSession(BaseSession):
         return await self.behind.wait()
 
     async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
-        """One operation in one hop off the loop: its logic runs on a worker thread, its store
-        calls together there, and only what must be awaited (a model, an async hook) comes back
-        to the loop. A store whose calls never wait (`waits = False`, as `MemoryStore` says) is
-        called in place on the loop, with no hop at all."""
+        """One operation in one hop off the loop: its logic runs on the session's own thread,
+        its store calls together there, and only what must be awaited (a model, an async hook)
+        comes back to the loop. A store whose calls never wait (`waits = False`, as
+        `MemoryStore` says) is called in place on the loop, with no hop at all."""
         if getattr(self.store, "waits", True):
-            return await adrive_in_thread(steps)
+            return await adrive_in_thread(steps, self.thread)
         return await adrive_in_place(steps)
 
     async def append(
@@ -176,6 +181,8 @@ class ThreadedSession(AsyncSession):
     compacts a megabyte, even in memory."""
 
     async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
+        """On the loop's executor, not a thread of its own: a service lends a session to one
+        request at a time, and its many sessions share the executor's threads."""
         return await adrive_in_thread(steps)
 
 

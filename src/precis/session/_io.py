@@ -18,10 +18,11 @@ import contextvars
 import inspect
 import json
 import os
+import queue
 import signal
 import subprocess
 import threading
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
@@ -43,6 +44,9 @@ T = TypeVar("T")
 
 # How long a killed shell hook's pipes are drained before giving up on them.
 KILL_GRACE_SECONDS = 5.0
+# Seconds a session's own thread waits for its next operation before it ends: the operations of
+# a turn come close together; after a longer pause (a model call) the next starts a new thread.
+IDLE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +84,11 @@ async def _aperform_in_place(request: SessionRequest) -> Any:
     return await aperform(request)
 
 
-async def adrive_in_thread(steps: Steps[SessionRequest, T]) -> T:
+async def adrive_in_thread(steps: Steps[SessionRequest, T], thread: OwnThread | None = None) -> T:
     """Drive session logic on a worker thread, so its pure computation (a compaction's scans, a
     view's fitting) never holds the running event loop: store calls and a local summarizer run
-    on that thread, what must be awaited (a model, an async hook) is awaited on the loop.
+    on that thread, what must be awaited (a model, an async hook) is awaited on the loop. The
+    thread is the session's own (`thread`) when it is free, else one of the loop's executor.
 
     Cancelled, the logic is abandoned at its next request, like a cancelled `adrive`."""
     loop = asyncio.get_running_loop()
@@ -107,12 +112,122 @@ async def adrive_in_thread(steps: Steps[SessionRequest, T]) -> T:
             awaiting.discard(future)
 
     try:
-        return await asyncio.to_thread(run_steps, steps, answer)
+        if thread is None:
+            return await asyncio.to_thread(run_steps, steps, answer)
+        return await thread.run(run_steps, steps, answer)
     except asyncio.CancelledError:
         abandoned.set()
         for future in list(awaiting):
             future.cancel()
         raise
+
+
+class OwnThread:
+    """An async session's own worker thread, where its operations hop one after another: the
+    same thread each time, so a hop is a queue put and one wake of the loop (no executor future
+    chained to an asyncio one, no idle pool thread woken in turn), and the store's connection
+    is used where it was last used. An operation that finds it busy (another of the session's
+    under way: `gather`, an async hook that reads the session) runs on the loop's default
+    executor instead, so none waits for another. The thread ends after `idle` seconds without
+    work, or at `close` once its operation is done; the next hop starts another."""
+
+    def __init__(self, idle: float = IDLE_SECONDS) -> None:
+        self.idle = idle
+        self._lane = _Lane()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on this thread (or, busy, the loop's executor), in the caller's context
+        variables as `asyncio.to_thread` passes them."""
+        lane = self._lane
+        if not lane.free.acquire(blocking=False):
+            return await asyncio.to_thread(fn, *args)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        try:
+            if lane.thread is None or not lane.thread.is_alive():  # not started, ended, forked
+                lane.thread = threading.Thread(
+                    target=_serve, args=(lane, self.idle), name="precis-session", daemon=True
+                )
+                lane.thread.start()
+            lane.jobs.put(_Job(loop, future, contextvars.copy_context(), fn, args))
+        except BaseException:
+            lane.free.release()
+            raise
+        return await future
+
+    @property
+    def alive(self) -> bool:
+        """Whether the thread is running (it starts at the first hop)."""
+        thread = self._lane.thread
+        return thread is not None and thread.is_alive()
+
+    def close(self) -> None:
+        """End the thread once the operation it runs (if any) is done; a later hop starts
+        another."""
+        lane, self._lane = self._lane, _Lane()
+        lane.jobs.put(None)
+
+
+class _Lane:
+    """One thread's jobs, and the lock held from a job's hand-over until it has run (so a lock
+    taken finds the thread idle, and the thread ends only with no job handed over)."""
+
+    __slots__ = ("free", "jobs", "thread")
+
+    def __init__(self) -> None:
+        self.free = threading.Lock()
+        self.jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """A call to make on a session's thread, and the loop's future that waits for it."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    context: contextvars.Context
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    def run(self, free: threading.Lock) -> None:
+        """Make the call, free the thread, and hand the outcome to the loop."""
+        outcome: tuple[bool, Any]
+        try:
+            outcome = (True, self.context.run(self.fn, *self.args))
+        except BaseException as exc:  # handed to the awaiting caller
+            outcome = (False, exc)
+        free.release()
+        # A closed loop has nobody waiting for the answer.
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(_settle, self.future, outcome)
+
+
+def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    """The outcome of a job, given to its future unless the caller stopped waiting."""
+    if future.done():
+        return
+    answered, value = outcome
+    if answered:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _serve(lane: _Lane, idle: float) -> None:
+    """A session thread's life: run the jobs handed over, end when idle or closed."""
+    while True:
+        try:
+            job = lane.jobs.get(timeout=idle)
+        except queue.Empty:
+            if not lane.free.acquire(blocking=False):
+                continue  # a job is being handed over
+            lane.thread = None
+            lane.free.release()
+            return
+        if job is None:
+            return
+        job.run(lane.free)
 
 
 class _Abandoned(BaseException):
