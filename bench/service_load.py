@@ -49,6 +49,9 @@ HEALTH_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 15.0
 MAX_ATTEMPTS = 8
 HISTORY_PAGE = 1000
+# What a committed compaction writes: a summary, or a marker (masking, truncation); each event
+# names the one it wrote.
+COMPACTION_KINDS = ("summary", "marker")
 # Keys the API adds to each OpenAI message; Message.from_openai would keep them as extras.
 PRECIS_KEYS = ("id", "kind", "pinned", "created_at")
 _VOCABULARY = (
@@ -160,6 +163,7 @@ class Stats:
     restart_seconds: float = 0.0
     requests: int = 0
     cpu_seconds: float = 0.0  # the workers' CPU over the load (a restart's startup included)
+    client_cpu_seconds: float = 0.0  # this script's own CPU over the load: the client's cost
 
     def record(self, kind: str, status: int, seconds: float) -> None:
         """Count a request that got an answer; failed connections are counted apart."""
@@ -477,7 +481,7 @@ def _check_history(verdict: Verdict, conv: Conversation, history: list[dict[str,
         verdict.notes.append(f"{conv.id}: {disorder} acknowledged ids out of order")
     acked = set(conv.acked)
     verdict.unacknowledged_stored += sum(
-        1 for m in history if m["kind"] != "summary" and m["id"] not in acked
+        1 for m in history if m["kind"] not in COMPACTION_KINDS and m["id"] not in acked
     )
 
 
@@ -500,8 +504,8 @@ def _check_summaries(
     context: dict[str, Any],
     events: list[dict[str, Any]],
 ) -> None:
-    """One event per summary, one summary per event, one commit per context version."""
-    summaries = [m["id"] for m in history if m["kind"] == "summary"]
+    """One event per summary or marker, one of them per event, one commit per context version."""
+    summaries = [m["id"] for m in history if m["kind"] in COMPACTION_KINDS]
     referenced = Counter(e["summary_id"] for e in events)
     verdict.summaries += len(summaries)
     verdict.events += len(events)
@@ -577,6 +581,7 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
         startup = await asyncio.gather(*(w.wait_healthy(client, HEALTH_TIMEOUT_S) for w in workers))
         print(f"workers up on ports {[w.port for w in workers]} in {max(startup):.1f}s")
         started_cpu = sum(w.cpu_seconds() for w in workers)
+        started_client = time.process_time()
 
         run_id = secrets.token_hex(3)
         conversations = [
@@ -597,6 +602,7 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
         await asyncio.gather(*(drive_conversation(driver, c) for c in conversations))
         elapsed = time.monotonic() - began
         stats.cpu_seconds = sum(w.cpu_seconds() for w in workers) - started_cpu
+        stats.client_cpu_seconds = time.process_time() - started_client
         finished.set()
         await fault
         # The restarted worker must serve too: verify reads through it as well as the other.
@@ -617,6 +623,7 @@ def report(
     print(f"requests: {driven} ({driven / elapsed:.0f}/s), plus verification reads")
     cpu = stats.cpu_seconds
     print(f"workers' CPU: {cpu:.1f} s, {driven / cpu:.0f} requests per CPU second" if cpu else "")
+    print(f"the client's own CPU: {stats.client_cpu_seconds:.1f} s")
     print(f"{'endpoint':<10}{'count':>8}{'p50 ms':>10}{'p99 ms':>10}  statuses")
     for kind in ("create", "append", "compact", "context", "events", "history", "verify"):
         values = stats.latencies.get(kind)
@@ -648,7 +655,7 @@ def report(
     print(
         f"stored: {verdict.acknowledged} acknowledged messages, "
         f"{verdict.unacknowledged_stored} stored without acknowledgement, "
-        f"{verdict.summaries} summaries, {verdict.events} events"
+        f"{verdict.summaries} summaries and markers, {verdict.events} events"
     )
     checks = {
         "lost messages": verdict.lost + verdict.out_of_order,

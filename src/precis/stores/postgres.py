@@ -183,7 +183,10 @@ class PostgresDialect(Dialect):
     def newest(
         self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
     ) -> list[Found]:
-        """Each phase's newest matches (`_newest`)."""
+        """Each phase's newest matches (`_newest`), each read planned for its own parameters:
+        psycopg prepares a statement run five times, and a generic plan cannot know how rare a
+        recall term or how wide a window is (SET LOCAL: for this transaction only)."""
+        db.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         return [hit for terms in phases for hit in self._newest(db, conversation_id, terms, n)]
 
     def _newest(
@@ -438,11 +441,10 @@ class PostgresStore(SQLStore, SQLSeries):
         self._pool = pool
 
     def _configure(self, conn: Connection) -> None:
-        """Point a new pooled connection at this store's schema, and have every statement
-        planned for its own parameters: psycopg prepares a statement run five times, and a
-        generic plan cannot know how rare a recall term or how wide a window is."""
+        """Point a new pooled connection at this store's schema. Its statements keep
+        PostgreSQL's own plan caching (a prepared lookup by key is planned once, not at every
+        call); recall plans each of its reads for its parameters (`PostgresDialect.newest`)."""
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        conn.execute("SET plan_cache_mode = force_custom_plan")
 
     def _migrate(self, connect_timeout: int) -> None:
         """Create the schema and apply missing migrations, one process at a time."""

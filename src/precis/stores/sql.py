@@ -33,15 +33,12 @@ from precis.stores.recall import CANDIDATES
 from precis.stores.rows import (
     INSERT_COLUMNS,
     MESSAGE_COLUMNS,
-    SAMPLE_INSERT,
-    SAMPLE_SELECT,
     apply_pins,
     message_from_row,
     message_values,
-    sample_from_row,
-    sample_values,
 )
-from precis.stores.samples import Sample, check_sample, grown, numbered
+from precis.stores.samples import check_sample, grown
+from precis.stores.sql_samples import SQLSamples
 
 __all__ = ["Dialect", "Handle", "Rows", "SQLStore", "context_sql"]
 
@@ -59,7 +56,7 @@ class _Row(NamedTuple):
     compactions: int
 
 
-class SQLStore(StoreBase):
+class SQLStore(SQLSamples, StoreBase):
     """A `ConversationStore` over SQL; subclasses open the connection and run transactions."""
 
     def __init__(self, dialect: Dialect, where: str) -> None:
@@ -102,6 +99,20 @@ class SQLStore(StoreBase):
         if row is None:
             raise ConversationNotFound(conversation_id)
         return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+    def _locked_row(self, db: Handle, conversation_id: str) -> tuple[_Row, str] | None:
+        """The conversation's counters, row-locked, and its system prompt; None if missing."""
+        row = db.execute(
+            self._q(
+                "SELECT version, next_seq, next_position, compactions, system_prompt "
+                "FROM conversations WHERE id = ?"
+            )
+            + self._dialect.for_update,
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3])), str(row[4])
 
     def _chunks(
         self, db: Handle, select: str, conversation_id: str, ids: Sequence[str], column: str = "id"
@@ -241,10 +252,15 @@ class SQLStore(StoreBase):
         base.check_idempotency_key(idempotency_key)
         given = base.fingerprint(messages) if idempotency_key is not None else ""
         with self._transaction(write=True) as db:
-            self._ensure(db, conversation_id)
-            _, next_seq, next_position, compactions = self._conversation_row(
-                db, conversation_id, lock=True
-            )
+            # The conversation's row locked, and its system prompt for the sample, in one read;
+            # a conversation not yet made is made first (the write a session's first use does).
+            locked = self._locked_row(db, conversation_id)
+            if locked is None:
+                self._ensure(db, conversation_id)
+                locked = self._locked_row(db, conversation_id)
+                if locked is None:
+                    raise ConversationNotFound(conversation_id)
+            (_, next_seq, next_position, compactions), system_prompt = locked
             if idempotency_key is not None:
                 row = db.execute(
                     self._q(
@@ -257,7 +273,7 @@ class SQLStore(StoreBase):
                     base.replayed(conversation_id, idempotency_key, str(row[0]), given)
                     return self._messages(db, conversation_id, json.loads(row[1]))
             if check is not None:
-                messages = check(self._tail(db, conversation_id))
+                messages = check(self._tail(db, conversation_id, compactions))
             stored = self._insert(db, conversation_id, messages, next_seq)
             if compactions > 0 and stored:
                 db.executemany(
@@ -287,7 +303,7 @@ class SQLStore(StoreBase):
                     ),
                 )
             if sample is not None:
-                self._sample_append(db, conversation_id, stored, sample, compactions)
+                self._sample_append(db, conversation_id, stored, sample, compactions, system_prompt)
             return stored
 
     def _sample_append(
@@ -297,15 +313,13 @@ class SQLStore(StoreBase):
         stored: Sequence[Message],
         sample: AppendSample,
         compactions: int,
+        system_prompt: str,
     ) -> None:
         """An append's sample, in its transaction: grown onto the latest, if there is one."""
         latest = self._latest_sample(db, conversation_id)
         if latest is None:
             return
-        row = db.execute(
-            self._q("SELECT system_prompt FROM conversations WHERE id = ?"), (conversation_id,)
-        ).fetchone()
-        made = sample(stored, str(row[0]))
+        made = sample(stored, system_prompt)
         if made is not None:
             check_sample(conversation_id, made)
             self._insert_sample(db, conversation_id, grown(latest, made), latest, compactions)
@@ -340,9 +354,14 @@ class SQLStore(StoreBase):
         with self._transaction(write=False) as db:
             return self._tail(db, conversation_id)
 
-    def _tail(self, db: Handle, conversation_id: str) -> ContextTail:
-        """`tail` inside a transaction: an append's reads it under the conversation's lock."""
-        compacted = self._conversation_row(db, conversation_id).compactions > 0
+    def _tail(
+        self, db: Handle, conversation_id: str, compactions: int | None = None
+    ) -> ContextTail:
+        """`tail` inside a transaction: an append's reads it under the conversation's lock
+        (and has read its count of compactions)."""
+        if compactions is None:
+            compactions = self._conversation_row(db, conversation_id).compactions
+        compacted = compactions > 0
         overlay = self._pin_overlay(db, conversation_id)
         if not compacted:
             start = db.execute(
@@ -543,53 +562,3 @@ class SQLStore(StoreBase):
         """Compact the recall index and refresh planner statistics; run after bulk loads."""
         with self._transaction(write=True) as db:
             self._dialect.optimize(db)
-
-    # --- composition samples ------------------------------------------------------------------
-
-    def add_sample(
-        self, conversation_id: str, sample: Sample, *, grow: bool = False
-    ) -> Sample | None:
-        """Record the sample as the next turn, under the conversation's lock."""
-        check_sample(conversation_id, sample)
-        with self._transaction(write=True) as db:
-            compactions = self._conversation_row(db, conversation_id, lock=True).compactions
-            latest = self._latest_sample(db, conversation_id)
-            if grow:
-                if latest is None:
-                    return None
-                sample = grown(latest, sample)
-            return self._insert_sample(db, conversation_id, sample, latest, compactions)
-
-    def _latest_sample(self, db: Handle, conversation_id: str) -> Sample | None:
-        row = db.execute(
-            self._q(f"{SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
-        ).fetchone()
-        return None if row is None else sample_from_row(row)
-
-    def _insert_sample(
-        self,
-        db: Handle,
-        conversation_id: str,
-        sample: Sample,
-        latest: Sample | None,
-        compactions: int,
-    ) -> Sample:
-        """Record `sample` as the turn after `latest`."""
-        stored = numbered(sample, 1 if latest is None else latest.turn + 1, compactions)
-        db.execute(self._q(SAMPLE_INSERT), sample_values(conversation_id, stored))
-        return stored
-
-    def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
-        """The samples after turn `since`, oldest first."""
-        with self._transaction(write=False) as db:
-            self._conversation_row(db, conversation_id)
-            rows = db.execute(
-                self._q(f"{SAMPLE_SELECT} AND turn > ? ORDER BY turn"), (conversation_id, since)
-            ).fetchall()
-        return [sample_from_row(row) for row in rows]
-
-    def latest_sample(self, conversation_id: str) -> Sample | None:
-        """The newest sample, or None before the first."""
-        with self._transaction(write=False) as db:
-            self._conversation_row(db, conversation_id)
-            return self._latest_sample(db, conversation_id)
