@@ -68,6 +68,10 @@ class Dialect:
     for_update = ""
     # Columns a message row has besides rows.INSERT_COLUMNS (see `message_extras`).
     extra_columns: tuple[str, ...] = ()
+    # Where a read without a transaction saves round trips (PostgreSQL): the conversation's
+    # version, next seq and compactions, then the messages after a seq, in one statement; one
+    # text for a context never compacted, one for a compacted one. None: two reads.
+    context_since_one: tuple[str, str] | None = None
 
     def __init__(self, context_join: str = "JOIN") -> None:
         self.context_sql = self.sql(context_sql(context_join))

@@ -46,6 +46,7 @@ from precis.stores.recall import (
     term_kind,
     text_grams,
 )
+from precis.stores.rows import M_COLUMNS
 from precis.stores.sql import SQLStore
 from precis.stores.sql_series import SQLSeries
 
@@ -120,6 +121,21 @@ class PostgresDialect(Dialect):
     def __init__(self) -> None:
         super().__init__()
         self._samples = Samples()
+        # The counters and the messages appended after a seq, as one statement (one snapshot,
+        # no transaction): never compacted, then compacted (the context is in_context's list).
+        counters = "SELECT v.version, v.next_seq, v.compactions, "
+        self.context_since_one = (
+            self.sql(
+                f"{counters}{M_COLUMNS} FROM conversations AS v LEFT JOIN messages AS m "
+                "ON m.conversation_id = v.id AND m.seq > ? WHERE v.id = ? ORDER BY m.seq"
+            ),
+            self.sql(
+                f"{counters}{M_COLUMNS} FROM conversations AS v LEFT JOIN (in_context AS c "
+                "JOIN messages AS m ON m.conversation_id = c.conversation_id "
+                "AND m.id = c.message_id AND m.seq > ?) ON c.conversation_id = v.id "
+                "WHERE v.id = ? ORDER BY c.position"
+            ),
+        )
 
     def sql(self, statement: str) -> str:
         return _pyformat(statement)

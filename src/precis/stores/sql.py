@@ -329,6 +329,19 @@ class SQLStore(SQLSamples, StoreBase):
     ) -> ContextSnapshot:
         """The in-context messages in order; everything when never compacted. With `since`,
         when only appends came after it, only the messages they added are read."""
+        one = self._dialect.context_since_one
+        if since is not None and one is not None:
+            with self._statement() as db:
+                query = one[1] if since.compacted else one[0]
+                rows = db.execute(query, (since.last_seq, conversation_id)).fetchall()
+            if not rows:
+                raise ConversationNotFound(conversation_id)
+            version, next_seq, compactions = (int(v) for v in rows[0][:3])
+            if version == since.version and (compactions > 0) == since.compacted:
+                later = [message_from_row(r[3:]) for r in rows if r[3] is not None]
+                return ContextSnapshot(
+                    [*since.messages, *later], version, next_seq - 1, since.compacted
+                )
         with self._transaction(write=False) as db:
             if since is None:
                 return self._snapshot(db, conversation_id)
