@@ -195,13 +195,13 @@ class Driver:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        clients: Sequence[httpx.AsyncClient],
         workers: Sequence[Worker],
         stats: Stats,
         deadline: float,
         max_requests: int,
     ) -> None:
-        self.client = client
+        self.clients = clients  # one per worker, as `workers`
         self.workers = workers
         self.stats = stats
         self.deadline = deadline
@@ -226,10 +226,11 @@ class Driver:
         for attempt in range(MAX_ATTEMPTS):
             if budgeted:
                 self._check_budget()
-            target = self.workers[(worker + attempt) % len(self.workers)]
+            index = (worker + attempt) % len(self.workers)
+            target, client = self.workers[index], self.clients[index]
             started = time.perf_counter()
             try:
-                response = await self.client.request(method, f"{target.base_url}{path}", json=body)
+                response = await client.request(method, f"{target.base_url}{path}", json=body)
             except httpx.TransportError as exc:
                 self.stats.transport_errors[kind] += 1
                 last = exc
@@ -248,10 +249,11 @@ class Driver:
         worker = conv.home
         for attempt in range(MAX_ATTEMPTS):
             self._check_budget()
-            target = self.workers[(worker + attempt) % len(self.workers)]
+            index = (worker + attempt) % len(self.workers)
+            target, client = self.workers[index], self.clients[index]
             started = time.perf_counter()
             try:
-                response = await self.client.post(
+                response = await client.post(
                     f"{target.base_url}{path}", json={"messages": messages}
                 )
             except httpx.TransportError:
@@ -573,12 +575,20 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
     stats = Stats()
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=100)
     headers = {"Authorization": f"Bearer {api_key}"}
-    async with httpx.AsyncClient(
-        headers=headers, timeout=REQUEST_TIMEOUT_S, limits=limits
-    ) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        # A client (its connection pool) per worker: the pool looks over every connection it
+        # holds at each request, so one pool for both workers cost the client twice the CPU.
+        clients = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(headers=headers, timeout=REQUEST_TIMEOUT_S, limits=limits)
+            )
+            for _ in workers
+        ]
         for worker in workers:
             worker.start()
-        startup = await asyncio.gather(*(w.wait_healthy(client, HEALTH_TIMEOUT_S) for w in workers))
+        startup = await asyncio.gather(
+            *(w.wait_healthy(c, HEALTH_TIMEOUT_S) for w, c in zip(workers, clients, strict=True))
+        )
         print(f"workers up on ports {[w.port for w in workers]} in {max(startup):.1f}s")
         started_cpu = sum(w.cpu_seconds() for w in workers)
         started_client = time.process_time()
@@ -594,10 +604,10 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
             for i in range(args.conversations)
         ]
         began = time.monotonic()
-        driver = Driver(client, workers, stats, began + args.seconds, args.max_requests)
+        driver = Driver(clients, workers, stats, began + args.seconds, args.max_requests)
         finished = asyncio.Event()
         fault = asyncio.create_task(
-            chaos(client, workers[1], stats, args.seconds * args.kill_at, finished)
+            chaos(clients[1], workers[1], stats, args.seconds * args.kill_at, finished)
         )
         await asyncio.gather(*(drive_conversation(driver, c) for c in conversations))
         elapsed = time.monotonic() - began
@@ -606,7 +616,7 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
         finished.set()
         await fault
         # The restarted worker must serve too: verify reads through it as well as the other.
-        await workers[1].wait_healthy(client, HEALTH_TIMEOUT_S)
+        await workers[1].wait_healthy(clients[1], HEALTH_TIMEOUT_S)
         verdict = await verify(driver, conversations)
 
     return report(args, stats, verdict, elapsed, scan_logs(workers))

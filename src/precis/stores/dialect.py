@@ -72,6 +72,9 @@ class Dialect:
     # version, next seq and compactions, then the messages after a seq, in one statement; one
     # text for a context never compacted, one for a compacted one. None: two reads.
     context_since_one: tuple[str, str] | None = None
+    # Rows one INSERT carries (VALUES (…), (…)); 1: each row by executemany (SQLite's is a C
+    # loop over one prepared statement, as cheap as it gets there).
+    rows_per_insert = 1
 
     def __init__(self, context_join: str = "JOIN") -> None:
         self.context_sql = self.sql(context_sql(context_join))

@@ -56,6 +56,9 @@ class _Row(NamedTuple):
     compactions: int
 
 
+_IN_CONTEXT_HEAD = "INSERT INTO in_context (conversation_id, position, message_id) VALUES "
+
+
 class SQLStore(SQLSamples, StoreBase):
     """A `ConversationStore` over SQL; subclasses open the connection and run transactions."""
 
@@ -65,9 +68,7 @@ class SQLStore(SQLSamples, StoreBase):
         self._ids = base.MessageIds()
         self._q = dialect.sql
         columns = (*INSERT_COLUMNS, *dialect.extra_columns)
-        self._insert_sql = self._q(
-            f"INSERT INTO messages ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-        )
+        self._insert_head = f"INSERT INTO messages ({', '.join(columns)}) VALUES "
 
     # --- what a subclass provides -------------------------------------------------------------
 
@@ -99,6 +100,22 @@ class SQLStore(SQLSamples, StoreBase):
         if row is None:
             raise ConversationNotFound(conversation_id)
         return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+    def _insert_rows(self, db: Handle, head: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """`head` ("INSERT INTO t (columns) VALUES ") for each row: several rows a statement
+        where the dialect says so (one round trip and one parse for a batch), else by
+        executemany."""
+        if not rows:
+            return
+        marks = f"({', '.join('?' * len(rows[0]))})"
+        per = self._dialect.rows_per_insert
+        if per <= 1:
+            db.executemany(self._q(head + marks), rows)
+            return
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            query = self._q(head + ", ".join([marks] * len(chunk)))
+            db.execute(query, [value for row in chunk for value in row])
 
     def _locked_row(self, db: Handle, conversation_id: str) -> tuple[_Row, str] | None:
         """The conversation's counters, row-locked, and its system prompt; None if missing."""
@@ -141,8 +158,9 @@ class SQLStore(SQLSamples, StoreBase):
         stored = base.normalize_batch(conversation_id, messages, self._ids, held)
         if stored:
             extras = self._dialect.message_extras(db, stored)
-            db.executemany(
-                self._insert_sql,
+            self._insert_rows(
+                db,
+                self._insert_head,
                 [
                     (*message_values(conversation_id, first_seq + i, m), *extra)
                     for i, (m, extra) in enumerate(zip(stored, extras, strict=True))
@@ -276,11 +294,9 @@ class SQLStore(SQLSamples, StoreBase):
                 messages = check(self._tail(db, conversation_id, compactions))
             stored = self._insert(db, conversation_id, messages, next_seq)
             if compactions > 0 and stored:
-                db.executemany(
-                    self._q(
-                        "INSERT INTO in_context (conversation_id, position, message_id) "
-                        "VALUES (?, ?, ?)"
-                    ),
+                self._insert_rows(
+                    db,
+                    _IN_CONTEXT_HEAD,
                     [(conversation_id, next_position + i, m.id) for i, m in enumerate(stored)],
                 )
                 next_position += len(stored)
@@ -479,11 +495,9 @@ class SQLStore(SQLSamples, StoreBase):
                 self._q("DELETE FROM in_context WHERE conversation_id = ?"), (conversation_id,)
             )
             if id_list:
-                db.executemany(
-                    self._q(
-                        "INSERT INTO in_context (conversation_id, position, message_id) "
-                        "VALUES (?, ?, ?)"
-                    ),
+                self._insert_rows(
+                    db,
+                    _IN_CONTEXT_HEAD,
                     [(conversation_id, i, message_id) for i, message_id in enumerate(id_list)],
                 )
             # The WHERE repeats the compare-and-set, so the write itself cannot skip a version.
