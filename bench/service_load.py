@@ -8,8 +8,9 @@ every context is valid and every summary belongs to exactly one committed compac
     .venv/bin/python bench/service_load.py [--conversations 50] [--seconds 60] [--database-url URL]
         [--tree PATH]
 
-`--tree` runs the workers from another checkout's `src` (this issue's starting commit, say), so
-the same load is measured against both trees on one machine, alternately.
+`--tree` runs the workers from another checkout's `src` (this issue's starting commit, say), with
+that checkout's `.venv` when it has one, so the same load is measured against both trees on one
+machine, alternately, each with the dependencies it declares.
 
 Exit status 0 only when all checks pass.
 """
@@ -551,6 +552,16 @@ def worker_env(home: Path, api_key: str) -> dict[str, str]:
     return env
 
 
+def tree_python(tree: Path | None, env: dict[str, str]) -> str:
+    """The Python the workers run: this one, or for `--tree` that checkout's `src` first on the
+    path, with its own `.venv` when it has one (its own dependencies, as it was released)."""
+    if tree is None:
+        return sys.executable
+    env["PYTHONPATH"] = str((tree / "src").resolve())
+    own = tree / ".venv" / "bin" / "python"
+    return str(own.absolute()) if own.exists() else sys.executable
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile; enough for a bench, and needs no numpy."""
     ordered = sorted(values)
@@ -727,14 +738,13 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="precis-load-"))
     api_key = secrets.token_urlsafe(24)
     env = worker_env(scratch, api_key)
-    if args.tree is not None:
-        env["PYTHONPATH"] = str((args.tree / "src").resolve())
+    python = tree_python(args.tree, env)
     workers = [
         Worker(
             name=f"worker{i}",
             port=port,
             argv=[
-                sys.executable,
+                python,
                 "-m",
                 "precis.cli",
                 "--store",
