@@ -77,6 +77,7 @@ class Dialect:
     rows_per_insert = 1
 
     def __init__(self, context_join: str = "JOIN") -> None:
+        self.context_join = context_join
         self.context_sql = self.sql(context_sql(context_join))
         # The context's messages appended after a seq (no compaction or pin since).
         self.context_since_sql = self.sql(context_sql(context_join, "AND m.seq > ?"))
@@ -87,6 +88,21 @@ class Dialect:
             "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
             "WHERE c.conversation_id = ? AND m.role <> 'tool' ORDER BY c.position DESC LIMIT 1"
         )
+
+    def insert_rows(self, db: Handle, head: str, rows: Sequence[Sequence[Any]]) -> None:
+        """`head` ("INSERT INTO t (columns) VALUES ") for each row: `rows_per_insert` rows a
+        statement (one round trip and one parse for a batch), or by executemany."""
+        if not rows:
+            return
+        marks = f"({', '.join('?' * len(rows[0]))})"
+        per = self.rows_per_insert
+        if per <= 1:
+            db.executemany(self.sql(head + marks), rows)
+            return
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            query = self.sql(head + ", ".join([marks] * len(chunk)))
+            db.execute(query, [value for row in chunk for value in row])
 
     def sql(self, statement: str) -> str:
         """The statement in this driver's placeholder style (the shared text uses `?`)."""

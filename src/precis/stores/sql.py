@@ -32,6 +32,7 @@ from precis.stores.dialect import Dialect, Handle, Rows, context_sql
 from precis.stores.recall import CANDIDATES
 from precis.stores.rows import (
     INSERT_COLUMNS,
+    M_COLUMNS,
     MESSAGE_COLUMNS,
     apply_pins,
     message_from_row,
@@ -101,22 +102,6 @@ class SQLStore(SQLSamples, StoreBase):
             raise ConversationNotFound(conversation_id)
         return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
-    def _insert_rows(self, db: Handle, head: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        """`head` ("INSERT INTO t (columns) VALUES ") for each row: several rows a statement
-        where the dialect says so (one round trip and one parse for a batch), else by
-        executemany."""
-        if not rows:
-            return
-        marks = f"({', '.join('?' * len(rows[0]))})"
-        per = self._dialect.rows_per_insert
-        if per <= 1:
-            db.executemany(self._q(head + marks), rows)
-            return
-        for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
-            query = self._q(head + ", ".join([marks] * len(chunk)))
-            db.execute(query, [value for row in chunk for value in row])
-
     def _locked_row(self, db: Handle, conversation_id: str) -> tuple[_Row, str] | None:
         """The conversation's counters, row-locked, and its system prompt; None if missing."""
         row = db.execute(
@@ -158,7 +143,7 @@ class SQLStore(SQLSamples, StoreBase):
         stored = base.normalize_batch(conversation_id, messages, self._ids, held)
         if stored:
             extras = self._dialect.message_extras(db, stored)
-            self._insert_rows(
+            self._dialect.insert_rows(
                 db,
                 self._insert_head,
                 [
@@ -183,29 +168,50 @@ class SQLStore(SQLSamples, StoreBase):
         """Apply the pin overlay."""
         return apply_pins(messages, self._pin_overlay(db, conversation_id))
 
-    def _pinned(
-        self, db: Handle, conversation_id: str, compacted: bool, overlay: dict[str, bool]
-    ) -> list[Message]:
-        """The pinned messages in context, in context order, found through the index of pinned
-        rows (m004) and the overlay rather than by reading the context."""
-        flagged = db.execute(
-            self._q("SELECT id FROM messages WHERE conversation_id = ? AND pinned"),
-            (conversation_id,),
+    def _pins(self, db: Handle, conversation_id: str) -> tuple[dict[str, bool], list[str]]:
+        """The pin overlay (`_pin_overlay`) and the ids of the messages appended pinned, in one
+        read: the pins table's (few) rows and the index of pinned rows (m004)."""
+        rows = db.execute(
+            self._q(
+                "SELECT message_id, pinned, 1 FROM pins WHERE conversation_id = ? UNION ALL "
+                "SELECT id, pinned, 0 FROM messages WHERE conversation_id = ? AND pinned"
+            ),
+            (conversation_id, conversation_id),
         ).fetchall()
-        ids = [str(row[0]) for row in flagged] + [i for i, pinned in overlay.items() if pinned]
+        overlay = {str(r[0]): bool(r[1]) for r in rows if int(r[2])}
+        return overlay, [str(r[0]) for r in rows if not int(r[2])]
+
+    def _pinned(
+        self,
+        db: Handle,
+        conversation_id: str,
+        compacted: bool,
+        overlay: dict[str, bool],
+        flagged: list[str],
+    ) -> list[Message]:
+        """The pinned messages in context, in context order: those appended pinned (`flagged`)
+        and the overlay's, read with their place in one statement rather than by reading the
+        context."""
+        ids = flagged + [i for i, pinned in overlay.items() if pinned]
         ids = [i for i in dict.fromkeys(ids) if overlay.get(i, True)]
-        if not ids:
-            return []
-        if compacted:
-            select = "SELECT message_id, position FROM in_context"
-            rows = self._chunks(db, select, conversation_id, ids, "message_id")
+        if compacted:  # only what is in context: its place is its position
+            head = (
+                f"SELECT c.position, {M_COLUMNS} FROM in_context AS c "
+                f"{self._dialect.context_join} messages AS m ON m.conversation_id = "
+                "c.conversation_id AND m.id = c.message_id WHERE c.conversation_id = ? AND "
+                "c.message_id IN"
+            )
         else:
-            rows = self._chunks(db, "SELECT id, seq FROM messages", conversation_id, ids)
-        order = {str(row[0]): int(row[1]) for row in rows}
-        ids = sorted(order, key=order.__getitem__)
-        rows = self._chunks(db, f"SELECT {MESSAGE_COLUMNS} FROM messages", conversation_id, ids)
-        found = {str(row[0]): message_from_row(row) for row in rows}
-        return apply_pins([found[i] for i in ids], overlay)
+            head = (
+                f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND id IN "
+            )
+        rows: list[Any] = []
+        for start in range(0, len(ids), IN_CHUNK):
+            chunk = ids[start : start + IN_CHUNK]
+            query = self._q(f"{head} ({', '.join('?' * len(chunk))})")
+            rows += db.execute(query, (conversation_id, *chunk)).fetchall()
+        rows.sort(key=lambda row: int(row[0]))
+        return apply_pins([message_from_row(row[1:]) for row in rows], overlay)
 
     def _snapshot(self, db: Handle, conversation_id: str) -> ContextSnapshot:
         version, next_seq, _, compactions = self._conversation_row(db, conversation_id)
@@ -294,7 +300,7 @@ class SQLStore(SQLSamples, StoreBase):
                 messages = check(self._tail(db, conversation_id, compactions))
             stored = self._insert(db, conversation_id, messages, next_seq)
             if compactions > 0 and stored:
-                self._insert_rows(
+                self._dialect.insert_rows(
                     db,
                     _IN_CONTEXT_HEAD,
                     [(conversation_id, next_position + i, m.id) for i, m in enumerate(stored)],
@@ -391,7 +397,7 @@ class SQLStore(SQLSamples, StoreBase):
         if compactions is None:
             compactions = self._conversation_row(db, conversation_id).compactions
         compacted = compactions > 0
-        overlay = self._pin_overlay(db, conversation_id)
+        overlay, flagged = self._pins(db, conversation_id)
         if not compacted:
             start = db.execute(
                 self._q(
@@ -413,7 +419,7 @@ class SQLStore(SQLSamples, StoreBase):
         return ContextTail(
             turn=apply_pins([message_from_row(r) for r in rows], overlay),
             start=begin if compacted else begin - 1,
-            pinned=self._pinned(db, conversation_id, compacted, overlay),
+            pinned=self._pinned(db, conversation_id, compacted, overlay, flagged),
         )
 
     def history(
@@ -495,7 +501,7 @@ class SQLStore(SQLSamples, StoreBase):
                 self._q("DELETE FROM in_context WHERE conversation_id = ?"), (conversation_id,)
             )
             if id_list:
-                self._insert_rows(
+                self._dialect.insert_rows(
                     db,
                     _IN_CONTEXT_HEAD,
                     [(conversation_id, i, message_id) for i, message_id in enumerate(id_list)],
