@@ -187,7 +187,9 @@ class Compactor(CandidateMaker):
                     )
                 )
             summary = committed_summary(candidate.summary, committed.messages)
-            return CompactionResult(candidate.stats, summary, committed.messages, tuple(reports))
+            return CompactionResult(
+                candidate.stats, summary, committed.messages, tuple(reports), committed=committed
+            )
         raise AssertionError("unreachable")
 
     def _no_op(

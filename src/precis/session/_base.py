@@ -396,6 +396,8 @@ class BaseSession(Views):
             pending=pending,
             snapshot=snapshot,
         )
+        if result.committed is not None:  # the next read goes on from the commit's context
+            self._last_read = result.committed
         if result.compacted:  # a no-op changed nothing to sample
             # A hook that ran may have set another system prompt.
             read = None if self.hooks else parts
