@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from precis.core.messages import Message
 from precis.stores.recall import Found
-from precis.stores.rows import M_COLUMNS
+from precis.stores.rows import M_COLUMNS, MESSAGE_COLUMNS
 
 __all__ = ["Dialect", "Handle", "Rows", "context_sql"]
 
@@ -81,12 +81,29 @@ class Dialect:
         self.context_sql = self.sql(context_sql(context_join))
         # The context's messages appended after a seq (no compaction or pin since).
         self.context_since_sql = self.sql(context_sql(context_join, "AND m.seq > ?"))
-        # The context from a position on, and the position of its last message not a tool result.
-        self.turn_sql = self.sql(context_sql(context_join, "AND c.position >= ?"))
-        self.turn_start_sql = self.sql(
+        # The context's last turn (from its last message not a tool result on), each row led by
+        # where the turn starts, in one statement: never compacted (seq, from 1), then
+        # compacted (position in in_context, from 0). Each takes the conversation id thrice.
+        last_seq = (
+            "SELECT seq FROM messages WHERE conversation_id = ? AND role <> 'tool' "
+            "ORDER BY seq DESC LIMIT 1"
+        )
+        last_position = (
             f"SELECT c.position FROM in_context AS c {context_join} messages AS m "
             "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
             "WHERE c.conversation_id = ? AND m.role <> 'tool' ORDER BY c.position DESC LIMIT 1"
+        )
+        first = f"COALESCE(({last_position}), 0)"
+        self.turn_sql = (
+            self.sql(
+                f"SELECT COALESCE(({last_seq}), 1), {MESSAGE_COLUMNS} FROM messages "
+                f"WHERE conversation_id = ? AND seq >= COALESCE(({last_seq}), 1) ORDER BY seq"
+            ),
+            self.sql(
+                context_sql(context_join, f"AND c.position >= {first}").replace(
+                    "SELECT ", f"SELECT {first}, ", 1
+                )
+            ),
         )
 
     def insert_rows(self, db: Handle, head: str, rows: Sequence[Sequence[Any]]) -> None:

@@ -398,27 +398,13 @@ class SQLStore(SQLSamples, StoreBase):
             compactions = self._conversation_row(db, conversation_id).compactions
         compacted = compactions > 0
         overlay, flagged = self._pins(db, conversation_id)
-        if not compacted:
-            start = db.execute(
-                self._q(
-                    "SELECT seq FROM messages WHERE conversation_id = ? AND role <> 'tool' "
-                    "ORDER BY seq DESC LIMIT 1"
-                ),
-                (conversation_id,),
-            ).fetchone()
-            query = self._q(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages "
-                "WHERE conversation_id = ? AND seq >= ? ORDER BY seq"
-            )
-        else:
-            start = db.execute(self._dialect.turn_start_sql, (conversation_id,)).fetchone()
-            query = self._dialect.turn_sql
-        # seq counts from 1, positions from 0.
-        begin = (0 if compacted else 1) if start is None else int(start[0])
-        rows = db.execute(query, (conversation_id, begin)).fetchall()
+        # The turn with where it starts; no rows: an empty context, which starts at 0.
+        query = self._dialect.turn_sql[1 if compacted else 0]
+        rows = db.execute(query, (conversation_id,) * 3).fetchall()
+        first = int(rows[0][0]) if rows else (0 if compacted else 1)
         return ContextTail(
-            turn=apply_pins([message_from_row(r) for r in rows], overlay),
-            start=begin if compacted else begin - 1,
+            turn=apply_pins([message_from_row(r[1:]) for r in rows], overlay),
+            start=first if compacted else first - 1,  # seq counts from 1, positions from 0
             pinned=self._pinned(db, conversation_id, compacted, overlay, flagged),
         )
 
