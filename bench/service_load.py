@@ -8,8 +8,9 @@ every context is valid and every summary belongs to exactly one committed compac
     .venv/bin/python bench/service_load.py [--conversations 50] [--seconds 60] [--database-url URL]
         [--tree PATH]
 
-`--tree` runs the workers from another checkout's `src` (this issue's starting commit, say), so
-the same load is measured against both trees on one machine, alternately.
+`--tree` runs the workers from another checkout's `src` (this issue's starting commit, say), with
+that checkout's `.venv` when it has one, so the same load is measured against both trees on one
+machine, alternately, each with the dependencies it declares.
 
 Exit status 0 only when all checks pass.
 """
@@ -49,6 +50,9 @@ HEALTH_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 15.0
 MAX_ATTEMPTS = 8
 HISTORY_PAGE = 1000
+# What a committed compaction writes: a summary, or a marker (masking, truncation); each event
+# names the one it wrote.
+COMPACTION_KINDS = ("summary", "marker")
 # Keys the API adds to each OpenAI message; Message.from_openai would keep them as extras.
 PRECIS_KEYS = ("id", "kind", "pinned", "created_at")
 _VOCABULARY = (
@@ -160,6 +164,7 @@ class Stats:
     restart_seconds: float = 0.0
     requests: int = 0
     cpu_seconds: float = 0.0  # the workers' CPU over the load (a restart's startup included)
+    client_cpu_seconds: float = 0.0  # this script's own CPU over the load: the client's cost
 
     def record(self, kind: str, status: int, seconds: float) -> None:
         """Count a request that got an answer; failed connections are counted apart."""
@@ -191,13 +196,13 @@ class Driver:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        clients: Sequence[httpx.AsyncClient],
         workers: Sequence[Worker],
         stats: Stats,
         deadline: float,
         max_requests: int,
     ) -> None:
-        self.client = client
+        self.clients = clients  # one per worker, as `workers`
         self.workers = workers
         self.stats = stats
         self.deadline = deadline
@@ -222,10 +227,11 @@ class Driver:
         for attempt in range(MAX_ATTEMPTS):
             if budgeted:
                 self._check_budget()
-            target = self.workers[(worker + attempt) % len(self.workers)]
+            index = (worker + attempt) % len(self.workers)
+            target, client = self.workers[index], self.clients[index]
             started = time.perf_counter()
             try:
-                response = await self.client.request(method, f"{target.base_url}{path}", json=body)
+                response = await client.request(method, f"{target.base_url}{path}", json=body)
             except httpx.TransportError as exc:
                 self.stats.transport_errors[kind] += 1
                 last = exc
@@ -244,10 +250,11 @@ class Driver:
         worker = conv.home
         for attempt in range(MAX_ATTEMPTS):
             self._check_budget()
-            target = self.workers[(worker + attempt) % len(self.workers)]
+            index = (worker + attempt) % len(self.workers)
+            target, client = self.workers[index], self.clients[index]
             started = time.perf_counter()
             try:
-                response = await self.client.post(
+                response = await client.post(
                     f"{target.base_url}{path}", json={"messages": messages}
                 )
             except httpx.TransportError:
@@ -477,7 +484,7 @@ def _check_history(verdict: Verdict, conv: Conversation, history: list[dict[str,
         verdict.notes.append(f"{conv.id}: {disorder} acknowledged ids out of order")
     acked = set(conv.acked)
     verdict.unacknowledged_stored += sum(
-        1 for m in history if m["kind"] != "summary" and m["id"] not in acked
+        1 for m in history if m["kind"] not in COMPACTION_KINDS and m["id"] not in acked
     )
 
 
@@ -500,8 +507,8 @@ def _check_summaries(
     context: dict[str, Any],
     events: list[dict[str, Any]],
 ) -> None:
-    """One event per summary, one summary per event, one commit per context version."""
-    summaries = [m["id"] for m in history if m["kind"] == "summary"]
+    """One event per summary or marker, one of them per event, one commit per context version."""
+    summaries = [m["id"] for m in history if m["kind"] in COMPACTION_KINDS]
     referenced = Counter(e["summary_id"] for e in events)
     verdict.summaries += len(summaries)
     verdict.events += len(events)
@@ -545,6 +552,16 @@ def worker_env(home: Path, api_key: str) -> dict[str, str]:
     return env
 
 
+def tree_python(tree: Path | None, env: dict[str, str]) -> str:
+    """The Python the workers run: this one, or for `--tree` that checkout's `src` first on the
+    path, with its own `.venv` when it has one (its own dependencies, as it was released)."""
+    if tree is None:
+        return sys.executable
+    env["PYTHONPATH"] = str((tree / "src").resolve())
+    own = tree / ".venv" / "bin" / "python"
+    return str(own.absolute()) if own.exists() else sys.executable
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile; enough for a bench, and needs no numpy."""
     ordered = sorted(values)
@@ -569,14 +586,26 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
     stats = Stats()
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=100)
     headers = {"Authorization": f"Bearer {api_key}"}
-    async with httpx.AsyncClient(
-        headers=headers, timeout=REQUEST_TIMEOUT_S, limits=limits
-    ) as client:
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def pools() -> list[httpx.AsyncClient]:
+            """A client (a connection pool) per worker; plain HTTP, so no certificates."""
+            return [
+                await stack.enter_async_context(
+                    httpx.AsyncClient(
+                        headers=headers, timeout=REQUEST_TIMEOUT_S, limits=limits, verify=False
+                    )
+                )
+                for _ in workers
+            ]
+
+        clients = await pools()
         for worker in workers:
             worker.start()
-        startup = await asyncio.gather(*(w.wait_healthy(client, HEALTH_TIMEOUT_S) for w in workers))
+        startup = await asyncio.gather(
+            *(w.wait_healthy(c, HEALTH_TIMEOUT_S) for w, c in zip(workers, clients, strict=True))
+        )
         print(f"workers up on ports {[w.port for w in workers]} in {max(startup):.1f}s")
-        started_cpu = sum(w.cpu_seconds() for w in workers)
 
         run_id = secrets.token_hex(3)
         conversations = [
@@ -588,19 +617,32 @@ async def run(args: argparse.Namespace, workers: list[Worker], api_key: str) -> 
             )
             for i in range(args.conversations)
         ]
+        # Each conversation its own pools: a pool looks over every connection it holds at each
+        # request, so pools shared by all the conversations cost the client more CPU than the
+        # rest of its work (the same client for both trees: it measures the workers, not httpx).
+        own = [await pools() for _ in conversations]
+        started_cpu = sum(w.cpu_seconds() for w in workers)
+        started_client = time.process_time()
         began = time.monotonic()
-        driver = Driver(client, workers, stats, began + args.seconds, args.max_requests)
+        deadline = began + args.seconds
+        driver = Driver(clients, workers, stats, deadline, args.max_requests)
         finished = asyncio.Event()
         fault = asyncio.create_task(
-            chaos(client, workers[1], stats, args.seconds * args.kill_at, finished)
+            chaos(clients[1], workers[1], stats, args.seconds * args.kill_at, finished)
         )
-        await asyncio.gather(*(drive_conversation(driver, c) for c in conversations))
+        await asyncio.gather(
+            *(
+                drive_conversation(Driver(c, workers, stats, deadline, args.max_requests), conv)
+                for c, conv in zip(own, conversations, strict=True)
+            )
+        )
         elapsed = time.monotonic() - began
         stats.cpu_seconds = sum(w.cpu_seconds() for w in workers) - started_cpu
+        stats.client_cpu_seconds = time.process_time() - started_client
         finished.set()
         await fault
         # The restarted worker must serve too: verify reads through it as well as the other.
-        await workers[1].wait_healthy(client, HEALTH_TIMEOUT_S)
+        await workers[1].wait_healthy(clients[1], HEALTH_TIMEOUT_S)
         verdict = await verify(driver, conversations)
 
     return report(args, stats, verdict, elapsed, scan_logs(workers))
@@ -617,6 +659,7 @@ def report(
     print(f"requests: {driven} ({driven / elapsed:.0f}/s), plus verification reads")
     cpu = stats.cpu_seconds
     print(f"workers' CPU: {cpu:.1f} s, {driven / cpu:.0f} requests per CPU second" if cpu else "")
+    print(f"the client's own CPU: {stats.client_cpu_seconds:.1f} s")
     print(f"{'endpoint':<10}{'count':>8}{'p50 ms':>10}{'p99 ms':>10}  statuses")
     for kind in ("create", "append", "compact", "context", "events", "history", "verify"):
         values = stats.latencies.get(kind)
@@ -648,7 +691,7 @@ def report(
     print(
         f"stored: {verdict.acknowledged} acknowledged messages, "
         f"{verdict.unacknowledged_stored} stored without acknowledgement, "
-        f"{verdict.summaries} summaries, {verdict.events} events"
+        f"{verdict.summaries} summaries and markers, {verdict.events} events"
     )
     checks = {
         "lost messages": verdict.lost + verdict.out_of_order,
@@ -710,14 +753,13 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="precis-load-"))
     api_key = secrets.token_urlsafe(24)
     env = worker_env(scratch, api_key)
-    if args.tree is not None:
-        env["PYTHONPATH"] = str((args.tree / "src").resolve())
+    python = tree_python(args.tree, env)
     workers = [
         Worker(
             name=f"worker{i}",
             port=port,
             argv=[
-                sys.executable,
+                python,
                 "-m",
                 "precis.cli",
                 "--store",

@@ -41,6 +41,7 @@ from service_load import (  # a sibling script, not a package
     _turn,
     free_ports,
     reset_schema,
+    tree_python,
     worker_env,
 )
 
@@ -182,15 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="precis-memory-"))
     api_key = secrets.token_urlsafe(24)
     env = worker_env(scratch, api_key)
-    if args.tree is not None:
-        env["PYTHONPATH"] = str((args.tree / "src").resolve())
+    python = tree_python(args.tree, env)
     if args.database_url:
         reset_schema(args.database_url)
         store = args.database_url
     else:
         store = f"sqlite:///{scratch / 'memory.db'}"
     (port,) = free_ports(1)
-    argv_ = [sys.executable, "-m", "precis.cli", "--store", store, "serve"]
+    argv_ = [python, "-m", "precis.cli", "--store", store, "serve"]
     argv_ += ["--host", "127.0.0.1", "--port", str(port)]
     worker = Worker("worker", port, argv_, env, scratch, scratch / "worker.log")
     signal.signal(signal.SIGTERM, _interrupt)  # a kill stops the worker too

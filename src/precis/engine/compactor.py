@@ -187,7 +187,11 @@ class Compactor(CandidateMaker):
                     )
                 )
             return CompactionResult(
-                candidate.stats, candidate.summary, committed.messages, tuple(reports)
+                candidate.stats,
+                candidate.summary,
+                committed.messages,
+                tuple(reports),
+                committed=committed,
             )
         raise AssertionError("unreachable")
 

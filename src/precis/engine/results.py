@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from precis.core.messages import Message
 from precis.core.types import StatsMode, Trigger
+
+if TYPE_CHECKING:
+    from precis.stores.base import ContextSnapshot
 
 # What stood in for a summarizer that failed: the extractive brief, or (when no brief could
 # make the context fit) truncation.
@@ -71,6 +74,8 @@ class CompactionResult:
     context: list[Message]
     reports: tuple[str, ...] = ()
     reason: str = ""
+    # The store's context as the commit left it (None for a no-op): a session reads on from it.
+    committed: ContextSnapshot | None = None
 
     @property
     def compacted(self) -> bool:

@@ -3,7 +3,7 @@ conversation — as FastAPI dependencies, so routes stay a few lines each."""
 
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -12,6 +12,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from precis.core.errors import ConversationNotFound
+from precis.core.messages import Message
+from precis.core.steps import Steps
 from precis.core.tokens import TokenCounter
 from precis.core.types import CONVERSATION_ID_PATTERN
 from precis.engine.settings import CompactionSettings
@@ -19,6 +21,7 @@ from precis.server.changes import Changes
 from precis.server.keys import ApiKeys, scoped
 from precis.server.limits import ServiceLimits
 from precis.session import AsyncSession, ThreadedSession
+from precis.session._io import SessionRequest
 from precis.stores.base import ConversationStore
 from precis.summarize.base import Summarizer
 
@@ -122,12 +125,33 @@ class Service:
             return
         self.idle.give(session)
 
-    async def compact_behind(self, session: AsyncSession, name: str) -> None:
+    async def append(
+        self,
+        session: AsyncSession,
+        messages: Sequence[Message],
+        idempotency_key: str | None,
+        name: str,
+    ) -> tuple[list[Message], int | None]:
+        """Append, then check for a compaction behind the request (`compact_behind`): in one hop
+        off the loop when this request's session is the one that would run it. The tokens the
+        context carries come with the stored messages (None when no check counted them)."""
+        key = session.conversation_id
+        if not self.settings.background_compaction or self.behind.get(key, session) is not session:
+            appended = await session.append(*messages, idempotency_key=idempotency_key)
+            return appended, await self.compact_behind(session, name)
+        assert session.behind is not None
+        before = session.behind.task
+        appended, tokens = await session._drive(_checked_append(session, messages, idempotency_key))
+        self._follow(key, name, session, before)
+        return appended, tokens
+
+    async def compact_behind(self, session: AsyncSession, name: str) -> int | None:
         """After an append: start the compaction due behind the request, or (over the hard
         watermark) wait for the one running; a failure is logged, the append stands. When it
-        ends, the inspector's streams on `name` (the caller's id) are woken."""
+        ends, the inspector's streams on `name` (the caller's id) are woken. The tokens the
+        context carries, as the check counted them (None when none ran, or it failed)."""
         if not self.settings.background_compaction:
-            return
+            return None
         key = session.conversation_id
         # The session whose compaction runs (its check waits for it only over the hard
         # watermark), or this request's.
@@ -135,10 +159,16 @@ class Service:
         assert target.behind is not None
         before = target.behind.task
         try:
-            await target.maybe_compact()
+            _, tokens = await target.maybe_compact_counted()
         except Exception:
             _log.warning("%s: no compaction after an append", key, exc_info=True)
-            return
+            return None
+        self._follow(key, name, target, before)
+        return tokens
+
+    def _follow(self, key: str, name: str, target: AsyncSession, before: object) -> None:
+        """A compaction the check started behind: kept by conversation until it ends."""
+        assert target.behind is not None
         task = target.behind.task
         if task is not None and task is not before and not task.done():
             self.behind[key] = target
@@ -163,7 +193,23 @@ class Service:
             raise ConversationNotFound(conversation.id)
 
 
-def get_service(request: Request) -> Service:
+def _checked_append(
+    session: AsyncSession, messages: Sequence[Message], idempotency_key: str | None
+) -> Steps[SessionRequest, tuple[list[Message], int | None]]:
+    """The append's steps, then the check's (a compaction due starts behind): a failed check is
+    logged and the append stands, its tokens unknown."""
+    appended = yield from session._append_steps(messages, idempotency_key)
+    try:
+        _, tokens = yield from session._counted_compact_steps()
+    except Exception:
+        _log.warning("%s: no compaction after an append", session.conversation_id, exc_info=True)
+        return appended, None
+    return appended, tokens
+
+
+async def get_service(request: Request) -> Service:
+    """The app's service. Async, as every dependency here: FastAPI runs a plain `def` one on a
+    worker thread, a hop per request for a lookup."""
     service = request.app.state.service
     assert isinstance(service, Service)
     return service
@@ -197,7 +243,7 @@ async def require_key(
 Tenant = Annotated[str | None, Depends(require_key)]
 
 
-def conversation(conversation_id: ConversationId, tenant: Tenant) -> Conversation:
+async def conversation(conversation_id: ConversationId, tenant: Tenant) -> Conversation:
     return Conversation(conversation_id, tenant)
 
 

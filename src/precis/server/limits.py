@@ -22,7 +22,7 @@ class ServiceLimits:
     event_poll_seconds: float = 0.5
     keepalive_seconds: float = 15.0
     # Sessions a worker keeps between requests (see `deps.IdleSessions`); 0 keeps none.
-    idle_sessions: int = 16
+    idle_sessions: int = 32
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_message_chars", "max_messages_per_append"):

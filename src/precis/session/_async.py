@@ -158,6 +158,11 @@ class AsyncSession(BaseSession):
         later call); this waits only over the hard watermark."""
         return await self._drive(self._maybe_compact_steps())
 
+    async def maybe_compact_counted(self) -> tuple[list[CompactionStats], int]:
+        """`maybe_compact` and then `tokens` in one operation: the check's count of the context
+        is the answer unless it compacted now (a service's append reads its context once)."""
+        return await self._drive(self._counted_compact_steps())
+
     async def absorb(self, child: BaseSession, tool_call_id: str) -> Message:
         """A sub-agent's work returned as its brief only (S3): the result of call `tool_call_id`."""
         return await self._drive(self._absorb_steps(child, tool_call_id))

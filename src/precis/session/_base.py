@@ -396,6 +396,8 @@ class BaseSession(Views):
             pending=pending,
             snapshot=snapshot,
         )
+        if result.committed is not None:  # the next read goes on from the commit's context
+            self._last_read = result.committed
         if result.compacted:  # a no-op changed nothing to sample
             # A hook that ran may have set another system prompt.
             read = None if self.hooks else parts
@@ -414,6 +416,22 @@ class BaseSession(Views):
         With `behind` (an async session) the summary is made behind the turn, of the stored
         context (what is appended meanwhile stays after it), one at a time; the turn waits for
         it only over the hard watermark. Its stats come with the next check's."""
+        return (yield from self._checked_compact_steps(pending))[0]
+
+    def _counted_compact_steps(
+        self, pending: Sequence[Message] = ()
+    ) -> Steps[Request | StartBehind | AwaitBehind, tuple[list[CompactionStats], int]]:
+        """`_maybe_compact_steps`, and the tokens the context carries after it: its check's
+        count, read again only when it compacted now (a summary started behind is not in it)."""
+        done, tokens = yield from self._checked_compact_steps(pending)
+        if tokens is None:
+            tokens = yield from self._tokens_steps(pending)
+        return done, tokens
+
+    def _checked_compact_steps(
+        self, pending: Sequence[Message] = ()
+    ) -> Steps[Request | StartBehind | AwaitBehind, tuple[list[CompactionStats], int | None]]:
+        """`_maybe_compact_steps`, with its last check's tokens (None when it compacted since)."""
         hard, soft = self.settings.hard_limit, self.settings.threshold
         behind = self.behind if self.settings.background_compaction else None
         done: list[CompactionStats] = behind.take() if behind is not None else []
@@ -422,7 +440,7 @@ class BaseSession(Views):
         tokens, snapshot, parts = yield from self._checked_steps(pending)
         if behind is not None and behind.running:
             if hard is None or tokens <= hard:
-                return done  # the turn goes on while the summary is made
+                return done, tokens  # the turn goes on while the summary is made
             waited: list[CompactionStats] = yield AwaitBehind(behind)
             done += waited
             tokens, snapshot, parts = yield from self._checked_steps(pending)
@@ -441,15 +459,15 @@ class BaseSession(Views):
         elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
             trigger, read = "turn_limit", (None, None)
         if trigger is None:
-            return done
+            return done, tokens
         if behind is not None:
             later = self._compact_steps(None, trigger, None, None, (), *read)
             now: list[CompactionStats] = yield StartBehind(behind, later)
-            return done + now
+            return done + now, None if now else tokens  # `now`: a plain driver compacted
         result = yield from self._compact_steps(None, trigger, None, None, pending, *read)
         if result.compacted:
             done.append(result.stats)
-        return done
+        return done, None if result.compacted else tokens
 
     def _absorb_steps(self, child: BaseSession, tool_call_id: str) -> Steps[Request, Message]:
         request = SummaryRequest(

@@ -117,14 +117,21 @@ def _is_precis_database(path: Path) -> bool:
 
 
 def open_store(
-    url: str | None, *, home: Path, must_exist: bool = False, read_only_ok: bool = False
+    url: str | None,
+    *,
+    home: Path,
+    must_exist: bool = False,
+    read_only_ok: bool = False,
+    mmap_bytes: int | None = None,
 ) -> ConversationStore:
     """Open the store a URL names; None means the default SQLite file under `home`.
 
     A postgresql:// or postgres:// URL opens a PostgresStore in the schema "precis". With
     `must_exist`, a SQLite file that is not there is an error rather than a new database. A
     SQLite file this process may not write opens read-only for a reader (`must_exist`) or a
-    face that serves reads (`read_only_ok`); writes then raise ReadOnlyStore.
+    face that serves reads (`read_only_ok`); writes then raise ReadOnlyStore. `mmap_bytes`
+    bounds how much of a SQLite file is read through a memory map (`SQLiteStore`'s default
+    when None).
     """
     if url in ("memory", "memory:"):
         return MemoryStore()
@@ -134,7 +141,9 @@ def open_store(
             raise StoreError(f"no precis database at {path}")
         # A read in a home nobody may write still works, and writes nothing.
         read_only = (must_exist or read_only_ok) and path.is_file() and not _writable(path)
-        return SQLiteStore(path, read_only=read_only)
+        if mmap_bytes is None:
+            return SQLiteStore(path, read_only=read_only)
+        return SQLiteStore(path, read_only=read_only, mmap_bytes=mmap_bytes)
     if url is not None and url.startswith(_POSTGRES_PREFIXES) and url.split("://", 1)[1].strip("/"):
         return _postgres_store_class()(url)
     raise StoreError(f"unsupported store URL {url!r}; accepted: {_ACCEPTED}")

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from precis.core.messages import Message
 from precis.stores.recall import Found
-from precis.stores.rows import M_COLUMNS
+from precis.stores.rows import M_COLUMNS, MESSAGE_COLUMNS
 
 __all__ = ["Dialect", "Handle", "Rows", "context_sql"]
 
@@ -68,18 +68,58 @@ class Dialect:
     for_update = ""
     # Columns a message row has besides rows.INSERT_COLUMNS (see `message_extras`).
     extra_columns: tuple[str, ...] = ()
+    # Where a read without a transaction saves round trips (PostgreSQL): the conversation's
+    # version, next seq and compactions, then the messages after a seq, in one statement; one
+    # text for a context never compacted, one for a compacted one. None: two reads.
+    context_since_one: tuple[str, str] | None = None
+    # Rows one INSERT carries (VALUES (…), (…)); 1: each row by executemany (SQLite's is a C
+    # loop over one prepared statement, as cheap as it gets there).
+    rows_per_insert = 1
 
     def __init__(self, context_join: str = "JOIN") -> None:
+        self.context_join = context_join
         self.context_sql = self.sql(context_sql(context_join))
         # The context's messages appended after a seq (no compaction or pin since).
         self.context_since_sql = self.sql(context_sql(context_join, "AND m.seq > ?"))
-        # The context from a position on, and the position of its last message not a tool result.
-        self.turn_sql = self.sql(context_sql(context_join, "AND c.position >= ?"))
-        self.turn_start_sql = self.sql(
+        # The context's last turn (from its last message not a tool result on), each row led by
+        # where the turn starts, in one statement: never compacted (seq, from 1), then
+        # compacted (position in in_context, from 0). Each takes the conversation id thrice.
+        last_seq = (
+            "SELECT seq FROM messages WHERE conversation_id = ? AND role <> 'tool' "
+            "ORDER BY seq DESC LIMIT 1"
+        )
+        last_position = (
             f"SELECT c.position FROM in_context AS c {context_join} messages AS m "
             "ON m.conversation_id = c.conversation_id AND m.id = c.message_id "
             "WHERE c.conversation_id = ? AND m.role <> 'tool' ORDER BY c.position DESC LIMIT 1"
         )
+        first = f"COALESCE(({last_position}), 0)"
+        self.turn_sql = (
+            self.sql(
+                f"SELECT COALESCE(({last_seq}), 1), {MESSAGE_COLUMNS} FROM messages "
+                f"WHERE conversation_id = ? AND seq >= COALESCE(({last_seq}), 1) ORDER BY seq"
+            ),
+            self.sql(
+                context_sql(context_join, f"AND c.position >= {first}").replace(
+                    "SELECT ", f"SELECT {first}, ", 1
+                )
+            ),
+        )
+
+    def insert_rows(self, db: Handle, head: str, rows: Sequence[Sequence[Any]]) -> None:
+        """`head` ("INSERT INTO t (columns) VALUES ") for each row: `rows_per_insert` rows a
+        statement (one round trip and one parse for a batch), or by executemany."""
+        if not rows:
+            return
+        marks = f"({', '.join('?' * len(rows[0]))})"
+        per = self.rows_per_insert
+        if per <= 1:
+            db.executemany(self.sql(head + marks), rows)
+            return
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            query = self.sql(head + ", ".join([marks] * len(chunk)))
+            db.execute(query, [value for row in chunk for value in row])
 
     def sql(self, statement: str) -> str:
         """The statement in this driver's placeholder style (the shared text uses `?`)."""

@@ -46,6 +46,7 @@ from precis.stores.recall import (
     term_kind,
     text_grams,
 )
+from precis.stores.rows import M_COLUMNS
 from precis.stores.sql import SQLStore
 from precis.stores.sql_series import SQLSeries
 
@@ -116,10 +117,27 @@ class PostgresDialect(Dialect):
     legacy_steps = (("m001_core", "m003_pins"), ("m002_recall",))
     for_update = " FOR UPDATE"
     extra_columns = ("calls_text", "grams")
+    # A batch's rows in one statement: executemany's pipeline costs the client more per row.
+    rows_per_insert = 64
 
     def __init__(self) -> None:
         super().__init__()
         self._samples = Samples()
+        # The counters and the messages appended after a seq, as one statement (one snapshot,
+        # no transaction): never compacted, then compacted (the context is in_context's list).
+        counters = "SELECT v.version, v.next_seq, v.compactions, "
+        self.context_since_one = (
+            self.sql(
+                f"{counters}{M_COLUMNS} FROM conversations AS v LEFT JOIN messages AS m "
+                "ON m.conversation_id = v.id AND m.seq > ? WHERE v.id = ? ORDER BY m.seq"
+            ),
+            self.sql(
+                f"{counters}{M_COLUMNS} FROM conversations AS v LEFT JOIN (in_context AS c "
+                "JOIN messages AS m ON m.conversation_id = c.conversation_id "
+                "AND m.id = c.message_id AND m.seq > ?) ON c.conversation_id = v.id "
+                "WHERE v.id = ? ORDER BY c.position"
+            ),
+        )
 
     def sql(self, statement: str) -> str:
         return _pyformat(statement)
@@ -183,7 +201,10 @@ class PostgresDialect(Dialect):
     def newest(
         self, db: Handle, conversation_id: str, phases: Sequence[Sequence[str]], n: int
     ) -> list[Found]:
-        """Each phase's newest matches (`_newest`)."""
+        """Each phase's newest matches (`_newest`), each read planned for its own parameters:
+        psycopg prepares a statement run five times, and a generic plan cannot know how rare a
+        recall term or how wide a window is (SET LOCAL: for this transaction only)."""
+        db.execute("SET LOCAL plan_cache_mode = force_custom_plan")
         return [hit for terms in phases for hit in self._newest(db, conversation_id, terms, n)]
 
     def _newest(
@@ -438,11 +459,10 @@ class PostgresStore(SQLStore, SQLSeries):
         self._pool = pool
 
     def _configure(self, conn: Connection) -> None:
-        """Point a new pooled connection at this store's schema, and have every statement
-        planned for its own parameters: psycopg prepares a statement run five times, and a
-        generic plan cannot know how rare a recall term or how wide a window is."""
+        """Point a new pooled connection at this store's schema. Its statements keep
+        PostgreSQL's own plan caching (a prepared lookup by key is planned once, not at every
+        call); recall plans each of its reads for its parameters (`PostgresDialect.newest`)."""
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        conn.execute("SET plan_cache_mode = force_custom_plan")
 
     def _migrate(self, connect_timeout: int) -> None:
         """Create the schema and apply missing migrations, one process at a time."""

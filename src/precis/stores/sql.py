@@ -32,16 +32,14 @@ from precis.stores.dialect import Dialect, Handle, Rows, context_sql
 from precis.stores.recall import CANDIDATES
 from precis.stores.rows import (
     INSERT_COLUMNS,
+    M_COLUMNS,
     MESSAGE_COLUMNS,
-    SAMPLE_INSERT,
-    SAMPLE_SELECT,
     apply_pins,
     message_from_row,
     message_values,
-    sample_from_row,
-    sample_values,
 )
-from precis.stores.samples import Sample, check_sample, grown, numbered
+from precis.stores.samples import check_sample, grown
+from precis.stores.sql_samples import SQLSamples
 
 __all__ = ["Dialect", "Handle", "Rows", "SQLStore", "context_sql"]
 
@@ -59,7 +57,10 @@ class _Row(NamedTuple):
     compactions: int
 
 
-class SQLStore(StoreBase):
+_IN_CONTEXT_HEAD = "INSERT INTO in_context (conversation_id, position, message_id) VALUES "
+
+
+class SQLStore(SQLSamples, StoreBase):
     """A `ConversationStore` over SQL; subclasses open the connection and run transactions."""
 
     def __init__(self, dialect: Dialect, where: str) -> None:
@@ -68,9 +69,7 @@ class SQLStore(StoreBase):
         self._ids = base.MessageIds()
         self._q = dialect.sql
         columns = (*INSERT_COLUMNS, *dialect.extra_columns)
-        self._insert_sql = self._q(
-            f"INSERT INTO messages ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-        )
+        self._insert_head = f"INSERT INTO messages ({', '.join(columns)}) VALUES "
 
     # --- what a subclass provides -------------------------------------------------------------
 
@@ -103,6 +102,20 @@ class SQLStore(StoreBase):
             raise ConversationNotFound(conversation_id)
         return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
+    def _locked_row(self, db: Handle, conversation_id: str) -> tuple[_Row, str] | None:
+        """The conversation's counters, row-locked, and its system prompt; None if missing."""
+        row = db.execute(
+            self._q(
+                "SELECT version, next_seq, next_position, compactions, system_prompt "
+                "FROM conversations WHERE id = ?"
+            )
+            + self._dialect.for_update,
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3])), str(row[4])
+
     def _chunks(
         self, db: Handle, select: str, conversation_id: str, ids: Sequence[str], column: str = "id"
     ) -> list[Any]:
@@ -130,8 +143,9 @@ class SQLStore(StoreBase):
         stored = base.normalize_batch(conversation_id, messages, self._ids, held)
         if stored:
             extras = self._dialect.message_extras(db, stored)
-            db.executemany(
-                self._insert_sql,
+            self._dialect.insert_rows(
+                db,
+                self._insert_head,
                 [
                     (*message_values(conversation_id, first_seq + i, m), *extra)
                     for i, (m, extra) in enumerate(zip(stored, extras, strict=True))
@@ -154,29 +168,50 @@ class SQLStore(StoreBase):
         """Apply the pin overlay."""
         return apply_pins(messages, self._pin_overlay(db, conversation_id))
 
-    def _pinned(
-        self, db: Handle, conversation_id: str, compacted: bool, overlay: dict[str, bool]
-    ) -> list[Message]:
-        """The pinned messages in context, in context order, found through the index of pinned
-        rows (m004) and the overlay rather than by reading the context."""
-        flagged = db.execute(
-            self._q("SELECT id FROM messages WHERE conversation_id = ? AND pinned"),
-            (conversation_id,),
+    def _pins(self, db: Handle, conversation_id: str) -> tuple[dict[str, bool], list[str]]:
+        """The pin overlay (`_pin_overlay`) and the ids of the messages appended pinned, in one
+        read: the pins table's (few) rows and the index of pinned rows (m004)."""
+        rows = db.execute(
+            self._q(
+                "SELECT message_id, pinned, 1 FROM pins WHERE conversation_id = ? UNION ALL "
+                "SELECT id, pinned, 0 FROM messages WHERE conversation_id = ? AND pinned"
+            ),
+            (conversation_id, conversation_id),
         ).fetchall()
-        ids = [str(row[0]) for row in flagged] + [i for i, pinned in overlay.items() if pinned]
+        overlay = {str(r[0]): bool(r[1]) for r in rows if int(r[2])}
+        return overlay, [str(r[0]) for r in rows if not int(r[2])]
+
+    def _pinned(
+        self,
+        db: Handle,
+        conversation_id: str,
+        compacted: bool,
+        overlay: dict[str, bool],
+        flagged: list[str],
+    ) -> list[Message]:
+        """The pinned messages in context, in context order: those appended pinned (`flagged`)
+        and the overlay's, read with their place in one statement rather than by reading the
+        context."""
+        ids = flagged + [i for i, pinned in overlay.items() if pinned]
         ids = [i for i in dict.fromkeys(ids) if overlay.get(i, True)]
-        if not ids:
-            return []
-        if compacted:
-            select = "SELECT message_id, position FROM in_context"
-            rows = self._chunks(db, select, conversation_id, ids, "message_id")
+        if compacted:  # only what is in context: its place is its position
+            head = (
+                f"SELECT c.position, {M_COLUMNS} FROM in_context AS c "
+                f"{self._dialect.context_join} messages AS m ON m.conversation_id = "
+                "c.conversation_id AND m.id = c.message_id WHERE c.conversation_id = ? AND "
+                "c.message_id IN"
+            )
         else:
-            rows = self._chunks(db, "SELECT id, seq FROM messages", conversation_id, ids)
-        order = {str(row[0]): int(row[1]) for row in rows}
-        ids = sorted(order, key=order.__getitem__)
-        rows = self._chunks(db, f"SELECT {MESSAGE_COLUMNS} FROM messages", conversation_id, ids)
-        found = {str(row[0]): message_from_row(row) for row in rows}
-        return apply_pins([found[i] for i in ids], overlay)
+            head = (
+                f"SELECT seq, {MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? AND id IN "
+            )
+        rows: list[Any] = []
+        for start in range(0, len(ids), IN_CHUNK):
+            chunk = ids[start : start + IN_CHUNK]
+            query = self._q(f"{head} ({', '.join('?' * len(chunk))})")
+            rows += db.execute(query, (conversation_id, *chunk)).fetchall()
+        rows.sort(key=lambda row: int(row[0]))
+        return apply_pins([message_from_row(row[1:]) for row in rows], overlay)
 
     def _snapshot(self, db: Handle, conversation_id: str) -> ContextSnapshot:
         version, next_seq, _, compactions = self._conversation_row(db, conversation_id)
@@ -241,10 +276,15 @@ class SQLStore(StoreBase):
         base.check_idempotency_key(idempotency_key)
         given = base.fingerprint(messages) if idempotency_key is not None else ""
         with self._transaction(write=True) as db:
-            self._ensure(db, conversation_id)
-            _, next_seq, next_position, compactions = self._conversation_row(
-                db, conversation_id, lock=True
-            )
+            # The conversation's row locked, and its system prompt for the sample, in one read;
+            # a conversation not yet made is made first (the write a session's first use does).
+            locked = self._locked_row(db, conversation_id)
+            if locked is None:
+                self._ensure(db, conversation_id)
+                locked = self._locked_row(db, conversation_id)
+                if locked is None:
+                    raise ConversationNotFound(conversation_id)
+            (_, next_seq, next_position, compactions), system_prompt = locked
             if idempotency_key is not None:
                 row = db.execute(
                     self._q(
@@ -257,14 +297,12 @@ class SQLStore(StoreBase):
                     base.replayed(conversation_id, idempotency_key, str(row[0]), given)
                     return self._messages(db, conversation_id, json.loads(row[1]))
             if check is not None:
-                messages = check(self._tail(db, conversation_id))
+                messages = check(self._tail(db, conversation_id, compactions))
             stored = self._insert(db, conversation_id, messages, next_seq)
             if compactions > 0 and stored:
-                db.executemany(
-                    self._q(
-                        "INSERT INTO in_context (conversation_id, position, message_id) "
-                        "VALUES (?, ?, ?)"
-                    ),
+                self._dialect.insert_rows(
+                    db,
+                    _IN_CONTEXT_HEAD,
                     [(conversation_id, next_position + i, m.id) for i, m in enumerate(stored)],
                 )
                 next_position += len(stored)
@@ -287,7 +325,7 @@ class SQLStore(StoreBase):
                     ),
                 )
             if sample is not None:
-                self._sample_append(db, conversation_id, stored, sample, compactions)
+                self._sample_append(db, conversation_id, stored, sample, compactions, system_prompt)
             return stored
 
     def _sample_append(
@@ -297,15 +335,13 @@ class SQLStore(StoreBase):
         stored: Sequence[Message],
         sample: AppendSample,
         compactions: int,
+        system_prompt: str,
     ) -> None:
         """An append's sample, in its transaction: grown onto the latest, if there is one."""
         latest = self._latest_sample(db, conversation_id)
         if latest is None:
             return
-        row = db.execute(
-            self._q("SELECT system_prompt FROM conversations WHERE id = ?"), (conversation_id,)
-        ).fetchone()
-        made = sample(stored, str(row[0]))
+        made = sample(stored, system_prompt)
         if made is not None:
             check_sample(conversation_id, made)
             self._insert_sample(db, conversation_id, grown(latest, made), latest, compactions)
@@ -315,6 +351,19 @@ class SQLStore(StoreBase):
     ) -> ContextSnapshot:
         """The in-context messages in order; everything when never compacted. With `since`,
         when only appends came after it, only the messages they added are read."""
+        one = self._dialect.context_since_one
+        if since is not None and one is not None:
+            with self._statement() as db:
+                query = one[1] if since.compacted else one[0]
+                rows = db.execute(query, (since.last_seq, conversation_id)).fetchall()
+            if not rows:
+                raise ConversationNotFound(conversation_id)
+            version, next_seq, compactions = (int(v) for v in rows[0][:3])
+            if version == since.version and (compactions > 0) == since.compacted:
+                later = [message_from_row(r[3:]) for r in rows if r[3] is not None]
+                return ContextSnapshot(
+                    [*since.messages, *later], version, next_seq - 1, since.compacted
+                )
         with self._transaction(write=False) as db:
             if since is None:
                 return self._snapshot(db, conversation_id)
@@ -340,32 +389,23 @@ class SQLStore(StoreBase):
         with self._transaction(write=False) as db:
             return self._tail(db, conversation_id)
 
-    def _tail(self, db: Handle, conversation_id: str) -> ContextTail:
-        """`tail` inside a transaction: an append's reads it under the conversation's lock."""
-        compacted = self._conversation_row(db, conversation_id).compactions > 0
-        overlay = self._pin_overlay(db, conversation_id)
-        if not compacted:
-            start = db.execute(
-                self._q(
-                    "SELECT seq FROM messages WHERE conversation_id = ? AND role <> 'tool' "
-                    "ORDER BY seq DESC LIMIT 1"
-                ),
-                (conversation_id,),
-            ).fetchone()
-            query = self._q(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages "
-                "WHERE conversation_id = ? AND seq >= ? ORDER BY seq"
-            )
-        else:
-            start = db.execute(self._dialect.turn_start_sql, (conversation_id,)).fetchone()
-            query = self._dialect.turn_sql
-        # seq counts from 1, positions from 0.
-        begin = (0 if compacted else 1) if start is None else int(start[0])
-        rows = db.execute(query, (conversation_id, begin)).fetchall()
+    def _tail(
+        self, db: Handle, conversation_id: str, compactions: int | None = None
+    ) -> ContextTail:
+        """`tail` inside a transaction: an append's reads it under the conversation's lock
+        (and has read its count of compactions)."""
+        if compactions is None:
+            compactions = self._conversation_row(db, conversation_id).compactions
+        compacted = compactions > 0
+        overlay, flagged = self._pins(db, conversation_id)
+        # The turn with where it starts; no rows: an empty context, which starts at 0.
+        query = self._dialect.turn_sql[1 if compacted else 0]
+        rows = db.execute(query, (conversation_id,) * 3).fetchall()
+        first = int(rows[0][0]) if rows else (0 if compacted else 1)
         return ContextTail(
-            turn=apply_pins([message_from_row(r) for r in rows], overlay),
-            start=begin if compacted else begin - 1,
-            pinned=self._pinned(db, conversation_id, compacted, overlay),
+            turn=apply_pins([message_from_row(r[1:]) for r in rows], overlay),
+            start=first if compacted else first - 1,  # seq counts from 1, positions from 0
+            pinned=self._pinned(db, conversation_id, compacted, overlay, flagged),
         )
 
     def history(
@@ -447,11 +487,9 @@ class SQLStore(StoreBase):
                 self._q("DELETE FROM in_context WHERE conversation_id = ?"), (conversation_id,)
             )
             if id_list:
-                db.executemany(
-                    self._q(
-                        "INSERT INTO in_context (conversation_id, position, message_id) "
-                        "VALUES (?, ?, ?)"
-                    ),
+                self._dialect.insert_rows(
+                    db,
+                    _IN_CONTEXT_HEAD,
                     [(conversation_id, i, message_id) for i, message_id in enumerate(id_list)],
                 )
             # The WHERE repeats the compare-and-set, so the write itself cannot skip a version.
@@ -543,53 +581,3 @@ class SQLStore(StoreBase):
         """Compact the recall index and refresh planner statistics; run after bulk loads."""
         with self._transaction(write=True) as db:
             self._dialect.optimize(db)
-
-    # --- composition samples ------------------------------------------------------------------
-
-    def add_sample(
-        self, conversation_id: str, sample: Sample, *, grow: bool = False
-    ) -> Sample | None:
-        """Record the sample as the next turn, under the conversation's lock."""
-        check_sample(conversation_id, sample)
-        with self._transaction(write=True) as db:
-            compactions = self._conversation_row(db, conversation_id, lock=True).compactions
-            latest = self._latest_sample(db, conversation_id)
-            if grow:
-                if latest is None:
-                    return None
-                sample = grown(latest, sample)
-            return self._insert_sample(db, conversation_id, sample, latest, compactions)
-
-    def _latest_sample(self, db: Handle, conversation_id: str) -> Sample | None:
-        row = db.execute(
-            self._q(f"{SAMPLE_SELECT} ORDER BY turn DESC LIMIT 1"), (conversation_id,)
-        ).fetchone()
-        return None if row is None else sample_from_row(row)
-
-    def _insert_sample(
-        self,
-        db: Handle,
-        conversation_id: str,
-        sample: Sample,
-        latest: Sample | None,
-        compactions: int,
-    ) -> Sample:
-        """Record `sample` as the turn after `latest`."""
-        stored = numbered(sample, 1 if latest is None else latest.turn + 1, compactions)
-        db.execute(self._q(SAMPLE_INSERT), sample_values(conversation_id, stored))
-        return stored
-
-    def samples(self, conversation_id: str, *, since: int = 0) -> list[Sample]:
-        """The samples after turn `since`, oldest first."""
-        with self._transaction(write=False) as db:
-            self._conversation_row(db, conversation_id)
-            rows = db.execute(
-                self._q(f"{SAMPLE_SELECT} AND turn > ? ORDER BY turn"), (conversation_id, since)
-            ).fetchall()
-        return [sample_from_row(row) for row in rows]
-
-    def latest_sample(self, conversation_id: str) -> Sample | None:
-        """The newest sample, or None before the first."""
-        with self._transaction(write=False) as db:
-            self._conversation_row(db, conversation_id)
-            return self._latest_sample(db, conversation_id)

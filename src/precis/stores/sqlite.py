@@ -346,6 +346,7 @@ class SQLiteStore(SQLStore, SQLSeries):
         *,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         read_only: bool = False,
+        mmap_bytes: int = MMAP_BYTES,
     ) -> None:
         self.path = Path(path)
         self.read_only = read_only
@@ -380,7 +381,7 @@ class SQLiteStore(SQLStore, SQLSeries):
             # In WAL, NORMAL survives application crashes; only power loss may drop last commits.
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-            db.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            db.execute(f"PRAGMA mmap_size = {int(mmap_bytes)}")
             if read_only:
                 with self._transaction(write=False) as handle:
                     self._check_current(handle, dialect)

@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from precis.stores.base import ConversationStore
 
 
+# How much of a SQLite file a worker reads through a memory map: the mapped pages it touched
+# count in its resident set, so a full map (the library's 2 GiB) grows the worker with the
+# database; beyond this the file is read through SQLite's own cache, which is bounded.
+SERVICE_MMAP_BYTES = 32 * 1024 * 1024
+
+
 def _is_loopback(host: str) -> bool:
     import ipaddress
 
@@ -87,7 +93,7 @@ def service_app(
     settings = config_settings(config).settings
     if url is None:
         config.home.mkdir(parents=True, exist_ok=True)
-    opened = open_store(url, home=config.home, read_only_ok=True)
+    opened = open_store(url, home=config.home, read_only_ok=True, mmap_bytes=SERVICE_MMAP_BYTES)
     try:
         yield (
             create_app(

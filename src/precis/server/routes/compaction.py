@@ -8,6 +8,8 @@ from fastapi import APIRouter, Header, HTTPException, Query
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
+from precis.core.steps import Steps
+from precis.engine.results import CompactionResult
 from precis.server.convert import event_out, message_out
 from precis.server.deps import ConversationDep, Service, ServiceDep, SessionDep
 from precis.server.limits import ServiceLimits
@@ -20,6 +22,8 @@ from precis.server.models import (
     RecallHitOut,
     RecallOut,
 )
+from precis.session import AsyncSession
+from precis.session._io import SessionRequest
 
 # Largest event index a query may name.
 MAX_OFFSET = 1_000_000_000
@@ -52,13 +56,11 @@ def router(limits: ServiceLimits) -> APIRouter:
         summarizer that fails is asked again, then the extractive brief or truncation stands in:
         the stats say which (`fallback`) and why (`fallback_reason`)."""
         request = body or CompactRequest()
-        if not await session.context():
+        result = await session._drive(_compaction(session, request))
+        if result is None:
             raise HTTPException(
                 409, f"conversation {conversation.id!r} has no messages; nothing to compact"
             )
-        result = await session.compact_result(
-            request.mode, trigger="manual", instructions=request.instructions
-        )
         if result.summary is None:
             return {
                 "compacted": False,
@@ -122,6 +124,23 @@ def router(limits: ServiceLimits) -> APIRouter:
         )
 
     return api
+
+
+def _compaction(
+    session: AsyncSession, request: CompactRequest
+) -> Steps[SessionRequest, CompactionResult | None]:
+    """Read the context once (None when it holds no messages) and compact what was read, as a
+    check does, in one hop off the loop; the compare-and-set catches a commit since the read."""
+    yield from session._ensure_steps()
+    snapshot = yield from session._read_context_steps()
+    if not snapshot.messages:
+        return None
+    parts = yield from session._floor_parts_steps()
+    return (
+        yield from session._compact_steps(
+            request.mode, "manual", request.instructions, None, (), snapshot, parts
+        )
+    )
 
 
 def _stream_start(since: int | None, last_event_id: str | None, count: int) -> int:

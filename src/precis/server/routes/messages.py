@@ -60,13 +60,15 @@ def router(limits: ServiceLimits) -> APIRouter:
             origin = list(range(len(messages)))
         check_sizes(messages, origin, limits.max_message_chars)
         try:
-            appended = await session.append(*messages, idempotency_key=idempotency_key)
+            appended, tokens = await service.append(
+                session, messages, idempotency_key, conversation.id
+            )
         except InvalidMessage as exc:
             raise exc.at(origin[exc.index] if exc.index is not None else None) from None
         stored = [message_out(m) for m in appended]
-        await service.compact_behind(session, conversation.id)
         try:
-            tokens: int | None = await session.tokens()
+            if tokens is None:  # no check ran, or it failed: counted apart
+                tokens = await session.tokens()
         except Exception:  # stored all the same: the answer must say so, not fail
             _log.warning("%s: tokens after an append", session.conversation_id, exc_info=True)
             tokens = None
