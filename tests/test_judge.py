@@ -31,9 +31,9 @@ from precis.eval.replay import load_conversation
 MINI = Path(__file__).parent / "data" / "judge" / "mini-swe-agent__github_issue.json"
 FACT_SETS = Path(__file__).parent / "data" / "facts"
 # `precis eval --facts tests/data/facts -s brief+guard`, the budget counted over pinned task +
-# summary: the floor the issue asks for (0.92 of 483 = 445) is held with a margin: 446/483 = 0.923
-# (errors, files and names newest first when the guard's room is short).
-BRIEF_FACTS_FLOOR = 446
+# summary: the floor the issue asks for (0.92 of 483 = 445) is held with a margin: 447/483 = 0.925
+# (errors, files and names newest first when the guard's room is short; one sentence splitter).
+BRIEF_FACTS_FLOOR = 447
 
 
 def match(*groups: list[str]) -> tuple[tuple[str, ...], ...]:
