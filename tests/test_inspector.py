@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -29,6 +30,8 @@ from precis.server.errors import STORE_FAILED
 from precis.server.keys import ApiKeys
 from precis.server.ui import POLICY
 from precis.server.ui.auth import COOKIE
+from precis.server.ui.data import stream_since
+from precis.session import Session
 from precis.stores import MemoryStore, SQLiteStore
 from precis.stores.base import ConversationStore
 
@@ -708,3 +711,38 @@ def test_the_conversation_list_comes_in_pages() -> None:
         second = client.get("/ui/", params={"after": 50}).text
         assert second.count("<tr>") - 1 == 10 and 'id="later"' not in second
         assert "Showing 51–60 of 60" in second
+
+
+def test_a_compaction_committed_between_the_streams_two_reads_is_sent_with_its_turn(
+    tmp_path: Path,
+) -> None:
+    """The stream reads samples, then markers: when a compaction commits between the two, the
+    marker is not sent ahead of its own turn (the samples are read again up to it)."""
+    store = SQLiteStore(tmp_path / "precis.db")
+    session = Session(store, "c", settings=CompactionSettings(2000))
+    for n in range(12):
+        role = "user" if n % 2 == 0 else "assistant"
+        session.append({"role": role, "content": f"turn {n} " + "w" * 300})
+    seen = store.latest_sample("c")
+    assert seen is not None
+    assert session.compact_result(trigger="manual").compacted
+    compacted = store.latest_sample("c")
+    assert compacted is not None and compacted.turn > seen.turn
+    reads: list[int] = []
+
+    class Late:
+        """The store, whose first samples read answers as it stood before the compaction."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def samples(self, conversation_id: str, *, since: int = 0) -> Any:
+            reads.append(since)
+            found = store.samples(conversation_id, since=since)
+            return [s for s in found if s.turn <= seen.turn] if len(reads) == 1 else found
+
+    late = Late()
+    samples, markers = stream_since(SimpleNamespace(store=late), "c", seen.turn, 0)  # type: ignore[arg-type]
+    assert [m["turn"] for m in markers] == [compacted.turn]
+    assert [s["turn"] for s in samples] == [compacted.turn] and len(reads) == 2
+    store.close()

@@ -181,6 +181,11 @@ def stream_since(
     what a live page has not seen (reads of those rows only)."""
     samples = service.store.samples(stored_id, since=turn)
     rows = series_of(service.store).marker_rows(stored_id, offset=events, stats=True)
+    newest = max((row.turn for row in rows), default=turn)
+    if newest > (samples[-1].turn if samples else turn):
+        # A compaction committed between the two reads: its sample (written with it) is there
+        # now; a later turn's waits for its own marker, so no turn is sent before its marker.
+        samples = [s for s in service.store.samples(stored_id, since=turn) if s.turn <= newest]
     return [s.as_dict() for s in samples], [marker_dict(row) for row in rows]
 
 
