@@ -370,20 +370,30 @@ def _cuts(
 
 
 def first_cut(messages: Sequence[Message], percentage: float | None) -> int:
-    """Where the sliding window's first eviction step cuts these messages (0 when it cannot):
-    no plan of them, nor of them with more messages after, summarizes less than the messages
-    before it (a later step, a longer list, `plan_all` and a cut before a user message too cut
-    at or after it), whatever their tokens."""
+    """The earliest cut the sliding window can make of these messages or of them with more
+    after (0 when it cannot): its first eviction step's cut, or, when only a later step finds
+    one, the first assistant message past the first step's reach (a longer list may cut there
+    at an earlier step). No plan summarizes less than the messages before it (a later step, a
+    longer list, `plan_all` and a cut before a user message too cut at or after it), whatever
+    their tokens."""
     n = len(messages)
     if n < 4:
         return 0
     max_cut = n - 2 if has_pending_tool_call(messages[-1]) else n - 1
     scanned = 0  # `_candidate_cuts`' scan, up to the first cut it finds
+    first_top: int | None = None  # how far the first step looks
     for e in eviction_steps(percentage):
         top = min(js_round(e * n), n - 1, max_cut - 1)
+        first_top = top if first_top is None else first_top
         for i in range(top, scanned, -1):
             if messages[i].role == "assistant":
-                return i
+                if i <= first_top:
+                    return i
+                # Found at a later step: a longer list looks further at each step and may cut
+                # at an earlier one, at any assistant message past the first step's reach.
+                return next(
+                    j for j in range(first_top + 1, i + 1) if messages[j].role == "assistant"
+                )
         scanned = max(scanned, top)
     return 0
 
