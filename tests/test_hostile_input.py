@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from precis.core import jscompat, textfeatures
 from precis.core.errors import InvalidMessage
+from precis.core.memo import CALL_ENTRIES, Bounded
 from precis.core.messages import (
     Message,
     ToolCall,
@@ -538,7 +539,9 @@ def test_the_per_call_memo_of_terms_in_yields_what_reading_every_token_yields(
 ) -> None:
     """The memo that reads a repeated token once answers as reading each token afresh does."""
     text = " ".join(words)
-    assert list(terms._token_terms(text, prose, {})) == list(terms._token_terms(text, prose, None))
+    assert list(terms._token_terms(text, prose, Bounded(CALL_ENTRIES))) == list(
+        terms._token_terms(text, prose, None)
+    )
 
 
 _SENTENCES = st.sampled_from(

@@ -12,10 +12,14 @@ from __future__ import annotations
 import threading
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Bounded", "Memo", "Table"]
+__all__ = ["CALL_ENTRIES", "Bounded", "Memo", "Table"]
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+# Distinct inputs a function remembers within one call (a token or a sentence met again in the
+# same text): a `Bounded` of this size, dropped when the call returns.
+CALL_ENTRIES = 4096
 
 
 class Table(Generic[K, V]):

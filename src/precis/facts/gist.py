@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
+from precis.core.memo import CALL_ENTRIES, Bounded
 from precis.core.messages import parse_json
 from precis.facts.patterns import HARNESS_LINE_RE, REASON_RE, SENTENCE_SPLIT_RE
 from precis.facts.terms import terms_in
@@ -50,8 +51,6 @@ _HELD_LINES: Final = 2
 _MAX_VALUE: Final = 40
 # How much of a sentence its weight reads (a few hundred words: far past what a note keeps).
 _WEIGHED_CHARS: Final = 4000
-# Distinct sentences one call of `note_text` remembers the weight of before starting over.
-_WEIGHED_SENTENCES: Final = 4096
 
 
 @dataclass(slots=True)
@@ -78,15 +77,11 @@ def note_text(text: str, units: int = _NOTE_UNITS) -> str:
     sentences = [p for p in pieces if p and len(p) > 2]
     if not sentences:
         return shorten(line, units)
-    weighed: dict[str, float] = {}  # a sentence said again weighs what it weighed: read once
+    weighed: Bounded[str, float] = Bounded(CALL_ENTRIES)  # a sentence said again: read once
     weights: list[float] = []
     for sentence in sentences:
         weight = weighed.get(sentence)
-        if weight is None:
-            if len(weighed) >= _WEIGHED_SENTENCES:
-                weighed.clear()
-            weight = weighed[sentence] = _weight(sentence)
-        weights.append(weight)
+        weights.append(weighed.put(sentence, _weight(sentence)) if weight is None else weight)
     weights[0] += 0.5  # the opening sentence says what the turn is about
     scored = sorted(range(len(sentences)), key=lambda i: (-weights[i], i))
     picked: list[int] = []
@@ -336,21 +331,15 @@ def request_gist(text: str) -> str:
     """A request without its courtesies ("Thank you!", "Great, thanks.", "I understand."), on
     one line; the request itself is left as written."""
     kept: list[str] = []
-    seen: dict[str, str] = {}  # a sentence met before in this text: its line, "" if a courtesy
+    seen: Bounded[str, str] = Bounded(CALL_ENTRIES)  # a sentence met again: its line, "" if polite
     for part in SENTENCE_SPLIT_RE.split(text):
         line = seen.get(part)
         if line is None:
-            if len(seen) >= _SEEN_SENTENCES:
-                seen.clear()
             line = one_line(part)
-            line = seen[part] = "" if _is_courtesy(line) else line
+            line = seen.put(part, "" if _is_courtesy(line) else line)
         if line:
             kept.append(line)
     return " ".join(kept) if kept else one_line(text)
-
-
-# Distinct sentences one call of `request_gist` remembers before starting over.
-_SEEN_SENTENCES: Final = 4096
 
 
 def _is_courtesy(sentence: str) -> bool:

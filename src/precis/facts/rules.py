@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from precis.core.memo import CALL_ENTRIES, Bounded
 from precis.facts.patterns import (
     CODE_BLOCK_RE,
     NUMBERED_LINE_RE,
@@ -226,7 +227,7 @@ def _prose_lines(text: str) -> list[str]:
 def constraint_sentences(text: str) -> list[str]:
     """The sentences of `text` that state a rule (don't / never / must / 不要 …), verbatim."""
     found: list[str] = []
-    judged: dict[str, bool] = {}  # a sentence met before in this text: whether it is a rule
+    judged: Bounded[str, bool] = Bounded(CALL_ENTRIES)  # a sentence met again: whether a rule
     if "```" in text:
         text = CODE_BLOCK_RE.sub("\n", text)  # an example's comments set no rule
     for line in _prose_lines(text):
@@ -236,13 +237,7 @@ def constraint_sentences(text: str) -> list[str]:
                 continue
             rule = judged.get(sentence)
             if rule is None:
-                if len(judged) >= _JUDGED_SENTENCES:
-                    judged.clear()
-                rule = judged[sentence] = is_rule(sentence)
+                rule = judged.put(sentence, is_rule(sentence))
             if rule:
                 found.append(sentence)
     return found
-
-
-# Distinct sentences one call of `constraint_sentences` remembers before starting over.
-_JUDGED_SENTENCES: Final = 4096

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from precis.core.jscompat import utf16_len
+from precis.core.memo import CALL_ENTRIES, Bounded
 from precis.core.messages import parse_json
 from precis.facts.patterns import (
     BACKTICK_RE,
@@ -167,11 +168,11 @@ def terms_in(text: str, *, prose: bool = True) -> Iterator[Term]:
     if "端口" in text:
         for match in ZH_PORT_RE.finditer(text):
             yield from _port(match.group(1))
-    yield from _token_terms(text, prose, {})
+    yield from _token_terms(text, prose, Bounded(CALL_ENTRIES))
 
 
 def _token_terms(
-    text: str, prose: bool, memo: dict[tuple[str, str], tuple[Term, ...]] | None
+    text: str, prose: bool, memo: Bounded[tuple[str, str], tuple[Term, ...]] | None
 ) -> Iterator[Term]:
     """The terms of each whitespace token of `text`; `memo` (one per call, bounded) answers a
     token seen before after the same word, so a megabyte of "1.1 1.1 …" reads one token once."""
@@ -193,9 +194,9 @@ def _token_terms(
             else:
                 found = memo.get((token, previous))
                 if found is None:
-                    if len(memo) >= _MEMO_TOKENS:
-                        memo.clear()
-                    found = memo[token, previous] = tuple(_terms_of_token(token, previous, prose))
+                    found = memo.put(
+                        (token, previous), tuple(_terms_of_token(token, previous, prose))
+                    )
                 yield from found
             previous = token
 
@@ -215,8 +216,6 @@ def _terms_of_token(token: str, previous: str, prose: bool) -> Iterator[Term]:
         yield from _token_identifiers(token, previous)
 
 
-# Distinct (token, word before) pairs one call of `terms_in` remembers before starting over.
-_MEMO_TOKENS: Final = 4096
 _LINE = "\n"
 # Words between a port's name and its number.
 _LINKING = frozenset({"is", "was", "remains", "stays"})
