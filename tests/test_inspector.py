@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -755,4 +756,49 @@ def test_a_compaction_committed_between_the_streams_two_reads_is_sent_with_its_t
     samples, markers = stream_since(SimpleNamespace(store=late), "c", seen.turn, 0)  # type: ignore[arg-type]
     assert [m["turn"] for m in markers] == [compacted.turn]
     assert [s["turn"] for s in samples] == [compacted.turn] and len(reads) == 2
+    store.close()
+
+
+def test_two_tenants_pages_at_once_each_show_their_own_and_a_failing_store_is_said_plainly(
+    tmp_path: Path,
+) -> None:
+    """Two tenants write to and read their own "plan" at once, compacting now and then: each
+    page and chart holds only its own words and markers; with the samples table gone, the page
+    says the store failed without the store's words, and the service goes on answering."""
+    path = tmp_path / "precis.db"
+    store = SQLiteStore(path)
+    app = create_app(store, settings=CompactionSettings(2000), api_keys=KEYS)
+
+    def say(n: int, team: str) -> dict[str, Any]:
+        role = "user" if n % 2 == 0 else "assistant"
+        return {"messages": [{"role": role, "content": f"{team}-says-{n} " + "w" * 200}]}
+
+    def work(url: str, key: str, team: str) -> tuple[str, dict[str, Any]]:
+        with httpx.Client(base_url=url, timeout=30, headers=_bearer(key)) as client:
+            assert client.post("/v1/conversations", json={"id": "plan"}).status_code == 201
+            for n in range(12):
+                posted = client.post("/v1/conversations/plan/messages", json=say(n, team))
+                assert posted.status_code == 201
+                if n % 4 == 3:
+                    assert client.post("/v1/conversations/plan/compact", json={}).status_code == 200
+                page = client.get("/ui/c/plan")
+                assert page.status_code == 200
+            chart = client.get("/ui/c/plan/chart.json")
+            assert chart.status_code == 200
+            return page.text, chart.json()
+
+    with serving(app) as url:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            a, b = pool.map(lambda args: work(url, *args), [(KEY_A, "a"), (KEY_B, "b")])
+        for (page, chart), mine, theirs in ((a, "a", "b"), (b, "b", "a")):
+            assert f"{mine}-says-11" in page and f"{theirs}-says-" not in page
+            count = len(store.events(f"team-{mine}/plan"))
+            assert len(chart["markers"]) == chart["compactions"] == count >= 1
+        with sqlite3.connect(path) as other:
+            other.execute("ALTER TABLE samples RENAME TO samples_away")
+        with httpx.Client(base_url=url, timeout=30, headers=_bearer(KEY_A)) as client:
+            failed = client.get("/ui/c/plan")
+            assert failed.status_code >= 400 and STORE_FAILED in failed.text
+            assert "samples" not in failed.text and str(path) not in failed.text
+            assert client.get("/v1/conversations/plan/history").status_code == 200
     store.close()
