@@ -1,12 +1,17 @@
 """What one session operation costs in store work and thread hops (#34 items 1 and 3): an append
 is one SQLite transaction; a model call's check and prompt read the context rows once; an
-`AsyncSession` on a store whose calls never wait makes no hop, and on SQLite one per operation."""
+`AsyncSession` makes its store calls on the loop when they need not wait (no hop), a call that
+would wait (another writer, a checkpoint due, the store's lock held) on its own thread, and an
+operation that computes at length (a compaction, a search) in one hop to that thread."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -19,7 +24,7 @@ from precis.session._io import OwnThread
 from precis.stores.base import ContextSnapshot
 from precis.stores.dialect import Handle
 from precis.stores.memory import MemoryStore
-from precis.stores.sqlite import SQLiteStore
+from precis.stores.sqlite import WRITES_BETWEEN_CHECKPOINTS, SQLiteStore
 from precis.summarize.base import LocalSummarizer
 
 
@@ -93,43 +98,126 @@ def test_an_async_session_in_memory_makes_no_hop() -> None:
     assert calls and set(calls) == {loop_thread}
 
 
-def test_an_async_operation_on_sqlite_runs_its_store_calls_on_one_thread(tmp_path: Path) -> None:
+def test_an_async_operation_on_sqlite_makes_its_store_calls_on_the_loop_when_none_waits(
+    tmp_path: Path,
+) -> None:
     store = CountingSQLite(tmp_path / "c.db")
 
     async def main() -> tuple[int, list[int]]:
         session = AsyncSession(store, "c", settings=CompactionSettings(context_window=4000))
         await session.append({"role": "user", "content": "Fix the flaky test."})
         store.threads.clear()
+        await session.append({"role": "assistant", "content": "Running the tests now."})
+        await session.maybe_compact()
         await session.prompt()  # the system prompt and the context: two transactions
+        await session.aclose()
         return threading.get_ident(), list(store.threads)
 
     loop_thread, threads = asyncio.run(main())
-    assert len(threads) >= 2 and len(set(threads)) == 1 and loop_thread not in threads
+    assert len(threads) >= 4 and set(threads) == {loop_thread}
+
+
+def test_an_append_that_meets_another_writer_waits_on_the_sessions_thread_not_the_loop(
+    tmp_path: Path,
+) -> None:
+    # Another connection (a CLI import, another process) holds the write lock: the append made
+    # on the loop is refused at once (nothing written) and made again on the session's thread,
+    # which waits there for the lock while the loop goes on serving other tasks.
+    path = tmp_path / "c.db"
+    store = CountingSQLite(path)
+    other = sqlite3.connect(path, isolation_level=None)
+
+    async def main() -> tuple[int, list[int], int, list[str]]:
+        session = AsyncSession(store, "c", settings=CompactionSettings(context_window=4000))
+        await session.append({"role": "user", "content": "Fix the flaky test."})
+        other.execute("BEGIN IMMEDIATE")
+        store.threads.clear()
+        append = asyncio.create_task(
+            session.append({"role": "assistant", "content": "Running the tests now."})
+        )
+        turns = 0
+        while len(store.threads) < 2:  # refused on the loop, then begun on its thread
+            turns += 1  # the loop is free: this task runs while the append waits
+            await asyncio.sleep(0)
+        assert not append.done()  # it waits for the other writer, off the loop
+        other.execute("COMMIT")
+        await append
+        contents = [m.content for m in await session.history()]
+        await session.aclose()
+        return threading.get_ident(), list(store.threads), turns, contents
+
+    loop_thread, threads, turns, contents = asyncio.run(main())
+    other.close()
+    assert threads[0] == loop_thread and threads[1] != loop_thread and turns >= 1
+    assert contents == ["Fix the flaky test.", "Running the tests now."]  # stored once
+
+
+def test_writes_on_the_loop_neither_wait_nor_checkpoint_and_a_checkpoint_comes_in_time(
+    tmp_path: Path,
+) -> None:
+    # A write made on the loop must not wait for another writer (busy timeout 0) nor run a
+    # checkpoint at its commit (an fsync): one write in WRITES_BETWEEN_CHECKPOINTS + 1 goes to
+    # the session's thread with both, so SQLite's own checkpoint keeps the log short.
+    seen: list[tuple[int, int, int]] = []
+
+    class Watching(SQLiteStore):
+        @contextlib.contextmanager
+        def _transaction(self, *, write: bool) -> Iterator[Handle]:
+            with super()._transaction(write=write) as db:
+                if write:
+                    busy = db.execute("PRAGMA busy_timeout").fetchone()[0]
+                    pages = db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+                    seen.append((threading.get_ident(), busy, pages))
+                yield db
+
+    store = Watching(tmp_path / "c.db")
+    opened = seen[:]  # the migrations' writes, made the waiting way
+    writes = 2 * WRITES_BETWEEN_CHECKPOINTS + 3
+
+    async def main() -> int:
+        session = AsyncSession(store, "c", settings=CompactionSettings(context_window=100_000))
+        await session.set_system_prompt("You fix tests.")
+        seen.clear()
+        for n in range(writes):
+            await session.append({"role": "user", "content": f"step {n}: run the tests"})
+        await session.aclose()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert opened and all(busy > 0 and pages > 0 for _, busy, pages in opened)
+    on_loop = [(busy, pages) for thread, busy, pages in seen if thread == loop_thread]
+    off_loop = [(busy, pages) for thread, busy, pages in seen if thread != loop_thread]
+    assert set(on_loop) == {(0, 0)} and len(seen) >= writes  # an append, the odd sample
+    assert len(off_loop) >= 2 and all(busy > 0 and pages > 0 for busy, pages in off_loop)
+    run = 0  # writes on the loop since the last one made the waiting way
+    for thread, _, _ in seen:
+        run = run + 1 if thread == loop_thread else 0
+        assert run <= WRITES_BETWEEN_CHECKPOINTS
 
 
 def _thread(ident: int) -> threading.Thread:
     return next(t for t in threading.enumerate() if t.ident == ident)
 
 
-def test_an_async_sessions_operations_hop_to_its_own_thread_which_ends_at_close(
+def test_an_async_sessions_compactions_hop_to_its_own_thread_which_ends_at_close(
     tmp_path: Path,
 ) -> None:
     store = CountingSQLite(tmp_path / "c.db")
+    settings = CompactionSettings(context_window=2000, background_compaction=False)
 
     async def main() -> tuple[int, list[int], threading.Thread]:
-        session = AsyncSession(store, "c", settings=CompactionSettings(context_window=4000))
-        store.threads.clear()  # the store was opened on this thread
-        for n in range(3):
-            await session.append({"role": "user", "content": f"step {n}: run the tests"})
-            await session.maybe_compact()
-            await session.prompt()
+        session = AsyncSession(store, "c", settings=settings)
+        for n in range(20):
+            await session.append({"role": "user", "content": f"step {n}: " + "check it. " * 30})
+        store.threads.clear()
+        assert (await session.compact()).mode != "none"
         threads = list(store.threads)
         own = _thread(threads[-1])
         await session.aclose()
         own.join(60)  # a hang guard: it ends once its operation is done
         assert not own.is_alive() and not session.thread.alive
-        await session.append({"role": "user", "content": "and after closing?"})
-        assert session.thread.alive  # the next operation started another
+        await session.recall("check")
+        assert session.thread.alive  # the next operation off the loop started another
         await session.aclose()
         return threading.get_ident(), threads, own
 
@@ -180,18 +268,19 @@ def test_context_variables_reach_the_store_on_the_session_thread(tmp_path: Path)
     seen: list[str] = []
 
     class Reading(SQLiteStore):
-        def append(self, *args: Any, **kwargs: Any) -> Any:
-            seen.append(tenant.get())
-            return super().append(*args, **kwargs)
+        def recall(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(f"{tenant.get()} on {threading.current_thread().name}")
+            return super().recall(*args, **kwargs)
 
     async def main() -> None:
         session = AsyncSession(Reading(tmp_path / "c.db"), "c")
         tenant.set("acme")
         await session.append({"role": "user", "content": "Fix the flaky test."})
+        await session.recall("flaky")  # a search: on the session's thread
         await session.aclose()
 
     asyncio.run(main())
-    assert seen == ["acme"]
+    assert seen == ["acme on precis-session"]
 
 
 def test_a_cancelled_operation_frees_the_session_thread_for_the_next(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""`AsyncSession`: one conversation inside an event loop — model calls awaited, store calls off
-the loop — so precis runs inside any agent framework's loop."""
+"""`AsyncSession`: one conversation inside an event loop — model calls awaited, store calls that
+could wait off the loop — so precis runs inside any agent framework's loop."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from precis.engine.results import CompactionResult, CompactionStats
 from precis.engine.settings import CompactionSettings
 from precis.session._base import BaseSession
 from precis.session._behind import Behind
-from precis.session._io import OwnThread, SessionRequest, adrive_in_place, adrive_in_thread
+from precis.session._io import OwnThread, SessionRequest, adrive, adrive_in_thread
 from precis.stores.base import CompactionEvent, RecallHit
 from precis.stores.memory import MemoryStore
 from precis.summarize.base import Summarizer
@@ -32,7 +32,7 @@ class AsyncSession(BaseSession):
 
     def _opened(self) -> None:
         self.behind = Behind(self.conversation_id)
-        self.thread = OwnThread()  # where its operations run off the loop, one after another
+        self.thread = OwnThread()  # where what would wait or compute at length runs, off the loop
 
     async def __aenter__(self) -> Self:
         return self
@@ -56,13 +56,22 @@ class AsyncSession(BaseSession):
         return await self.behind.wait()
 
     async def _drive(self, steps: Steps[SessionRequest, T]) -> T:
-        """One operation in one hop off the loop: its logic runs on the session's own thread,
-        its store calls together there, and only what must be awaited (a model, an async hook)
-        comes back to the loop. A store whose calls never wait (`waits = False`, as
-        `MemoryStore` says) is called in place on the loop, with no hop at all."""
-        if getattr(self.store, "waits", True):
-            return await adrive_in_thread(steps, self.thread)
-        return await adrive_in_place(steps)
+        """One operation on the loop, its store calls made there when the store can make them
+        without waiting, each other one on the session's own thread; only a model or a hook
+        is awaited. So an append costs what it costs `Session` unless it would wait."""
+        return await adrive(steps, self.thread)
+
+    async def _drive_off(self, steps: Steps[SessionRequest, T]) -> T:
+        """One operation that computes at length (a compaction, a search of every message) in
+        one hop to the session's own thread, so its computation does not hold the loop."""
+        return await adrive_in_thread(steps, self.thread)
+
+    async def _checking(self, steps: Steps[SessionRequest, T]) -> T:
+        """A check that may compact: on the loop when the summary is made behind the turns
+        (the check reads and counts), on the session's thread when it is made in the call."""
+        if self.settings.background_compaction:
+            return await self._drive(steps)
+        return await self._drive_off(steps)
 
     async def append(
         self, *items: Message | Mapping[str, Any], idempotency_key: str | None = None
@@ -135,7 +144,7 @@ class AsyncSession(BaseSession):
         phase: str | None = None,
     ) -> CompactionResult:
         """Compact once: the stats, the summary and the new context; nothing changes on failure."""
-        return await self._drive(self._compact_steps(mode, trigger, instructions, phase))
+        return await self._drive_off(self._compact_steps(mode, trigger, instructions, phase))
 
     async def compact(
         self,
@@ -146,34 +155,37 @@ class AsyncSession(BaseSession):
         phase: str | None = None,
     ) -> CompactionStats:
         """Compact once and return what it did."""
-        return (await self._drive(self._compact_steps(mode, trigger, instructions, phase))).stats
+        result = await self.compact_result(
+            mode, trigger=trigger, instructions=instructions, phase=phase
+        )
+        return result.stats
 
     async def complete_phase(self, name: str) -> CompactionStats:
         """A sub-goal is done: compact at this natural break and record the phase."""
-        return (await self._drive(self._compact_steps(None, "phase_complete", None, name))).stats
+        return (await self.compact_result(None, trigger="phase_complete", phase=name)).stats
 
     async def maybe_compact(self) -> list[CompactionStats]:
         """Compact when a trigger fires; returns what ran (usually nothing). The summary is
         made behind (it commits over what is appended meanwhile, and its stats come with a
         later call); this waits only over the hard watermark."""
-        return await self._drive(self._maybe_compact_steps())
+        return await self._checking(self._maybe_compact_steps())
 
     async def maybe_compact_counted(self) -> tuple[list[CompactionStats], int]:
         """`maybe_compact` and then `tokens` in one operation: the check's count of the context
         is the answer unless it compacted now (a service's append reads its context once)."""
-        return await self._drive(self._counted_compact_steps())
+        return await self._checking(self._counted_compact_steps())
 
     async def absorb(self, child: BaseSession, tool_call_id: str) -> Message:
         """A sub-agent's work returned as its brief only (S3): the result of call `tool_call_id`."""
-        return await self._drive(self._absorb_steps(child, tool_call_id))
+        return await self._drive_off(self._absorb_steps(child, tool_call_id))
 
     async def recall(self, query: str, limit: int = 10) -> list[RecallHit]:
         """Search every original message, compacted away or not; best first."""
-        return await self._drive(self._recall_steps(query, limit))
+        return await self._drive_off(self._recall_steps(query, limit))
 
     async def history(self) -> list[Message]:
         """Every message ever appended, in order."""
-        return await self._drive(self._history_steps())
+        return await self._drive_off(self._history_steps())
 
     async def events(self) -> list[CompactionEvent]:
         """The compactions so far, oldest first."""
@@ -190,6 +202,10 @@ class ThreadedSession(AsyncSession):
         request at a time, and its many sessions share the executor's threads."""
         return await adrive_in_thread(steps)
 
+    async def _drive_off(self, steps: Steps[SessionRequest, T]) -> T:
+        """On the loop's executor too: every operation of this session is one hop."""
+        return await adrive_in_thread(steps)
+
 
 async def acompact_messages(
     messages: Iterable[Mapping[str, Any]],
@@ -203,4 +219,4 @@ async def acompact_messages(
     """`compact_messages` inside an event loop."""
     base = replace(settings or CompactionSettings(), context_window=context_window)
     session = AsyncSession(MemoryStore(), "messages", counter, summarizer, base)
-    return await session._drive(session._compact_list_steps(messages, mode))
+    return await session._drive_off(session._compact_list_steps(messages, mode))

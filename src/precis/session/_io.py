@@ -1,12 +1,12 @@
 """The drivers: how a sync and an async session perform what the engine asks for.
 
 Everything here does I/O; everything it serves does none. The sync driver calls; the async one
-awaits model calls, runs blocking store calls on a worker thread, and bounds every hook and
-summary by its timeout, so an agent framework's event loop is never blocked; the threaded one
-runs the steps themselves on a worker thread, so their computation does not block it either
-(one hop per operation: what `AsyncSession` runs on); the in-place one answers store calls on
-the loop, for a store whose calls never wait.
-The sync driver bounds a summary by its timeout too, waiting for it on a worker thread.
+awaits model calls, makes each store call on the loop when its store can make it without
+waiting and on a worker thread otherwise, and bounds every hook and summary by its timeout, so
+an agent framework's event loop never waits; the threaded one runs the steps themselves on a
+worker thread, so their computation does not hold the loop either (one hop per operation: what
+a compaction and the service's sessions run on). The sync driver bounds a summary by its
+timeout too, waiting for it on a worker thread.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import inspect
 import json
 import os
@@ -38,6 +39,7 @@ from precis.engine.requests import (
 )
 from precis.providers.base import ChatProvider, Completion
 from precis.session._behind import AwaitBehind, StartBehind
+from precis.stores.base import WouldWait
 from precis.summarize.base import LocalSummarizer
 
 T = TypeVar("T")
@@ -66,22 +68,13 @@ def drive(steps: Steps[SessionRequest, T]) -> T:
     return run_steps(steps, perform)
 
 
-async def adrive(steps: Steps[SessionRequest, T]) -> T:
-    """Drive session logic to its result without blocking the running event loop."""
-    return await arun_steps(steps, aperform)
-
-
-async def adrive_in_place(steps: Steps[SessionRequest, T]) -> T:
-    """Drive session logic on the loop with store calls answered in place: for a store whose
-    calls never wait (`MemoryStore`), where a hop to a worker thread would cost more than the
-    call; what must be awaited (a model, a hook) is awaited."""
-    return await arun_steps(steps, _aperform_in_place)
-
-
-async def _aperform_in_place(request: SessionRequest) -> Any:
-    if isinstance(request, Call):
-        return request.fn(*request.args, **request.kwargs)
-    return await aperform(request)
+async def adrive(steps: Steps[SessionRequest, T], thread: OwnThread | None = None) -> T:
+    """Drive session logic on the running event loop without blocking it: each store call is
+    made on the loop when its store can make it without waiting (`without_waiting`: a free
+    lock, no other writer, no checkpoint due), otherwise off the loop, on `thread` (the
+    session's own) when it is free or else on the loop's executor; what must be awaited (a
+    model, a hook) is awaited. No hop is made unless a call would wait."""
+    return await arun_steps(steps, functools.partial(aperform, thread=thread))
 
 
 async def adrive_in_thread(steps: Steps[SessionRequest, T], thread: OwnThread | None = None) -> T:
@@ -258,12 +251,11 @@ def perform(request: SessionRequest) -> Any:
     return value
 
 
-async def aperform(request: SessionRequest) -> Any:
-    """Answer one request by awaiting, with blocking work off the loop."""
+async def aperform(request: SessionRequest, thread: OwnThread | None = None) -> Any:
+    """Answer one request by awaiting, with blocking work off the loop (on `thread`, the
+    session's own, when it is free)."""
     if isinstance(request, Call):
-        if _never_waits(request.fn):  # in memory: no hop to a thread is worth it
-            return request.fn(*request.args, **request.kwargs)
-        return await asyncio.to_thread(request.fn, *request.args, **request.kwargs)
+        return await _acall(request, thread)
     if isinstance(request, Summarize):
         return await _summary(request)
     if isinstance(request, Complete):
@@ -281,9 +273,19 @@ async def aperform(request: SessionRequest) -> Any:
     return value
 
 
-def _never_waits(fn: Any) -> bool:
-    """Whether this store method may run on the event loop (its store says `waits = False`)."""
-    return getattr(getattr(fn, "__self__", None), "waits", True) is False
+async def _acall(request: Call, thread: OwnThread | None) -> Any:
+    """A store call made on the loop when its store can make it without waiting; any other
+    (refused, or a plain function that may block) off the loop."""
+    fn, args, kwargs = request.fn, request.args, request.kwargs
+    at_once = getattr(getattr(fn, "__self__", None), "without_waiting", None)
+    if at_once is not None:
+        try:
+            return at_once(fn, *args, **kwargs)
+        except WouldWait:
+            pass  # nothing was done: made where it may wait
+    if thread is not None:
+        return await thread.run(functools.partial(fn, *args, **kwargs))
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 async def _summary(request: Summarize) -> str:

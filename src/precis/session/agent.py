@@ -154,4 +154,4 @@ class AsyncAgent(_AgentBase[AsyncSession]):
 
     async def turn(self, user_text: str) -> tuple[str, list[CompactionStats]]:
         """Append the user text, get the reply, and return it with every compaction it caused."""
-        return await self.session._drive(self._turn_steps(user_text))
+        return await self.session._checking(self._turn_steps(user_text))

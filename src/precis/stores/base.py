@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol, Self, cast, runtime_checkable
+from typing import Any, Final, Protocol, Self, TypeVar, cast, runtime_checkable
 
 from precis.core.errors import (
     ConversationNotFound,
@@ -49,6 +49,7 @@ __all__ = [
     "StoreError",
     "UnknownMessage",
     "VersionConflict",
+    "WouldWait",
     "check_context_ids",
     "check_idempotency_key",
     "check_page",
@@ -68,6 +69,8 @@ __all__ = [
     "term_score",
     "utc_now",
 ]
+
+T = TypeVar("T")
 
 # Longest idempotency key an append takes (a UUID is 36; the service's header is as long).
 MAX_IDEMPOTENCY_KEY_CHARS = 255
@@ -296,8 +299,20 @@ class Compaction:
         return [*self.context_ids, *(i for i in later if i not in kept)]
 
 
+class WouldWait(Exception):
+    """A store call that could not be made without waiting (for a lock, another writer, the
+    network): nothing was done, and the caller makes it again where it may wait."""
+
+
 class StoreBase:
     """What the backends share above their storage: the commit's argument handling, `with`."""
+
+    def without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """`fn(*args, **kwargs)`, one of this store's methods, made now if it can be made
+        without waiting on I/O; else `WouldWait`, nothing done. An async session makes its
+        store calls this way on its event loop, and those refused on a worker thread. A store
+        that can promise nothing (over a network) refuses every call."""
+        raise WouldWait(getattr(fn, "__name__", "call"))
 
     def commit_compaction(
         self,

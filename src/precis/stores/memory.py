@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from precis.core.errors import ConversationNotFound, UnknownMessage
 from precis.core.messages import Message
@@ -18,6 +19,7 @@ from precis.stores.base import (
     MessageIds,
     RecallHit,
     StoreBase,
+    WouldWait,
     check_idempotency_key,
     check_page,
     fingerprint,
@@ -28,6 +30,8 @@ from precis.stores.base import (
 )
 from precis.stores.recall import CANDIDATES, Found, found, holds_all, recall, scan_bound
 from precis.stores.samples import Sample, check_sample, grown, numbered
+
+T = TypeVar("T")
 
 __all__ = ["MemoryStore"]
 
@@ -54,16 +58,22 @@ class _Conversation:
 class MemoryStore(StoreBase):
     """A `ConversationStore` in memory; every method holds one lock, so it is thread-safe.
 
-    Its calls never wait on I/O (`waits = False`): an async session makes them on its loop; a
-    subclass whose calls block sets `waits = True`."""
-
-    # Its calls never wait on I/O: an async session makes them in place, without a thread hop.
-    waits = False
+    Its calls never wait on I/O: an async session makes them on its loop (`without_waiting`);
+    a subclass whose calls block refuses there (`StoreBase.without_waiting`)."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._conversations: dict[str, _Conversation] = {}
         self._ids = MessageIds()
+
+    def without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """`fn` now, unless another thread holds the store's lock (a commit behind the turn)."""
+        if not self._lock.acquire(blocking=False):
+            raise WouldWait(getattr(fn, "__name__", "call"))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._lock.release()
 
     def _conversation(self, conversation_id: str) -> _Conversation:
         conv = self._conversations.get(conversation_id)

@@ -15,14 +15,14 @@ import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from precis.core.errors import ReadOnlyStore, StoreError, StoreUnavailable
 from precis.core.messages import Message
-from precis.stores.base import search_text, search_text_of
+from precis.stores.base import WouldWait, search_text, search_text_of
 from precis.stores.dialect import Dialect, Handle
 from precis.stores.migrations import bind, migrate, pending_migrations
 from precis.stores.recall import (
@@ -42,6 +42,8 @@ from precis.stores.sql_series import SQLSeries
 
 __all__ = ["CONTEXT_SQL", "MIGRATIONS", "SQLiteDialect", "SQLiteStore"]
 
+T = TypeVar("T")
+
 # How long a writer waits for another process's write transaction before giving up.
 BUSY_TIMEOUT_MS = 30_000
 # Page cache per connection, in KiB: FTS5 merges reread index pages, and misses dominate appends.
@@ -52,6 +54,10 @@ MMAP_BYTES = 1 << 31
 # Page size of a new database file: rows of a few KB leave a fifth of each 4 KiB page empty,
 # a tenth of a 16 KiB one. An existing file keeps the page size it was made with.
 PAGE_BYTES = 16_384
+# Write transactions made without waiting (on an event loop, where no checkpoint runs) before
+# one is refused there, so that it is made the waiting way and its commit checkpoints the log
+# when the log is long (SQLite's own rule): the log grows by at most this many writes unchecked.
+WRITES_BETWEEN_CHECKPOINTS = 32
 # Rows the m004 migration indexes per statement when it rebuilds the recall index.
 BACKFILL_ROWS = 5_000
 # The recall index since m004: an FTS5 table (rowid = message row id) without positions, so a
@@ -189,6 +195,12 @@ def _is_unavailable_error(exc: sqlite3.Error) -> bool:
     """Whether SQLite refused for want of the file (locked, full, failing), not the request."""
     code = getattr(exc, "sqlite_errorcode", None)
     return code is not None and code & 0xFF in _UNAVAILABLE
+
+
+def _is_busy_error(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused for a lock another connection holds (it would have waited)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _is_read_only_error(exc: sqlite3.Error) -> bool:
@@ -353,6 +365,14 @@ class SQLiteStore(SQLStore, SQLSeries):
         dialect = SQLiteDialect()
         super().__init__(dialect, f"SQLite store {str(path)!r}")
         self._lock = threading.RLock()
+        self._busy_timeout_ms = int(busy_timeout_ms)
+        # Whether the call under the lock must not wait (`without_waiting`), whether the
+        # connection is set to wait (busy timeout, checkpoints at commit), and the writes made
+        # without waiting since one was made the waiting way.
+        self._at_once = False
+        self._waiting = True
+        self._writes_at_once = 0
+        self._checkpoint_pages = 0
         in_memory = str(path) == ":memory:"
         if read_only:
             db = self._connect_read_only(busy_timeout_ms)
@@ -382,6 +402,7 @@ class SQLiteStore(SQLStore, SQLSeries):
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             db.execute(f"PRAGMA mmap_size = {int(mmap_bytes)}")
+            self._checkpoint_pages = int(db.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
             if read_only:
                 with self._transaction(write=False) as handle:
                     self._check_current(handle, dialect)
@@ -445,11 +466,35 @@ class SQLiteStore(SQLStore, SQLSeries):
             raise StoreError(f"{self._where} is closed")
         return self._db
 
+    def without_waiting(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """`fn` now if it waits for nothing: the store's lock is free, no other connection holds
+        the write lock (no busy wait), and its commit runs no checkpoint (no fsync); else
+        `WouldWait` before anything is written. It still reads pages the cache lacks."""
+        if not self._lock.acquire(blocking=False):
+            raise WouldWait(getattr(fn, "__name__", "call"))
+        try:
+            self._at_once = True
+            return fn(*args, **kwargs)
+        finally:
+            self._at_once = False
+            self._lock.release()
+
+    def _wait(self, db: sqlite3.Connection, wait: bool) -> None:
+        """Set the connection to wait (for another writer, for a checkpoint at commit) or not."""
+        if wait != self._waiting:
+            db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms if wait else 0}")
+            db.execute(f"PRAGMA wal_autocheckpoint = {self._checkpoint_pages if wait else 0}")
+            self._waiting = wait
+
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Handle]:
         """One transaction under the lock; writes take the write lock up front (IMMEDIATE)."""
         with self._lock:
             db = self._connection()
+            at_once = self._at_once
+            if at_once and write and self._writes_at_once >= WRITES_BETWEEN_CHECKPOINTS:
+                raise WouldWait("a checkpoint is due")
+            self._wait(db, not at_once)
             try:
                 db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
@@ -460,12 +505,18 @@ class SQLiteStore(SQLStore, SQLSeries):
                     raise
                 db.execute("COMMIT")
             except sqlite3.Error as exc:
+                if at_once and _is_busy_error(exc):
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise WouldWait(str(exc)) from exc
                 if write and _is_read_only_error(exc):
                     where = self._where
                     raise ReadOnlyStore(f"{where} is read-only: cannot write ({exc})") from exc
                 if _is_unavailable_error(exc):
                     raise StoreUnavailable(f"{self._where}: {exc}") from exc
                 raise StoreError(f"{self._where}: {exc}") from exc
+            if write:
+                self._writes_at_once = self._writes_at_once + 1 if at_once else 0
 
     def close(self) -> None:
         """Close the connection; later calls raise StoreError."""
