@@ -20,6 +20,7 @@ import pytest
 
 from precis import AsyncSession, CompactionSettings, Session
 from precis.engine.hooks import Hooks
+from precis.session._async import LOOP_APPEND_CHARS
 from precis.session._io import OwnThread
 from precis.stores.base import ContextSnapshot
 from precis.stores.dialect import Handle
@@ -321,3 +322,33 @@ def test_a_cancelled_operation_frees_the_session_thread_for_the_next(tmp_path: P
         await session.aclose()
 
     asyncio.run(main())
+
+
+def test_a_long_append_is_made_on_the_sessions_thread_and_a_short_one_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    # Indexing and counting a long message takes milliseconds (80 ms at a megabyte), whose
+    # SQLite share lets the loop run when it is made on the session's thread.
+    store = CountingSQLite(tmp_path / "c.db")
+    long_text = "the deploy log says " * (LOOP_APPEND_CHARS // 20 + 1)
+    long_call = {"type": "function", "function": {"name": "read", "arguments": long_text}}
+
+    async def main() -> tuple[int, list[list[int]]]:
+        session = AsyncSession(store, "c", settings=CompactionSettings(context_window=10**6))
+        made: list[list[int]] = []
+        for item in (
+            {"role": "user", "content": "Read the deploy log."},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", **long_call}]},
+            {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "ok"}]},
+            {"role": "user", "content": [{"type": "text", "text": long_text}]},
+        ):
+            store.threads.clear()
+            await session.append(item)
+            made.append(list(store.threads))
+        await session.aclose()
+        return threading.get_ident(), made
+
+    loop_thread, made = asyncio.run(main())
+    on_loop = [all(t == loop_thread for t in threads) for threads in made]
+    assert on_loop == [True, False, True, False]
+    assert all(threads for threads in made)
