@@ -37,12 +37,14 @@ from precis.summarize.extractive import ExtractiveSummarizer
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut, "description": text}
     for status, text in (
-        (400, "The request is well-formed but the store refused it."),
+        (400, "The body could not be parsed as the content type it names."),
         (401, "Missing or wrong bearer token."),
-        (404, "No such conversation."),
+        (403, "The store is read-only: this service answers reads only."),
+        (404, "No such conversation, or no such message in it."),
         (409, "Conflicts with the conversation's state (exists, nothing to compact, raced)."),
         (413, "The body, or one message in it, is over the size limit."),
         (422, "Malformed input; the detail names the field."),
+        (500, "The store failed (nothing was written); the service's log says why."),
         (503, "The store is unavailable (nothing was written); retry after Retry-After seconds."),
     )
 }

@@ -75,7 +75,7 @@ def _detail(exc: Exception) -> tuple[int, str]:
         return 422, str(exc)
     if isinstance(exc, json.JSONDecodeError):
         return 422, f"body: {exc}"
-    if isinstance(exc, ConversationNotFound):
+    if isinstance(exc, ConversationNotFound | UnknownMessage):
         return 404, str(exc)
     if isinstance(exc, VersionConflict | CompactionError):
         return 409, f"cannot compact: {exc}"
@@ -83,8 +83,8 @@ def _detail(exc: Exception) -> tuple[int, str]:
         return 503, STORE_UNAVAILABLE
     if isinstance(exc, ReadOnlyStore):
         return 403, str(exc)
-    if isinstance(exc, StoreError):
-        return 400, str(exc)
+    if isinstance(exc, StoreError):  # the store's own failure, not the request's: the operator's
+        return 500, str(exc)
     if isinstance(exc, ModelTimeout):
         return 504, f"summarizer timed out: {exc}"
     if isinstance(exc, ModelError | SummarizerError):
