@@ -74,7 +74,13 @@ async def adrive(steps: Steps[SessionRequest, T], thread: OwnThread | None = Non
     lock, no other writer, no checkpoint due), otherwise off the loop, on `thread` (the
     session's own) when it is free or else on the loop's executor; what must be awaited (a
     model, a hook) is awaited. No hop is made unless a call would wait."""
-    return await arun_steps(steps, functools.partial(aperform, thread=thread))
+
+    async def answer(request: SessionRequest) -> Any:
+        if isinstance(request, Call):
+            return await _acall(request, thread)
+        return await aperform(request, thread)
+
+    return await arun_steps(steps, answer)
 
 
 async def adrive_in_thread(steps: Steps[SessionRequest, T], thread: OwnThread | None = None) -> T:
