@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from precis import AsyncSession, CompactionSettings, Session
+from precis.core.messages import KIND_MESSAGE
 from precis.engine.hooks import Hooks
 from precis.session._async import LOOP_APPEND_CHARS
 from precis.session._io import OwnThread
@@ -352,3 +353,37 @@ def test_a_long_append_is_made_on_the_sessions_thread_and_a_short_one_on_the_loo
     on_loop = [all(t == loop_thread for t in threads) for threads in made]
     assert on_loop == [True, False, True, False]
     assert all(threads for threads in made)
+
+
+def test_two_sessions_on_one_sqlite_store_interleave_with_compactions_behind_and_lose_nothing(
+    tmp_path: Path,
+) -> None:
+    # Two users' sessions share one store object (one connection, one lock) on one loop while
+    # each one's summaries are made behind its turns on worker threads, so the loop's calls
+    # meet the lock held whenever a commit runs there (and then go to a thread): every message
+    # lands once, in its own conversation, and both compact.
+    store = CountingSQLite(tmp_path / "c.db")
+    settings = CompactionSettings(context_window=1500)
+    rounds = 40
+
+    async def user(name: str) -> tuple[list[str], int]:
+        session = AsyncSession(store, name, settings=settings)
+        compactions = 0
+        for n in range(rounds):
+            await session.append({"role": "user", "content": f"{name} step {n}: " + "go. " * 40})
+            compactions += len(await session.maybe_compact())
+            await session.prompt()
+        compactions += len(await session.settle())
+        said = [m.content for m in await session.history() if m.kind == KIND_MESSAGE]
+        await session.aclose()
+        return said, compactions
+
+    async def main() -> tuple[int, list[tuple[list[str], int]]]:
+        both = await asyncio.gather(user("ana"), user("bo"))
+        return threading.get_ident(), list(both)
+
+    loop_thread, both = asyncio.run(main())
+    for name, (said, compactions) in zip(("ana", "bo"), both, strict=True):
+        assert said == [f"{name} step {n}: " + "go. " * 40 for n in range(rounds)]
+        assert compactions >= 1 and store.events(name)
+    assert loop_thread in store.threads and len(set(store.threads)) >= 2  # the loop, a thread
