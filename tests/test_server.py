@@ -446,6 +446,17 @@ def test_serve_refuses_a_public_address_without_a_key(tmp_path: Path, host: str)
     assert len(lines) == 1 and "PRECIS_API_KEY" in lines[0] and host in lines[0], err
 
 
+def test_a_worker_freezes_its_startup_objects_and_collects_young_ones_less_often() -> None:
+    """`settle_gc` (in a fresh interpreter: it changes the process's collector)."""
+    code = (
+        "import gc; from precis.cli.commands.serve import GC_YOUNG_OBJECTS, settle_gc; "
+        "before = gc.get_threshold(); settle_gc(); "
+        "print(gc.get_freeze_count() > 1000, gc.get_threshold() == (GC_YOUNG_OBJECTS, *before[1:]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+
+
 def test_serve_runs_the_service_on_the_given_port(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
