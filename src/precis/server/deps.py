@@ -3,7 +3,7 @@ conversation — as FastAPI dependencies, so routes stay a few lines each."""
 
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -260,25 +260,25 @@ ConversationDep = Annotated[Conversation, Depends(conversation)]
 @dataclass(frozen=True, slots=True)
 class Lent:
     """What a route on an existing conversation works with: the service, the conversation and
-    its session, lent for the request."""
+    its session, lent for the request. The route gives it back (`give_back`) when it has
+    succeeded; after a failure it is let go, and a fresh one reads the store again."""
 
     service: Service
     conversation: Conversation
     session: AsyncSession
 
+    def give_back(self) -> None:
+        self.service.give_back(self.session)
 
-async def lent_session(
-    conversation_id: ConversationId, tenant: Tenant, request: Request
-) -> AsyncIterator[Lent]:
-    """The conversation's session for one request, given back when it succeeded (after a
-    failure it is let go: a fresh one reads the store again). One dependency over the key's:
-    FastAPI solves a dependency's subtree again at each place it is named, so a route that named
-    the service, the conversation and the session solved the key's three times."""
+
+async def lent_session(conversation_id: ConversationId, tenant: Tenant, request: Request) -> Lent:
+    """The conversation's session for one request, the route's to give back. One plain
+    dependency over the key's: FastAPI solves a dependency's subtree again at each place it is
+    named (a route that named the service, the conversation and the session solved the key's
+    three times), and a `yield` dependency costs it an exit stack and a cancel scope."""
     service = service_of(request)
     conversation = Conversation(conversation_id, tenant)
-    session = await service.lend(conversation)
-    yield Lent(service, conversation, session)
-    service.give_back(session)
+    return Lent(service, conversation, await service.lend(conversation))
 
 
 LentDep = Annotated[Lent, Depends(lent_session)]

@@ -60,6 +60,7 @@ def router(limits: ServiceLimits) -> APIRouter:
             raise HTTPException(
                 409, f"conversation {conversation.id!r} has no messages; nothing to compact"
             )
+        lent.give_back()
         if result.summary is None:
             return {
                 "compacted": False,
@@ -82,6 +83,7 @@ def router(limits: ServiceLimits) -> APIRouter:
     ) -> RecallOut:
         """Search every original message, compacted away or not; best first."""
         hits = await lent.session.recall(q, limit)
+        lent.give_back()
         return RecallOut(
             query=q,
             hits=[
@@ -94,6 +96,7 @@ def router(limits: ServiceLimits) -> APIRouter:
     async def events(lent: LentDep) -> EventList:
         """Every committed compaction of the conversation, oldest first."""
         found = await lent.session.events()
+        lent.give_back()
         return EventList(events=[event_out(i, e) for i, e in enumerate(found)])
 
     @api.get(
@@ -114,6 +117,7 @@ def router(limits: ServiceLimits) -> APIRouter:
     ) -> EventSourceResponse:
         """Server-sent events: one `event: compaction` per new compaction, until disconnect."""
         start = _stream_start(since, last_event_id, len(await lent.session.events()))
+        lent.give_back()  # the stream reads the store, not the session
         return EventSourceResponse(
             _compactions(lent.service, lent.conversation.stored_id, start, max_events),
             ping=limits.keepalive_seconds,

@@ -71,6 +71,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         except Exception:  # stored all the same: the answer must say so, not fail
             _log.warning("%s: tokens after an append", session.conversation_id, exc_info=True)
             tokens = None
+        lent.give_back()
         return {"messages": stored, "tokens": tokens}
 
     @api.get(
@@ -83,11 +84,13 @@ def router(limits: ServiceLimits) -> APIRouter:
         service, conversation, session = lent.service, lent.conversation, lent.session
         snapshot = await run_in_threadpool(service.store.context, conversation.stored_id)
         settings = service.settings
+        tokens = await session.tokens()
+        lent.give_back()
         return {
             "conversation_id": conversation.id,
             "version": snapshot.version,
             "compacted": snapshot.compacted,
-            "tokens": await session.tokens(),
+            "tokens": tokens,
             "context_window": settings.context_window,
             "threshold": settings.threshold,
             "messages": [message_out(m) for m in snapshot.messages],
@@ -97,7 +100,9 @@ def router(limits: ServiceLimits) -> APIRouter:
     async def get_prompt(lent: LentDep) -> PromptOut:
         """What to send next, OpenAI format: system prompt, pinned, summary, kept messages."""
         session = lent.session
-        return PromptOut(messages=await session.prompt(), tokens=await session.tokens())
+        prompt = PromptOut(messages=await session.prompt(), tokens=await session.tokens())
+        lent.give_back()
+        return prompt
 
     @api.get(
         "/conversations/{conversation_id}/history",
