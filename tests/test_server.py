@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -250,16 +251,24 @@ def test_event_stream_ends_when_the_client_goes_away(
 # --- refusals -----------------------------------------------------------------------------------
 
 
+def _api_endpoints(app: FastAPI) -> list[tuple[str, str]]:
+    """Every method and path the app describes under /v1, path parameters filled with `x`."""
+    return [
+        (method.upper(), re.sub(r"\{[^}]+\}", "x", path))
+        for path, operations in app.openapi()["paths"].items()
+        if path.startswith("/v1/")
+        for method in operations
+    ]
+
+
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "x"}])
 def test_every_endpoint_but_health_needs_the_key(service: Service, headers: dict[str, str]) -> None:
+    """Each route the app describes, read from its spec (no router-wide guard stands in for a
+    route that forgot the key), refuses before reading its body or the store."""
+    endpoints = _api_endpoints(service.app)
+    assert len(endpoints) >= 10
     with httpx.Client(base_url=service.url, headers=headers) as anonymous:
-        for method, path in [
-            ("GET", "/v1/conversations"),
-            ("POST", "/v1/conversations"),
-            ("GET", "/v1/conversations/x/context"),
-            ("GET", "/v1/conversations/x/events/stream"),
-            ("GET", "/openapi.json"),
-        ]:
+        for method, path in [*endpoints, ("GET", "/openapi.json")]:
             response = anonymous.request(method, path)
             assert response.status_code == 401, (method, path)
             assert response.headers["www-authenticate"] == "Bearer"
@@ -435,6 +444,17 @@ def test_serve_refuses_a_public_address_without_a_key(tmp_path: Path, host: str)
     assert out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "PRECIS_API_KEY" in lines[0] and host in lines[0], err
+
+
+def test_a_worker_freezes_its_startup_objects_and_collects_young_ones_less_often() -> None:
+    """`settle_gc` (in a fresh interpreter: it changes the process's collector)."""
+    code = (
+        "import gc; from precis.cli.commands.serve import GC_YOUNG_OBJECTS, settle_gc; "
+        "before = gc.get_threshold(); settle_gc(); "
+        "print(gc.get_freeze_count() > 1000, gc.get_threshold() == (GC_YOUNG_OBJECTS, *before[1:]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True"], done.stderr
 
 
 def test_serve_runs_the_service_on_the_given_port(tmp_path: Path) -> None:

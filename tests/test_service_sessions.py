@@ -119,3 +119,40 @@ def test_a_kept_session_sees_what_another_worker_wrote(store: SQLiteStore, tmp_p
             assert appended["tokens"] == tokens
     finally:
         other_store.close()
+
+
+def test_every_route_on_a_conversation_gives_its_session_back(store: SQLiteStore) -> None:
+    """Each route that borrows the conversation's session gives that same session back when it
+    succeeds (the route does, not a dependency's exit), so the next request finds its memo; a
+    refused request lets it go."""
+    app = create_app(store, settings=SETTINGS, limits=ServiceLimits(idle_sessions=KEPT))
+    service = _service(app)
+    base = "/v1/conversations/lent"
+    requests = [
+        ("POST", f"{base}/messages", {"messages": _turn(6)}, 201),
+        ("GET", f"{base}/context", None, 200),
+        ("GET", f"{base}/prompt", None, 200),
+        ("POST", f"{base}/compact", {}, 200),
+        ("GET", f"{base}/recall?q=migration", None, 200),
+        ("GET", f"{base}/events", None, 200),
+        ("GET", f"{base}/events/stream?since=0&max_events=1", None, 200),
+    ]
+    with serving(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        assert client.post("/v1/conversations", json={"id": "lent"}).status_code == 201
+        for n in range(6):  # enough that the compaction commits, and the stream has its event
+            assert client.post(f"{base}/messages", json={"messages": _turn(n)}).status_code == 201
+        kept = service.idle.take("lent")
+        assert kept is not None
+        for method, path, body, status in requests:
+            service.idle.give(kept)
+            response = client.request(method, path, json=body)
+            assert response.status_code == status, (path, response.text)
+            if path.endswith("/compact"):
+                assert response.json()["compacted"], response.text
+            assert service.idle.take("lent") is kept, path
+        service.idle.give(kept)
+        refused = client.post(f"{base}/messages", json={"messages": [{"role": "bogus"}]})
+        assert refused.status_code == 422
+        many = {"messages": [{"role": "user", "content": "x"}] * 1001}
+        assert client.post(f"{base}/messages", json=many).status_code == 413
+        assert service.idle.take("lent") is None

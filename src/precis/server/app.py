@@ -120,12 +120,15 @@ def create_app(
             """The API description, behind the same key as the API it describes."""
             return JSONResponse(app.openapi())
 
+    # Every /v1 route names the caller's tenant (`Tenant`, or through `ConversationDep` or
+    # `LentDep`), which refuses a missing or wrong key before anything else is read: no router
+    # guard besides, as FastAPI would solve the key's dependency again for each.
     for router in (
         conversations.router,
         messages.router(limits),
         compaction.router(limits),
     ):
-        app.include_router(router, prefix="/v1", dependencies=guarded, responses=_ERRORS)
+        app.include_router(router, prefix="/v1", responses=_ERRORS)
     install_inspector(app, service)
     return app
 

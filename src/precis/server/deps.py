@@ -3,7 +3,7 @@ conversation — as FastAPI dependencies, so routes stay a few lines each."""
 
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -207,12 +207,18 @@ def _checked_append(
     return appended, tokens
 
 
-async def get_service(request: Request) -> Service:
-    """The app's service. Async, as every dependency here: FastAPI runs a plain `def` one on a
-    worker thread, a hop per request for a lookup."""
+def service_of(request: Request) -> Service:
+    """The app's service, read where a dependency already has the request (no node of its own:
+    FastAPI solves each dependency's whole subtree again wherever it appears)."""
     service = request.app.state.service
     assert isinstance(service, Service)
     return service
+
+
+async def get_service(request: Request) -> Service:
+    """The app's service. Async, as every dependency here: FastAPI runs a plain `def` one on a
+    worker thread, a hop per request for a lookup."""
+    return service_of(request)
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
@@ -224,10 +230,11 @@ _bearer = HTTPBearer(auto_error=False, description=f"Send `{API_KEY_HINT}`.")
 
 
 async def require_key(
-    service: ServiceDep,
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str | None:
     """The caller's tenant; callers without a configured key are refused."""
+    service = service_of(request)
     if not service.keys:
         return None
     known, tenant = service.keys.tenant(credentials.credentials if credentials else "")
@@ -250,14 +257,28 @@ async def conversation(conversation_id: ConversationId, tenant: Tenant) -> Conve
 ConversationDep = Annotated[Conversation, Depends(conversation)]
 
 
-async def existing_session(
-    conversation: ConversationDep, service: ServiceDep
-) -> AsyncIterator[AsyncSession]:
-    """The conversation's session for one request, given back when it succeeded (after a
-    failure it is let go: a fresh one reads the store again)."""
-    session = await service.lend(conversation)
-    yield session
-    service.give_back(session)
+@dataclass(frozen=True, slots=True)
+class Lent:
+    """What a route on an existing conversation works with: the service, the conversation and
+    its session, lent for the request. The route gives it back (`give_back`) when it has
+    succeeded; after a failure it is let go, and a fresh one reads the store again."""
+
+    service: Service
+    conversation: Conversation
+    session: AsyncSession
+
+    def give_back(self) -> None:
+        self.service.give_back(self.session)
 
 
-SessionDep = Annotated[AsyncSession, Depends(existing_session)]
+async def lent_session(conversation_id: ConversationId, tenant: Tenant, request: Request) -> Lent:
+    """The conversation's session for one request, the route's to give back. One plain
+    dependency over the key's: FastAPI solves a dependency's subtree again at each place it is
+    named (a route that named the service, the conversation and the session solved the key's
+    three times), and a `yield` dependency costs it an exit stack and a cancel scope."""
+    service = service_of(request)
+    conversation = Conversation(conversation_id, tenant)
+    return Lent(service, conversation, await service.lend(conversation))
+
+
+LentDep = Annotated[Lent, Depends(lent_session)]

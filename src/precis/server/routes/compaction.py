@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from precis.core.steps import Steps
 from precis.engine.results import CompactionResult
 from precis.server.convert import event_out, message_out
-from precis.server.deps import ConversationDep, Service, ServiceDep, SessionDep
+from precis.server.deps import LentDep, Service
 from precis.server.limits import ServiceLimits
 from precis.server.models import (
     CompactionStatsOut,
@@ -46,21 +46,21 @@ def router(limits: ServiceLimits) -> APIRouter:
         response_model=CompactOut,
         response_model_exclude_unset=True,
     )
-    async def compact(
-        conversation: ConversationDep, session: SessionDep, body: CompactRequest | None = None
-    ) -> Any:
+    async def compact(lent: LentDep, body: CompactRequest | None = None) -> Any:
         """Compact now and return what it did; 409 when the conversation has no messages.
 
         When nothing can make the context smaller, nothing is written and the answer is
         `compacted: false` with the reason (200: the conversation is fine as it is). A
         summarizer that fails is asked again, then the extractive brief or truncation stands in:
         the stats say which (`fallback`) and why (`fallback_reason`)."""
+        conversation, session = lent.conversation, lent.session
         request = body or CompactRequest()
         result = await session._drive(_compaction(session, request))
         if result is None:
             raise HTTPException(
                 409, f"conversation {conversation.id!r} has no messages; nothing to compact"
             )
+        lent.give_back()
         if result.summary is None:
             return {
                 "compacted": False,
@@ -77,12 +77,13 @@ def router(limits: ServiceLimits) -> APIRouter:
 
     @api.get("/conversations/{conversation_id}/recall")
     async def recall(
-        session: SessionDep,
+        lent: LentDep,
         q: Annotated[str, Query(min_length=1, max_length=1000, description="Words to find.")],
         limit: Annotated[int, Query(ge=1, le=limits.max_recall_limit)] = 10,
     ) -> RecallOut:
         """Search every original message, compacted away or not; best first."""
-        hits = await session.recall(q, limit)
+        hits = await lent.session.recall(q, limit)
+        lent.give_back()
         return RecallOut(
             query=q,
             hits=[
@@ -92,9 +93,10 @@ def router(limits: ServiceLimits) -> APIRouter:
         )
 
     @api.get("/conversations/{conversation_id}/events")
-    async def events(session: SessionDep) -> EventList:
+    async def events(lent: LentDep) -> EventList:
         """Every committed compaction of the conversation, oldest first."""
-        found = await session.events()
+        found = await lent.session.events()
+        lent.give_back()
         return EventList(events=[event_out(i, e) for i, e in enumerate(found)])
 
     @api.get(
@@ -103,9 +105,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         responses=_SSE_RESPONSE,
     )
     async def stream_events(
-        conversation: ConversationDep,
-        service: ServiceDep,
-        session: SessionDep,
+        lent: LentDep,
         since: Annotated[
             int | None,
             Query(ge=0, le=MAX_OFFSET, description="First event index to send (default: new)."),
@@ -116,9 +116,10 @@ def router(limits: ServiceLimits) -> APIRouter:
         last_event_id: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> EventSourceResponse:
         """Server-sent events: one `event: compaction` per new compaction, until disconnect."""
-        start = _stream_start(since, last_event_id, len(await session.events()))
+        start = _stream_start(since, last_event_id, len(await lent.session.events()))
+        lent.give_back()  # the stream reads the store, not the session
         return EventSourceResponse(
-            _compactions(service, conversation.stored_id, start, max_events),
+            _compactions(lent.service, lent.conversation.stored_id, start, max_events),
             ping=limits.keepalive_seconds,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

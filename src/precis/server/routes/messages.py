@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 
 from precis.core.errors import InvalidMessage
 from precis.server.convert import check_sizes, from_anthropic, from_openai, message_out
-from precis.server.deps import ConversationDep, ServiceDep, SessionDep
+from precis.server.deps import ConversationDep, LentDep, ServiceDep
 from precis.server.limits import ServiceLimits
 from precis.server.models import AppendedOut, AppendMessages, ContextOut, HistoryOut, PromptOut
 from precis.stores.base import MAX_IDEMPOTENCY_KEY_CHARS
@@ -30,9 +30,7 @@ def router(limits: ServiceLimits) -> APIRouter:
     )
     async def append_messages(
         body: AppendMessages,
-        service: ServiceDep,
-        conversation: ConversationDep,
-        session: SessionDep,
+        lent: LentDep,
         idempotency_key: Annotated[
             str | None,
             Header(
@@ -46,6 +44,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         """Append in one transaction: all the messages or, on any error, none. An answer other
         than 201 means nothing was stored; a retry with the same Idempotency-Key is stored once
         and answered with the messages the first stored."""
+        service, conversation, session = lent.service, lent.conversation, lent.session
         if len(body.messages) > limits.max_messages_per_append:
             raise HTTPException(
                 413,
@@ -72,6 +71,7 @@ def router(limits: ServiceLimits) -> APIRouter:
         except Exception:  # stored all the same: the answer must say so, not fail
             _log.warning("%s: tokens after an append", session.conversation_id, exc_info=True)
             tokens = None
+        lent.give_back()
         return {"messages": stored, "tokens": tokens}
 
     @api.get(
@@ -79,26 +79,30 @@ def router(limits: ServiceLimits) -> APIRouter:
         response_model=ContextOut,
         response_model_exclude_unset=True,
     )
-    async def get_context(
-        conversation: ConversationDep, service: ServiceDep, session: SessionDep
-    ) -> Any:
+    async def get_context(lent: LentDep) -> Any:
         """The in-context messages in stored order, with the token count the next call carries."""
+        service, conversation, session = lent.service, lent.conversation, lent.session
         snapshot = await run_in_threadpool(service.store.context, conversation.stored_id)
         settings = service.settings
+        tokens = await session.tokens()
+        lent.give_back()
         return {
             "conversation_id": conversation.id,
             "version": snapshot.version,
             "compacted": snapshot.compacted,
-            "tokens": await session.tokens(),
+            "tokens": tokens,
             "context_window": settings.context_window,
             "threshold": settings.threshold,
             "messages": [message_out(m) for m in snapshot.messages],
         }
 
     @api.get("/conversations/{conversation_id}/prompt")
-    async def get_prompt(session: SessionDep) -> PromptOut:
+    async def get_prompt(lent: LentDep) -> PromptOut:
         """What to send next, OpenAI format: system prompt, pinned, summary, kept messages."""
-        return PromptOut(messages=await session.prompt(), tokens=await session.tokens())
+        session = lent.session
+        prompt = PromptOut(messages=await session.prompt(), tokens=await session.tokens())
+        lent.give_back()
+        return prompt
 
     @api.get(
         "/conversations/{conversation_id}/history",
