@@ -225,7 +225,8 @@ def test_append_check_runs_on_the_tail_and_its_refusal_writes_nothing(
         return [user("stored instead")]
 
     assert store.append(CID, [user("given")], check=first_of_new)[0].content == "stored instead"
-    assert seen == [ContextTail([], 0, [])]  # a new conversation's tail: nothing yet
+    # A new conversation's tail: nothing yet, never compacted, no system prompt.
+    assert seen == [ContextTail([], 0, [], 0, 0, False, "", False)]
     fill(store, 3)
     seen.clear()
 

@@ -73,7 +73,9 @@ def test_a_model_call_reads_the_context_rows_once(tmp_path: Path) -> None:
     session.append({"role": "user", "content": "and the deploy?"})
     assert session.maybe_compact() == []
     prompt = session.prompt()
-    assert store.rows_read - read == 1  # the one new message, read once for check and prompt
+    # The new message came with the append (its transaction saw the context as last read):
+    # the check and the prompt read no message row again.
+    assert store.rows_read - read == 0
     assert prompt[-1]["content"] == "and the deploy?" and len(prompt) == 11
 
 

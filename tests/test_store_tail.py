@@ -1,6 +1,6 @@
 """`ConversationStore.tail`: what an append is checked against, read without the whole context.
 
-Every backend answers as `tail_of(context)` does; a SQL store reads only the rows of the last turn
+Every backend answers as `tail_of(snapshot)` does; a SQL store reads only the rows of the last turn
 and the pinned ones; `Session.append` gives the verdicts the whole context gave before.
 """
 
@@ -20,7 +20,7 @@ from precis.core.errors import InvalidMessage
 from precis.core.messages import KIND_SUMMARY, Message, ToolCall
 from precis.session._base import answers_outside, refuse_append
 from precis.stores import CompactionEvent, ConversationStore, MemoryStore, SQLiteStore
-from precis.stores.base import ContextTail, tail_of
+from precis.stores.base import ContextSnapshot, ContextTail, tail_of
 
 CID = "c"
 
@@ -48,7 +48,7 @@ def ids(messages: Sequence[Message]) -> list[str]:
 
 def same(tail: ContextTail, store: ConversationStore) -> None:
     """The store's tail is the tail of its whole context, flags and all."""
-    expected = tail_of(store.context(CID).messages)
+    expected = tail_of(store.context(CID), *store.system_prompt(CID))
     assert ids(tail.turn) == ids(expected.turn)
     assert ids(tail.pinned) == ids(expected.pinned)
     assert tail == expected
@@ -67,20 +67,24 @@ def compact(store: ConversationStore, keep: Sequence[str]) -> None:
     )
 
 
+def whole(context: list[Message]) -> ContextSnapshot:
+    return ContextSnapshot(context, 0, len(context), False)
+
+
 def test_tail_of_a_context() -> None:
     a, b, c = user("a"), calls("x", "y"), result("x")
-    assert tail_of([]) == ContextTail([], 0, [])
-    assert tail_of([a, b, c]).turn == [b, c]
-    assert tail_of([a]).turn == [a]
-    assert tail_of([c, c]).turn == [c, c]  # only results: all of it
-    assert tail_of([a, b, c, user("d")]).turn[0].content == "d"
+    assert tail_of(whole([])) == ContextTail([], 0, [], 0, 0, False, "", False)
+    assert tail_of(whole([a, b, c])).turn == [b, c]
+    assert tail_of(whole([a])).turn == [a]
+    assert tail_of(whole([c, c])).turn == [c, c]  # only results: all of it
+    assert tail_of(whole([a, b, c, user("d")])).turn[0].content == "d"
 
 
 def test_tail_follows_appends_pins_and_compactions(store: ConversationStore) -> None:
     with pytest.raises(Exception, match="nope"):
         store.tail("nope")
     store.create(CID)
-    assert store.tail(CID) == ContextTail([], 0, [])
+    assert store.tail(CID) == ContextTail([], 0, [], 0, 0, False, "", False)
     (task,) = store.append(CID, [user("the task", pinned=True)])
     same(store.tail(CID), store)
     store.append(CID, [calls("a", "b"), result("a")])
@@ -150,7 +154,7 @@ def _verdict(context: Sequence[Message], messages: Sequence[Message], start: int
 def test_the_tail_gives_the_verdict_of_the_whole_context(
     context: list[Message], messages: list[Message]
 ) -> None:
-    tail = tail_of(context)
+    tail = tail_of(whole(context))
     assert tail.turn == context[tail.start :]
     if answers_outside(tail.turn, messages):
         assert _verdict(context, messages) is not None  # refused, whatever the tail says

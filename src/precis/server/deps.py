@@ -198,9 +198,9 @@ def _checked_append(
 ) -> Steps[SessionRequest, tuple[list[Message], int | None]]:
     """The append's steps, then the check's (a compaction due starts behind): a failed check is
     logged and the append stands, its tokens unknown."""
-    appended = yield from session._append_steps(messages, idempotency_key)
+    appended, read = yield from session._append_read_steps(messages, idempotency_key)
     try:
-        _, tokens = yield from session._counted_compact_steps()
+        _, tokens = yield from session._counted_compact_steps(read=read)
     except Exception:
         _log.warning("%s: no compaction after an append", session.conversation_id, exc_info=True)
         return appended, None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from precis.core.errors import InvalidInput, InvalidMessage
@@ -45,6 +46,16 @@ SystemPromptCompiler = Callable[[str, list[Message]], str]
 # is near, so little is read for a compaction that never comes.
 AHEAD = 0.8
 _log = logging.getLogger("precis.session")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRead:
+    """What an append read in its transaction, for the check right after it: the context then
+    (the last read with the stored messages after it) and the system prompt."""
+
+    snapshot: ContextSnapshot
+    system_prompt: str
+    prompt_stale: bool
 
 
 def _keep_prompt(text: str, context: list[Message]) -> str:
@@ -161,6 +172,14 @@ class BaseSession(Views):
     def _append_steps(
         self, items: Sequence[Message | Mapping[str, Any]], idempotency_key: str | None = None
     ) -> Steps[Request, list[Message]]:
+        return (yield from self._append_read_steps(items, idempotency_key))[0]
+
+    def _append_read_steps(
+        self, items: Sequence[Message | Mapping[str, Any]], idempotency_key: str | None = None
+    ) -> Steps[Request, tuple[list[Message], AppendRead | None]]:
+        """Append; with the stored messages, the tail the append was checked against when the
+        context as last read is the context that tail saw (so the context after the append is
+        that read and the stored messages: a check right after need not read either again)."""
         check = AppendCheck(as_messages(items), self.settings.pin_task)
         sample = _AppendSample(self)
         # The tool-call rules are checked by the store, in the append's transaction, against the
@@ -182,8 +201,9 @@ class BaseSession(Views):
                 refuse_append((yield from self._context_steps()), check.messages)
             raise
         self._created = True
+        read = self._read_through(check.tail, appended)
         if check.tail is None or sample.called:
-            return appended  # a retry the store answered with what the key stored, or sampled
+            return appended, read  # a retry answered with what the key stored, or sampled
         try:
             # No sample to grow yet: the whole context's, from the floor read apart.
             floor = yield from self._floor_parts_steps()
@@ -192,7 +212,25 @@ class BaseSession(Views):
         except Exception:
             # The messages are stored: what failed is a record of the window, not the append.
             _log.warning("%s: after an append", self.conversation_id, exc_info=True)
-        return appended
+        return appended, read
+
+    def _read_through(self, tail: ContextTail | None, appended: list[Message]) -> AppendRead | None:
+        """After an append checked against `tail`: when the last read is the context the tail
+        saw, that read with the stored messages after it is the context now (the next read goes
+        on from it); else None, and nothing is assumed."""
+        last = self._last_read
+        if (
+            tail is None
+            or last is None
+            or (last.version, last.last_seq, last.compacted)
+            != (tail.version, tail.last_seq, tail.compacted)
+        ):
+            return None
+        now = ContextSnapshot(
+            [*last.messages, *appended], tail.version, tail.last_seq + len(appended), last.compacted
+        )
+        self._last_read = now
+        return AppendRead(now, tail.system_prompt, tail.prompt_stale)
 
     def _set_task_steps(self, text: str) -> Steps[Request, Message]:
         if not text.strip():
@@ -252,13 +290,18 @@ class BaseSession(Views):
     def _floor_tokens_steps(self) -> Steps[Request, int]:
         return sum((yield from self._floor_parts_steps()))
 
-    def _floor_parts_steps(self) -> Steps[Request, tuple[int, int]]:
+    def _floor_parts_steps(
+        self, read: tuple[str, bool] | None = None
+    ) -> Steps[Request, tuple[int, int]]:
         """Tokens of the system prompt and of the tool definitions, apart: the prompt as the
         next request sends it, recompiled first when a compaction (one behind the turns, say)
-        made it stale, so no check counts a prompt shorter than the one sent."""
+        made it stale, so no check counts a prompt shorter than the one sent. `read`: the
+        prompt and its stale flag as just read (by an append), not read again."""
         yield from self._ensure_steps()
         text: str
-        text, stale = yield self._call(self.store.system_prompt)
+        if read is None:
+            read = yield self._call(self.store.system_prompt)
+        text, stale = read
         if stale and self._compile is not _keep_prompt:
             text = yield from self._system_prompt_steps()
         return self._floor_parts_of(text)
@@ -324,14 +367,19 @@ class BaseSession(Views):
         return (yield from self._checked_steps(pending))[0]
 
     def _checked_steps(
-        self, pending: Sequence[Message] = ()
+        self, pending: Sequence[Message] = (), read: AppendRead | None = None
     ) -> Steps[Request, tuple[int, ContextSnapshot, tuple[int, int]]]:
         """The tokens in context, the snapshot they were counted from, and the tokens of the
-        system prompt and of the tools beside it."""
-        parts = yield from self._floor_parts_steps()
+        system prompt and of the tools beside it. `read`: what an append just read, with the
+        last read carried through it (`_read_through`): neither is read again."""
+        if read is None:
+            parts = yield from self._floor_parts_steps()
+            yield from self._ensure_steps()
+            snapshot: ContextSnapshot = yield from self._read_context_steps()
+        else:
+            parts = yield from self._floor_parts_steps((read.system_prompt, read.prompt_stale))
+            snapshot = read.snapshot
         floor = sum(parts)
-        yield from self._ensure_steps()
-        snapshot: ContextSnapshot = yield from self._read_context_steps()
         view = self.view_of([*snapshot.messages, *pending], floor)
         if self.settings.guard:
             # The guard's facts, asked of the messages as they come: a compaction keeps them.
@@ -419,25 +467,27 @@ class BaseSession(Views):
         return (yield from self._checked_compact_steps(pending))[0]
 
     def _counted_compact_steps(
-        self, pending: Sequence[Message] = ()
+        self, pending: Sequence[Message] = (), read: AppendRead | None = None
     ) -> Steps[Request | StartBehind | AwaitBehind, tuple[list[CompactionStats], int]]:
         """`_maybe_compact_steps`, and the tokens the context carries after it: its check's
-        count, read again only when it compacted now (a summary started behind is not in it)."""
-        done, tokens = yield from self._checked_compact_steps(pending)
+        count, read again only when it compacted now (a summary started behind is not in it).
+        `read`: what the append just before read (`_checked_steps`)."""
+        done, tokens = yield from self._checked_compact_steps(pending, read)
         if tokens is None:
             tokens = yield from self._tokens_steps(pending)
         return done, tokens
 
     def _checked_compact_steps(
-        self, pending: Sequence[Message] = ()
+        self, pending: Sequence[Message] = (), read: AppendRead | None = None
     ) -> Steps[Request | StartBehind | AwaitBehind, tuple[list[CompactionStats], int | None]]:
-        """`_maybe_compact_steps`, with its last check's tokens (None when it compacted since)."""
+        """`_maybe_compact_steps`, with its last check's tokens (None when it compacted since);
+        its first check goes on from what an append just read (`read`)."""
         hard, soft = self.settings.hard_limit, self.settings.threshold
         behind = self.behind if self.settings.background_compaction else None
         done: list[CompactionStats] = behind.take() if behind is not None else []
         # Once per check: it reads the context, and the compaction it starts works on that read
         # (a commit since is caught by the compaction's compare-and-set, which reads again).
-        tokens, snapshot, parts = yield from self._checked_steps(pending)
+        tokens, snapshot, parts = yield from self._checked_steps(pending, read)
         if behind is not None and behind.running:
             if hard is None or tokens <= hard:
                 return done, tokens  # the turn goes on while the summary is made
@@ -453,18 +503,18 @@ class BaseSession(Views):
                 tokens, snapshot, parts = yield from self._checked_steps(pending)
         limit = self.settings.turn_limit
         trigger: Trigger | None = None
-        read: tuple[ContextSnapshot, tuple[int, int]] | tuple[None, None] = (snapshot, parts)
+        given: tuple[ContextSnapshot, tuple[int, int]] | tuple[None, None] = (snapshot, parts)
         if soft is not None and tokens > soft:
             trigger = "context_window_limit"
         elif limit is not None and (yield from self._turns_since_compaction_steps()) >= limit:
-            trigger, read = "turn_limit", (None, None)
+            trigger, given = "turn_limit", (None, None)
         if trigger is None:
             return done, tokens
         if behind is not None:
-            later = self._compact_steps(None, trigger, None, None, (), *read)
+            later = self._compact_steps(None, trigger, None, None, (), *given)
             now: list[CompactionStats] = yield StartBehind(behind, later)
             return done + now, None if now else tokens  # `now`: a plain driver compacted
-        result = yield from self._compact_steps(None, trigger, None, None, pending, *read)
+        result = yield from self._compact_steps(None, trigger, None, None, pending, *given)
         if result.compacted:
             done.append(result.stats)
         return done, None if result.compacted else tokens

@@ -17,7 +17,7 @@ from precis.engine.requests import Call
 from precis.engine.results import CompactionStats
 from precis.providers.base import ChatProvider, Completion
 from precis.session._async import AsyncSession
-from precis.session._base import BaseSession
+from precis.session._base import AppendRead, BaseSession
 from precis.session._io import Complete, SessionRequest, completion, drive
 from precis.session._sync import Session
 from precis.session.tools import TOOLS, answer_history_tool, tool_definitions
@@ -80,8 +80,8 @@ class _AgentBase(Generic[SessionT]):
             if not ours or len(ours) < len(reply.tool_calls) or last:
                 break  # an answer, or calls for the caller's own tools: the turn is over
             compactions += yield from self._maybe_compact_steps(pending)
-        yield from self.session._append_steps(pending)
-        compactions += yield from self._maybe_compact_steps()
+        _, read = yield from self.session._append_read_steps(pending)
+        compactions += yield from self._maybe_compact_steps(read=read)
         return reply.content, compactions
 
     def _reply_steps(
@@ -119,12 +119,13 @@ class _AgentBase(Generic[SessionT]):
         return replace(reply, id=self._ids.new(), metadata=usage)
 
     def _maybe_compact_steps(
-        self, pending: list[Message] | None = None
+        self, pending: list[Message] | None = None, read: AppendRead | None = None
     ) -> Steps[SessionRequest, list[CompactionStats]]:
         """Compact when due; when nothing stored can shrink, go on: if the request then does not
-        fit, the model says so and the overflow path compacts or raises."""
+        fit, the model says so and the overflow path compacts or raises. `read`: what the turn's
+        append just read, not read again."""
         try:
-            done = yield from self.session._maybe_compact_steps(pending or ())
+            done, _ = yield from self.session._checked_compact_steps(pending or (), read)
         except CompactionError:
             return []
         for stats in done:

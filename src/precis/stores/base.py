@@ -115,12 +115,19 @@ class ContextTail:
     `turn`: the in-context messages from the last one that is not a tool result to the end (an
     assistant message whose calls may still await results, and the results so far); all of the
     context when every message in it is a tool result. `start`: the turn's index in the context.
-    `pinned`: the pinned messages in context, in context order.
+    `pinned`: the pinned messages in context, in context order. The rest is the conversation as
+    it stood at that read (the fields of `ContextSnapshot`, its system prompt and whether a
+    compaction made it stale): what a check right after an append would otherwise read again.
     """
 
     turn: list[Message]
     start: int
     pinned: list[Message]
+    version: int
+    last_seq: int
+    compacted: bool
+    system_prompt: str
+    prompt_stale: bool
 
 
 # What a store's append runs inside its transaction, against the tail as it stands then (no other
@@ -135,12 +142,24 @@ AppendCheck = Callable[[ContextTail], Sequence[Message]]
 AppendSample = Callable[[Sequence[Message], str], Sample | None]
 
 
-def tail_of(context: Sequence[Message]) -> ContextTail:
+def tail_of(
+    snapshot: ContextSnapshot, system_prompt: str = "", prompt_stale: bool = False
+) -> ContextTail:
     """The `ContextTail` of a whole context."""
+    context = snapshot.messages
     start = max(len(context) - 1, 0)
     while start > 0 and context[start].role == "tool":
         start -= 1
-    return ContextTail(list(context[start:]), start, [m for m in context if m.pinned])
+    return ContextTail(
+        list(context[start:]),
+        start,
+        [m for m in context if m.pinned],
+        snapshot.version,
+        snapshot.last_seq,
+        snapshot.compacted,
+        system_prompt,
+        prompt_stale,
+    )
 
 
 @runtime_checkable

@@ -123,7 +123,7 @@ class MemoryStore(StoreBase):
                 replayed(conversation_id, idempotency_key, stored_print, given)
                 return [conv.log[conv.seq_of[i] - 1] for i in stored_ids]
             if check is not None:
-                tail = self._tail(conv) if conv is not None else ContextTail([], 0, [])
+                tail = self._tail(conv if conv is not None else _Conversation(""))
                 messages = check(tail)
             held: Container[str] = conv.seq_of if conv is not None else ()
             stored = normalize_batch(conversation_id, messages, self._ids, held)
@@ -179,19 +179,31 @@ class MemoryStore(StoreBase):
 
     def _tail(self, conv: _Conversation) -> ContextTail:
         ids = conv.id_list
+        log = conv.log
         if ids is not None:
             # `tail_of` the context, reading only the last turn's messages and the pinned.
-            log, seq_of, held = conv.log, conv.seq_of, conv.pinned
+            seq_of, held = conv.seq_of, conv.pinned
             start = max(len(ids) - 1, 0)
             while start > 0 and log[seq_of[ids[start]] - 1].role == "tool":
                 start -= 1
             turn = [log[seq_of[i] - 1] for i in ids[start:]]
-            return ContextTail(turn, start, [log[seq_of[i] - 1] for i in ids if i in held])
-        start = max(len(conv.log) - 1, 0)
-        while start > 0 and conv.log[start].role == "tool":
-            start -= 1
-        pinned = sorted(conv.seq_of[i] for i in conv.pinned)
-        return ContextTail(conv.log[start:], start, [conv.log[seq - 1] for seq in pinned])
+            pinned = [log[seq_of[i] - 1] for i in ids if i in held]
+        else:
+            start = max(len(log) - 1, 0)
+            while start > 0 and log[start].role == "tool":
+                start -= 1
+            turn = log[start:]
+            pinned = [log[seq - 1] for seq in sorted(conv.seq_of[i] for i in conv.pinned)]
+        return ContextTail(
+            turn,
+            start,
+            pinned,
+            conv.version,
+            len(log),
+            ids is not None,
+            conv.system_prompt,
+            conv.prompt_stale,
+        )
 
     def context(
         self, conversation_id: str, *, since: ContextSnapshot | None = None

@@ -57,6 +57,14 @@ class _Row(NamedTuple):
     compactions: int
 
 
+class _Head(NamedTuple):
+    """A conversation's row as an append or a tail reads it: counters and system prompt."""
+
+    counters: _Row
+    system_prompt: str
+    prompt_stale: bool
+
+
 _IN_CONTEXT_HEAD = "INSERT INTO in_context (conversation_id, position, message_id) VALUES "
 
 
@@ -102,19 +110,21 @@ class SQLStore(SQLSamples, StoreBase):
             raise ConversationNotFound(conversation_id)
         return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
-    def _locked_row(self, db: Handle, conversation_id: str) -> tuple[_Row, str] | None:
-        """The conversation's counters, row-locked, and its system prompt; None if missing."""
+    def _head(self, db: Handle, conversation_id: str, *, lock: bool = False) -> _Head | None:
+        """The conversation's counters (row-locked for a write) and its system prompt, in one
+        read; None if missing."""
         row = db.execute(
             self._q(
-                "SELECT version, next_seq, next_position, compactions, system_prompt "
-                "FROM conversations WHERE id = ?"
+                "SELECT version, next_seq, next_position, compactions, system_prompt, "
+                "prompt_stale FROM conversations WHERE id = ?"
             )
-            + self._dialect.for_update,
+            + (self._dialect.for_update if lock else ""),
             (conversation_id,),
         ).fetchone()
         if row is None:
             return None
-        return _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3])), str(row[4])
+        counters = _Row(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        return _Head(counters, str(row[4]), bool(row[5]))
 
     def _chunks(
         self, db: Handle, select: str, conversation_id: str, ids: Sequence[str], column: str = "id"
@@ -278,13 +288,13 @@ class SQLStore(SQLSamples, StoreBase):
         with self._transaction(write=True) as db:
             # The conversation's row locked, and its system prompt for the sample, in one read;
             # a conversation not yet made is made first (the write a session's first use does).
-            locked = self._locked_row(db, conversation_id)
-            if locked is None:
+            head = self._head(db, conversation_id, lock=True)
+            if head is None:
                 self._ensure(db, conversation_id)
-                locked = self._locked_row(db, conversation_id)
-                if locked is None:
+                head = self._head(db, conversation_id, lock=True)
+                if head is None:
                     raise ConversationNotFound(conversation_id)
-            (_, next_seq, next_position, compactions), system_prompt = locked
+            _, next_seq, next_position, compactions = head.counters
             if idempotency_key is not None:
                 row = db.execute(
                     self._q(
@@ -297,7 +307,7 @@ class SQLStore(SQLSamples, StoreBase):
                     base.replayed(conversation_id, idempotency_key, str(row[0]), given)
                     return self._messages(db, conversation_id, json.loads(row[1]))
             if check is not None:
-                messages = check(self._tail(db, conversation_id, compactions))
+                messages = check(self._tail(db, conversation_id, head))
             stored = self._insert(db, conversation_id, messages, next_seq)
             if compactions > 0 and stored:
                 self._dialect.insert_rows(
@@ -325,7 +335,9 @@ class SQLStore(SQLSamples, StoreBase):
                     ),
                 )
             if sample is not None:
-                self._sample_append(db, conversation_id, stored, sample, compactions, system_prompt)
+                self._sample_append(
+                    db, conversation_id, stored, sample, compactions, head.system_prompt
+                )
             return stored
 
     def _sample_append(
@@ -389,14 +401,14 @@ class SQLStore(SQLSamples, StoreBase):
         with self._transaction(write=False) as db:
             return self._tail(db, conversation_id)
 
-    def _tail(
-        self, db: Handle, conversation_id: str, compactions: int | None = None
-    ) -> ContextTail:
+    def _tail(self, db: Handle, conversation_id: str, head: _Head | None = None) -> ContextTail:
         """`tail` inside a transaction: an append's reads it under the conversation's lock
-        (and has read its count of compactions)."""
-        if compactions is None:
-            compactions = self._conversation_row(db, conversation_id).compactions
-        compacted = compactions > 0
+        (and has read the conversation's row, `head`)."""
+        if head is None:
+            head = self._head(db, conversation_id)
+            if head is None:
+                raise ConversationNotFound(conversation_id)
+        compacted = head.counters.compactions > 0
         overlay, flagged = self._pins(db, conversation_id)
         # The turn with where it starts; no rows: an empty context, which starts at 0.
         query = self._dialect.turn_sql[1 if compacted else 0]
@@ -406,6 +418,11 @@ class SQLStore(SQLSamples, StoreBase):
             turn=apply_pins([message_from_row(r[1:]) for r in rows], overlay),
             start=first if compacted else first - 1,  # seq counts from 1, positions from 0
             pinned=self._pinned(db, conversation_id, compacted, overlay, flagged),
+            version=head.counters.version,
+            last_seq=head.counters.next_seq - 1,
+            compacted=compacted,
+            system_prompt=head.system_prompt,
+            prompt_stale=head.prompt_stale,
         )
 
     def history(
