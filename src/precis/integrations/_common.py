@@ -41,7 +41,7 @@ from precis.engine.hooks import Hooks
 from precis.engine.settings import CompactionSettings
 from precis.integrations._telemetry import Compaction, emit_span, facts_kept
 from precis.session import AsyncSession, BaseSession
-from precis.session._base import SystemPromptCompiler
+from precis.session._base import AppendRead, SystemPromptCompiler
 from precis.session._io import SessionRequest
 from precis.session.tools import TOOLS, answer_history_tool
 from precis.stores.base import ConversationStore
@@ -294,16 +294,17 @@ class Mirror:
                 made = entry.make()
                 if made:
                     new[entry.key] = made
+        read: AppendRead | None = None
         if new:
             batch = yield from _answerable(session, [m for made in new.values() for m in made])
-            appended: list[Message] = yield from session._append_steps(batch)
+            appended, read = yield from session._append_read_steps(batch)
             i = 0
             for key, made in new.items():
                 stored[key] = tuple(m.id for m in appended[i : i + len(made)])
                 i += len(made)
         if not compact:
             return Turn([], None)
-        compactions = yield from self.compactions(force=force, focus=focus)
+        compactions = yield from self.compactions(force=force, focus=focus, read=read)
         # The prompt before the view: a compaction behind the turn that commits between them
         # leaves the view smaller, never an old view beside the longer prompt compiled after it.
         compiled = (yield from session._system_prompt_steps()) if system is not None else None
@@ -314,10 +315,16 @@ class Mirror:
         return Turn(view, compiled, compactions)
 
     def compactions(
-        self, *, force: bool = False, focus: str | None = None, when: str = "this turn"
+        self,
+        *,
+        force: bool = False,
+        focus: str | None = None,
+        when: str = "this turn",
+        read: AppendRead | None = None,
     ) -> Flow[tuple[Compaction, ...]]:
         """Compact when a trigger fires (with `force`: now, the summary told to keep `focus`),
-        and record a span per compaction.
+        and record a span per compaction. `read`: what the append just before read, which the
+        check need not read again.
 
         The one place every integration's compactions go through, so each is traced once. A
         compaction that failed changed nothing and is logged: the request goes out as it is (the
@@ -329,7 +336,7 @@ class Mirror:
                 result = yield from session._compact_steps(None, "manual", focus, None)
                 done = [result.stats] if result.compacted else []
             else:
-                done = yield from session._maybe_compact_steps()
+                done, _ = yield from session._checked_compact_steps((), read)
         except Exception as exc:
             not_compacted(when, exc)
             return ()
