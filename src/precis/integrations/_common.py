@@ -336,7 +336,7 @@ class Mirror:
                 result = yield from session._compact_steps(None, "manual", focus, None)
                 done = [result.stats] if result.compacted else []
             else:
-                done, _ = yield from session._checked_compact_steps((), read)
+                done = yield from session._maybe_compact_steps((), read)
         except Exception as exc:
             not_compacted(when, exc)
             return ()

@@ -455,7 +455,7 @@ class BaseSession(Views):
         return result
 
     def _maybe_compact_steps(
-        self, pending: Sequence[Message] = ()
+        self, pending: Sequence[Message] = (), read: AppendRead | None = None
     ) -> Steps[Request | StartBehind | AwaitBehind, list[CompactionStats]]:
         """Over the hard watermark: truncate, no model call. Over the soft watermark (or letta's
         threshold; strict >): summarize. After `turn_limit` turns: summarize. A compaction that
@@ -463,8 +463,9 @@ class BaseSession(Views):
 
         With `behind` (an async session) the summary is made behind the turn, of the stored
         context (what is appended meanwhile stays after it), one at a time; the turn waits for
-        it only over the hard watermark. Its stats come with the next check's."""
-        return (yield from self._checked_compact_steps(pending))[0]
+        it only over the hard watermark. Its stats come with the next check's. `read`: what the
+        append just before read, not read again (`_checked_steps`)."""
+        return (yield from self._checked_compact_steps(pending, read))[0]
 
     def _counted_compact_steps(
         self, pending: Sequence[Message] = (), read: AppendRead | None = None

@@ -125,7 +125,7 @@ class _AgentBase(Generic[SessionT]):
         fit, the model says so and the overflow path compacts or raises. `read`: what the turn's
         append just read, not read again."""
         try:
-            done, _ = yield from self.session._checked_compact_steps(pending or (), read)
+            done = yield from self.session._maybe_compact_steps(pending or (), read)
         except CompactionError:
             return []
         for stats in done:
