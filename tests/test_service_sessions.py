@@ -121,6 +121,41 @@ def test_a_kept_session_sees_what_another_worker_wrote(store: SQLiteStore, tmp_p
         other_store.close()
 
 
+def test_two_workers_appending_in_turn_each_report_the_tokens_the_store_holds(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    """An append hands its check the context its transaction read only when the worker's last
+    read is that context: appends by two workers to one conversation, in turn and by runs, with
+    compactions between, each answer the tokens a fresh read of the other worker counts."""
+    other_store = SQLiteStore(tmp_path / "precis.db")
+    first = create_app(store, settings=SETTINGS, limits=ServiceLimits(idle_sessions=KEPT))
+    second = create_app(other_store, settings=SETTINGS, limits=ServiceLimits(idle_sessions=KEPT))
+    try:
+        with (
+            serving(first) as one,
+            serving(second) as two,
+            httpx.Client(base_url=one, timeout=60) as a,
+            httpx.Client(base_url=two, timeout=60) as b,
+        ):
+            assert a.post("/v1/conversations", json={"id": "shared"}).status_code == 201
+            path = "/v1/conversations/shared/messages"
+            clients = {"a": (a, b), "b": (b, a)}
+            for n, who in enumerate("aabbabaaabbbab"):
+                writer, reader = clients[who]
+                answer = writer.post(path, json={"messages": _turn(n)})
+                assert answer.status_code == 201
+                fresh = reader.get("/v1/conversations/shared/context").json()
+                assert answer.json()["tokens"] == fresh["tokens"], (n, who)
+                assert fresh["messages"][-1]["content"] == REPLY.format(n=n)
+                if n % 5 == 4:
+                    assert writer.post("/v1/conversations/shared/compact", json={}).status_code in (
+                        200,
+                        409,
+                    )
+    finally:
+        other_store.close()
+
+
 def test_every_route_on_a_conversation_gives_its_session_back(store: SQLiteStore) -> None:
     """Each route that borrows the conversation's session gives that same session back when it
     succeeds (the route does, not a dependency's exit), so the next request finds its memo; a
