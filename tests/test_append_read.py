@@ -129,3 +129,19 @@ def test_appends_with_no_other_writer_carry_their_reads(tmp_path: Path) -> None:
     # Another writer's append or pin in between: that append carries nothing.
     store2 = SQLiteStore(tmp_path / "q.db")
     assert check_rounds(store2, ["nothing", "append", "nothing", "pin", "nothing"]) == 2
+
+
+def test_a_compaction_committed_after_the_append_is_read_not_the_carried_context() -> None:
+    """A compaction behind the turn that commits between the append and its check moves the
+    session's last read on: the check reads again and counts the compacted context."""
+    store = MemoryStore()
+    session = session_on(store)
+    for n in range(6):
+        drive(session._append_read_steps([{"role": "user", "content": text(n)}]))
+        session.maybe_compact()
+    _, read = drive(session._append_read_steps([{"role": "assistant", "content": text(7)}]))
+    assert read is not None
+    session.compact()  # as the compaction behind commits, on the session's own last read
+    tokens, snapshot, _ = drive(session._checked_steps((), read))
+    assert snapshot.version == store.context(CID).version > read.snapshot.version
+    assert tokens == drive(session._checked_steps())[0]

@@ -371,7 +371,10 @@ class BaseSession(Views):
     ) -> Steps[Request, tuple[int, ContextSnapshot, tuple[int, int]]]:
         """The tokens in context, the snapshot they were counted from, and the tokens of the
         system prompt and of the tools beside it. `read`: what an append just read, with the
-        last read carried through it (`_read_through`): neither is read again."""
+        last read carried through it (`_read_through`): neither is read again, unless a
+        compaction behind the turn committed since (it moved the last read on)."""
+        if read is not None and self._last_read is not read.snapshot:
+            read = None
         if read is None:
             parts = yield from self._floor_parts_steps()
             yield from self._ensure_steps()
