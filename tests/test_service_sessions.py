@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -90,9 +91,9 @@ def test_next_request_finds_what_the_last_remembered(store: SQLiteStore) -> None
         assert service.idle.take("warm") is kept  # lent to that request and given back
 
 
-def test_a_kept_session_sees_what_another_worker_wrote(store: SQLiteStore, tmp_path: Path) -> None:
-    """Two workers over one database: a worker's kept session answers with the messages and
-    the compaction the other worker committed since its last request."""
+@contextmanager
+def two_workers(store: SQLiteStore, tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    """Two live workers over one SQLite file, `store` the first's: a client for each."""
     other_store = SQLiteStore(tmp_path / "precis.db")
     first = create_app(store, settings=SETTINGS, limits=ServiceLimits(idle_sessions=KEPT))
     second = create_app(other_store, settings=SETTINGS, limits=ServiceLimits(idle_sessions=KEPT))
@@ -103,22 +104,29 @@ def test_a_kept_session_sees_what_another_worker_wrote(store: SQLiteStore, tmp_p
             httpx.Client(base_url=one, timeout=60) as a,
             httpx.Client(base_url=two, timeout=60) as b,
         ):
-            assert a.post("/v1/conversations", json={"id": "shared"}).status_code == 201
-            path = "/v1/conversations/shared/messages"
-            for n in range(4):
-                assert a.post(path, json={"messages": _turn(n)}).status_code == 201
-            assert b.post(path, json={"messages": _turn(9)}).status_code == 201
-            assert b.post("/v1/conversations/shared/compact", json={}).status_code == 200
-            context = a.get("/v1/conversations/shared/context").json()
-            contents = [m["content"] for m in context["messages"]]
-            assert context["version"] == 1
-            assert any(m["kind"] == "summary" for m in context["messages"])
-            assert contents[-1] == REPLY.format(n=9)
-            appended = a.post(path, json={"messages": _turn(10)}).json()
-            tokens = b.get("/v1/conversations/shared/context").json()["tokens"]
-            assert appended["tokens"] == tokens
+            yield a, b
     finally:
         other_store.close()
+
+
+def test_a_kept_session_sees_what_another_worker_wrote(store: SQLiteStore, tmp_path: Path) -> None:
+    """Two workers over one database: a worker's kept session answers with the messages and
+    the compaction the other worker committed since its last request."""
+    with two_workers(store, tmp_path) as (a, b):
+        assert a.post("/v1/conversations", json={"id": "shared"}).status_code == 201
+        path = "/v1/conversations/shared/messages"
+        for n in range(4):
+            assert a.post(path, json={"messages": _turn(n)}).status_code == 201
+        assert b.post(path, json={"messages": _turn(9)}).status_code == 201
+        assert b.post("/v1/conversations/shared/compact", json={}).status_code == 200
+        context = a.get("/v1/conversations/shared/context").json()
+        contents = [m["content"] for m in context["messages"]]
+        assert context["version"] == 1
+        assert any(m["kind"] == "summary" for m in context["messages"])
+        assert contents[-1] == REPLY.format(n=9)
+        appended = a.post(path, json={"messages": _turn(10)}).json()
+        tokens = b.get("/v1/conversations/shared/context").json()["tokens"]
+        assert appended["tokens"] == tokens
 
 
 def test_two_workers_appending_in_turn_each_report_the_tokens_the_store_holds(
@@ -127,33 +135,22 @@ def test_two_workers_appending_in_turn_each_report_the_tokens_the_store_holds(
     """An append hands its check the context its transaction read only when the worker's last
     read is that context: appends by two workers to one conversation, in turn and by runs, with
     compactions between, each answer the tokens a fresh read of the other worker counts."""
-    other_store = SQLiteStore(tmp_path / "precis.db")
-    first = create_app(store, settings=SETTINGS, limits=ServiceLimits(idle_sessions=KEPT))
-    second = create_app(other_store, settings=SETTINGS, limits=ServiceLimits(idle_sessions=KEPT))
-    try:
-        with (
-            serving(first) as one,
-            serving(second) as two,
-            httpx.Client(base_url=one, timeout=60) as a,
-            httpx.Client(base_url=two, timeout=60) as b,
-        ):
-            assert a.post("/v1/conversations", json={"id": "shared"}).status_code == 201
-            path = "/v1/conversations/shared/messages"
-            clients = {"a": (a, b), "b": (b, a)}
-            for n, who in enumerate("aabbabaaabbbab"):
-                writer, reader = clients[who]
-                answer = writer.post(path, json={"messages": _turn(n)})
-                assert answer.status_code == 201
-                fresh = reader.get("/v1/conversations/shared/context").json()
-                assert answer.json()["tokens"] == fresh["tokens"], (n, who)
-                assert fresh["messages"][-1]["content"] == REPLY.format(n=n)
-                if n % 5 == 4:
-                    assert writer.post("/v1/conversations/shared/compact", json={}).status_code in (
-                        200,
-                        409,
-                    )
-    finally:
-        other_store.close()
+    with two_workers(store, tmp_path) as (a, b):
+        assert a.post("/v1/conversations", json={"id": "shared"}).status_code == 201
+        path = "/v1/conversations/shared/messages"
+        clients = {"a": (a, b), "b": (b, a)}
+        for n, who in enumerate("aabbabaaabbbab"):
+            writer, reader = clients[who]
+            answer = writer.post(path, json={"messages": _turn(n)})
+            assert answer.status_code == 201
+            fresh = reader.get("/v1/conversations/shared/context").json()
+            assert answer.json()["tokens"] == fresh["tokens"], (n, who)
+            assert fresh["messages"][-1]["content"] == REPLY.format(n=n)
+            if n % 5 == 4:
+                assert writer.post("/v1/conversations/shared/compact", json={}).status_code in (
+                    200,
+                    409,
+                )
 
 
 def test_every_route_on_a_conversation_gives_its_session_back(store: SQLiteStore) -> None:
